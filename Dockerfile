@@ -1,0 +1,31 @@
+# syntax=docker/dockerfile:1
+# Build stage: compile TypeScript with the dev dependencies.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+COPY schemas ./schemas
+RUN npm run build
+
+# Final stage: production dependencies and compiled JavaScript only, as a non-root user.
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production \
+    DATA_DIR=/data \
+    PORT=8080 \
+    HOST=0.0.0.0
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY schemas ./schemas
+RUN groupadd --system steward && useradd --system --gid steward --home-dir /app steward \
+    && mkdir -p /data && chown steward:steward /data
+USER steward
+VOLUME ["/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/src/cli/index.js", "serve"]

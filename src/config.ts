@@ -1,0 +1,223 @@
+/**
+ * Configuration from environment variables, parsed with zod in one place.
+ *
+ * Every variable is declared once in VARIABLES with its schema, default and description; the
+ * README's configuration table is generated from the same list (`npm run docs:config`) and a
+ * test checks that the two agree.
+ */
+import { z } from 'zod';
+
+const bool = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no'], { message: 'expected 1, 0, true, false, yes or no' })
+  .transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, { message: 'expected a whole number' })
+    .transform(Number)
+    .pipe(z.number().int().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }));
+
+const httpUrl = z
+  .string()
+  .url({ message: 'expected an absolute URL' })
+  .refine((u) => /^https?:\/\//.test(u), { message: 'expected an http:// or https:// URL' })
+  .transform((u) => u.replace(/\/+$/, ''));
+
+const secretKey = z
+  .string()
+  .refine((v) => decodeSecretKey(v) !== null, {
+    message: 'expected 32 bytes as 64 hex characters or as base64/base64url (43 or 44 characters)',
+  });
+
+interface VariableSpec {
+  schema: z.ZodType;
+  default?: string;
+  description: string;
+  /** Shown in the table instead of the raw default. */
+  defaultText?: string;
+}
+
+export const VARIABLES = {
+  PORT: { schema: int(0, 65535), default: '8080', description: 'TCP port for HTTP and WebSocket (0 picks a free port).' },
+  HOST: { schema: z.string().min(1), default: '0.0.0.0', description: 'Address to listen on.' },
+  PUBLIC_URL: {
+    schema: httpUrl,
+    description: 'Address people and wallets use to reach Steward; used in claim URLs and to decide whether cookies are Secure.',
+    defaultText: '`http://localhost:{PORT}`',
+  },
+  DATA_DIR: {
+    schema: z.string().min(1),
+    default: './data',
+    description: 'Directory of the embedded store and, in embedded mode, of the generated secret key.',
+  },
+  MONGODB_URI: {
+    schema: z.string().regex(/^mongodb(\+srv)?:\/\//, { message: 'expected a mongodb:// or mongodb+srv:// URI' }),
+    description: 'MongoDB connection string. Unset: the embedded store under DATA_DIR is used.',
+    defaultText: 'unset (embedded store)',
+  },
+  MONGODB_DB: {
+    schema: z.string().regex(/^[^/\\. "$]{1,63}$/, { message: 'expected a MongoDB database name' }),
+    description: 'Database name; defaults to the one in MONGODB_URI, else `steward`.',
+    defaultText: 'from the URI',
+  },
+  STEWARD_SECRET_KEY: {
+    schema: secretKey,
+    description:
+      'Key (32 bytes, hex or base64) that encrypts secrets at rest with AES-256-GCM. Required with MongoDB; in embedded mode a key is generated once into DATA_DIR/secret.key (mode 0600) when unset.',
+    defaultText: 'generated (embedded only)',
+  },
+  LOG_LEVEL: {
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+      message: 'expected fatal, error, warn, info, debug, trace or silent',
+    }),
+    default: 'info',
+    description: 'Log level of the JSON logs on standard output.',
+  },
+  BODY_LIMIT_BYTES: {
+    schema: int(1024, 1024 * 1024 * 1024),
+    default: String(1024 * 1024),
+    description: 'Largest accepted HTTP request body; larger requests get 413 without the rest being read.',
+  },
+  STEWARD_ALLOW_UWS_FALLBACK: {
+    schema: bool,
+    default: '0',
+    description: "Set to 1 to allow starting on uWebSockets.js's slow JavaScript fallback when the native binary does not load.",
+  },
+  ACTOR_IDLE_MS: {
+    schema: int(0, 7 * 24 * 3600 * 1000),
+    default: String(10 * 60 * 1000),
+    description: 'Actors idle this long are passivated (snapshot kept, memory freed); 0 never passivates.',
+  },
+  SESSION_TTL_HOURS: {
+    schema: int(1, 24 * 365),
+    default: '168',
+    description: 'Sessions of people and agents expire after this long without use (sliding).',
+  },
+  STEWARD_OWNER_DID: {
+    schema: z.string().regex(/^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]+$/, { message: 'expected an Ed25519 did:key (did:key:z6Mk...)' }),
+    description: 'On first start, makes this DID the claimed owner. Unset: the owner is created unclaimed and a claim QR is printed.',
+    defaultText: 'unset',
+  },
+  WALLET_URL: {
+    schema: httpUrl,
+    default: 'https://wallet.steward.dev',
+    description: 'Wallet address encoded in claim QR codes: `{WALLET_URL}/#<connectionString>&protocol=p2p&service=auth&did=<serverDid>`.',
+  },
+  CLAIM_TTL_MINUTES: {
+    schema: int(1, 7 * 24 * 60),
+    default: '30',
+    description: 'How long a claim session (send-qr, invite link, invitation QR) stays pending before its status becomes -2.',
+  },
+  SMTP_URL: {
+    schema: z.string().regex(/^smtps?:\/\//, { message: 'expected smtp:// or smtps://' }),
+    description: 'SMTP server for invitation and claim mails (`smtp://user:pass@host:587`). Unset: no mail is sent (emailSent false).',
+    defaultText: 'unset',
+  },
+  MAIL_FROM: {
+    schema: z.string().min(3),
+    default: 'Steward <steward@localhost>',
+    description: 'Sender of the mails Steward sends.',
+  },
+  SHUTDOWN_TIMEOUT_MS: {
+    schema: int(100, 120_000),
+    default: '5000',
+    description: 'Longest a graceful shutdown (SIGTERM/SIGINT) may take before the process exits anyway.',
+  },
+} satisfies Record<string, VariableSpec>;
+
+type Vars = typeof VARIABLES;
+type Parsed = { [K in keyof Vars]: z.output<Vars[K]['schema']> };
+
+export interface Config {
+  port: number;
+  host: string;
+  publicUrl: string;
+  /** True when publicUrl was not set and follows the listening port. */
+  publicUrlDefaulted: boolean;
+  dataDir: string;
+  mongodbUri?: string;
+  mongodbDb?: string;
+  secretKey?: Buffer;
+  logLevel: Parsed['LOG_LEVEL'];
+  bodyLimitBytes: number;
+  allowUwsFallback: boolean;
+  actorIdleMs: number;
+  shutdownTimeoutMs: number;
+  sessionTtlMs: number;
+  ownerDid?: string;
+  walletUrl: string;
+  claimTtlMs: number;
+  smtpUrl?: string;
+  mailFrom: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export function decodeSecretKey(value: string): Buffer | null {
+  const v = value.trim();
+  if (/^[0-9a-fA-F]{64}$/.test(v)) return Buffer.from(v, 'hex');
+  if (/^[A-Za-z0-9+/_-]{43}={0,1}$/.test(v)) {
+    const buf = Buffer.from(v.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+    return buf.length === 32 ? buf : null;
+  }
+  return null;
+}
+
+/** Parses the environment; throws ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+  const out: Partial<Record<keyof Vars, unknown>> = {};
+  for (const [name, spec] of Object.entries(VARIABLES) as [keyof Vars, VariableSpec][]) {
+    const raw = env[name];
+    const value = raw === undefined || raw === '' ? spec.default : raw;
+    if (value === undefined) continue;
+    const result = spec.schema.safeParse(value);
+    if (result.success) out[name] = result.data;
+    else problems.push(`${name}=${JSON.stringify(redactIfSecret(name, value))}: ${result.error.issues.map((i) => i.message).join('; ')}`);
+  }
+  if (problems.length === 0 && out.MONGODB_URI && !out.STEWARD_SECRET_KEY) {
+    problems.push('STEWARD_SECRET_KEY: required when MONGODB_URI is set (the key must not sit beside the data it protects)');
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  const p = out as Parsed;
+  return {
+    port: p.PORT,
+    host: p.HOST,
+    publicUrl: p.PUBLIC_URL ?? `http://localhost:${p.PORT}`,
+    publicUrlDefaulted: p.PUBLIC_URL === undefined,
+    dataDir: p.DATA_DIR,
+    mongodbUri: p.MONGODB_URI,
+    mongodbDb: p.MONGODB_DB,
+    secretKey: p.STEWARD_SECRET_KEY ? (decodeSecretKey(p.STEWARD_SECRET_KEY) ?? undefined) : undefined,
+    logLevel: p.LOG_LEVEL,
+    bodyLimitBytes: p.BODY_LIMIT_BYTES,
+    allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
+    actorIdleMs: p.ACTOR_IDLE_MS,
+    shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
+    sessionTtlMs: p.SESSION_TTL_HOURS * 3600_000,
+    ownerDid: p.STEWARD_OWNER_DID,
+    walletUrl: p.WALLET_URL,
+    claimTtlMs: p.CLAIM_TTL_MINUTES * 60_000,
+    smtpUrl: p.SMTP_URL,
+    mailFrom: p.MAIL_FROM,
+  };
+}
+
+function redactIfSecret(name: string, value: string): string {
+  return /SECRET|KEY|TOKEN|PASSWORD|SMTP_URL|MONGODB_URI/.test(name) ? '<redacted>' : value;
+}
+
+/** The Markdown table of every variable, as it appears in README.md and docs/configuration.md. */
+export function configTable(): string {
+  const rows = Object.entries(VARIABLES).map(([name, spec]: [string, VariableSpec]) => {
+    const def = spec.defaultText ?? (spec.default !== undefined ? `\`${spec.default}\`` : 'unset');
+    return `| \`${name}\` | ${def} | ${spec.description} |`;
+  });
+  return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');
+}

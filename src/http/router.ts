@@ -1,0 +1,339 @@
+/**
+ * The route table and the in-process dispatcher.
+ *
+ * A route is declared once — method, path, auth level, zod schemas for path parameters, query
+ * and body, and a handler returning a status and a JSON body — and `dispatch` does the rest:
+ * matching (404 for unknown paths, 405 for a known path with another method), percent-decoding
+ * of path segments, JSON parsing (400 on invalid JSON), validation (400 naming the field),
+ * authentication and the one error shape. The uWS adapter (server.ts) only moves bytes; tests
+ * and tools can call `dispatch` directly.
+ */
+import { z } from 'zod';
+import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
+import type { Principal } from '../domain/principal.js';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * Auth levels (see docs/api.md):
+ * - public: no authentication;
+ * - optional: a session is used when present;
+ * - session: any authenticated principal, person or agent;
+ * - user: an authenticated person;
+ * - admin: a person with the admin flag or the owner/admin role ("Admin" in the interface);
+ * - globalAdmin: a person with the isAdmin flag;
+ * - owner: the installation owner.
+ * Workspace and channel roles are checked inside handlers by the permissions module.
+ */
+export type AuthLevel = 'public' | 'optional' | 'session' | 'user' | 'admin' | 'globalAdmin' | 'owner';
+
+export interface RawRequest {
+  method: string;
+  /** Path without the query string, still percent-encoded. */
+  path: string;
+  /** Query string without the leading `?`. */
+  query: string;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  body: Buffer;
+  remoteAddress: string;
+}
+
+export interface Cookie {
+  name: string;
+  value: string;
+  maxAgeSeconds?: number;
+  httpOnly?: boolean;
+  secure?: boolean;
+  sameSite?: 'Lax' | 'Strict' | 'None';
+  path?: string;
+}
+
+export interface RequestContext<P = unknown, Q = unknown, B = unknown> {
+  method: Method;
+  path: string;
+  params: P;
+  query: Q;
+  body: B;
+  /** The body bytes exactly as received (for signatures over the raw body). */
+  rawBody: Buffer;
+  headers: Record<string, string>;
+  cookies: Record<string, string>;
+  remoteAddress: string;
+  principal: Principal | null;
+  /** The route pattern, e.g. `/api/users/:did` (metrics label). */
+  route: string;
+}
+
+export interface RouteResult {
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  cookies?: Cookie[];
+  /** A non-JSON body (an SVG image, Prometheus text). */
+  raw?: { contentType: string; data: string | Buffer };
+}
+
+export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType> {
+  method: Method;
+  path: string;
+  auth: AuthLevel;
+  summary: string;
+  tags?: string[];
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Documentation only: the shape of a successful answer. */
+  response?: z.ZodType;
+  /** The status of a successful answer, for documentation (default 200). */
+  successStatus?: number;
+  handler: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult> | RouteResult;
+}
+
+/** Declares a route with its types inferred from the schemas. */
+export function route<P extends z.ZodType = z.ZodObject<{}>, Q extends z.ZodType = z.ZodObject<{}>, B extends z.ZodType = z.ZodUnknown>(
+  def: RouteDef<P, Q, B>,
+): RouteDef {
+  return def as unknown as RouteDef;
+}
+
+export interface AuthPolicy {
+  /** Finds the principal of a request (session cookie, bearer token); null when none. */
+  authenticate(ctx: RequestContext): Promise<Principal | null>;
+  /** Throws HttpError 401/403 when the principal may not use a route of this level. */
+  authorize(level: AuthLevel, principal: Principal | null, ctx: RequestContext): void;
+}
+
+export interface ResponseOut {
+  status: number;
+  headers: Record<string, string>;
+  cookies: Cookie[];
+  body: string | Buffer;
+  contentType: string;
+}
+
+export interface DispatchObserver {
+  (info: { method: string; route: string; status: number; seconds: number; error?: unknown }): void;
+}
+
+interface Node {
+  statics: Map<string, Node>;
+  param?: { name: string; node: Node };
+  routes: Map<Method, RouteDef>;
+}
+
+const newNode = (): Node => ({ statics: new Map(), routes: new Map() });
+
+export class Router {
+  private readonly root = newNode();
+  private readonly all: RouteDef[] = [];
+  private policy: AuthPolicy = {
+    authenticate: async () => null,
+    authorize: (level, principal) => {
+      if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
+    },
+  };
+
+  constructor(private readonly observe?: DispatchObserver) {}
+
+  setAuthPolicy(policy: AuthPolicy): void {
+    this.policy = policy;
+  }
+
+  add(...defs: RouteDef[]): this {
+    for (const def of defs) {
+      let node = this.root;
+      for (const seg of splitPath(def.path)) {
+        if (seg.startsWith(':')) {
+          const name = seg.slice(1);
+          if (node.param && node.param.name !== name) {
+            throw new Error(`route ${def.method} ${def.path}: parameter :${name} conflicts with :${node.param.name}`);
+          }
+          node.param ??= { name, node: newNode() };
+          node = node.param.node;
+        } else {
+          let next = node.statics.get(seg);
+          if (!next) node.statics.set(seg, (next = newNode()));
+          node = next;
+        }
+      }
+      if (node.routes.has(def.method)) throw new Error(`route ${def.method} ${def.path} declared twice`);
+      node.routes.set(def.method, def);
+      this.all.push(def);
+    }
+    return this;
+  }
+
+  routes(): readonly RouteDef[] {
+    return this.all;
+  }
+
+  /** Finds the node of a path; static segments win over parameters, with backtracking. */
+  private match(segments: string[]): { node: Node; params: Record<string, string> } | null {
+    const params: Record<string, string> = {};
+    const walk = (node: Node, i: number): Node | null => {
+      if (i === segments.length) return node.routes.size > 0 ? node : null;
+      const seg = segments[i]!;
+      const stat = node.statics.get(seg);
+      if (stat) {
+        const found = walk(stat, i + 1);
+        if (found) return found;
+      }
+      if (node.param && seg !== '') {
+        const found = walk(node.param.node, i + 1);
+        if (found) {
+          params[node.param.name] = seg;
+          return found;
+        }
+      }
+      return null;
+    };
+    const node = walk(this.root, 0);
+    return node ? { node, params } : null;
+  }
+
+  async dispatch(req: RawRequest): Promise<ResponseOut> {
+    const started = process.hrtime.bigint();
+    let routeLabel = 'unmatched';
+    let out: ResponseOut;
+    let thrown: unknown;
+    try {
+      const r = await this.handle(req, (label) => (routeLabel = label));
+      out = r;
+    } catch (err) {
+      thrown = err;
+      const { error, unexpected } = toHttpError(err);
+      out = jsonOut(error.status, errorBody(error.code, error.message), error.headers);
+      if (!unexpected) thrown = undefined;
+    }
+    this.observe?.({
+      method: req.method,
+      route: routeLabel,
+      status: out.status,
+      seconds: Number(process.hrtime.bigint() - started) / 1e9,
+      error: thrown,
+    });
+    return out;
+  }
+
+  private async handle(req: RawRequest, setLabel: (l: string) => void): Promise<ResponseOut> {
+    let segments: string[];
+    try {
+      segments = splitPath(req.path).map((s) => decodeURIComponent(s));
+    } catch {
+      throw badRequest('the path is not valid percent-encoding', 'invalid_path');
+    }
+    const found = this.match(segments);
+    if (!found) throw new HttpError(404, 'not_found', `no route for ${req.path}`);
+    const method = req.method.toUpperCase() as Method;
+    const def = found.node.routes.get(method);
+    if (!def) {
+      const allow = [...found.node.routes.keys()].join(', ');
+      throw new HttpError(405, 'method_not_allowed', `${req.method.toUpperCase()} is not allowed here; allowed: ${allow}`, { allow });
+    }
+    setLabel(def.path);
+
+    const ctx: RequestContext = {
+      method,
+      path: req.path,
+      params: found.params,
+      query: parseQuery(req.query),
+      body: undefined,
+      rawBody: req.body,
+      headers: req.headers,
+      cookies: parseCookies(req.headers.cookie),
+      remoteAddress: req.remoteAddress,
+      principal: null,
+      route: def.path,
+    };
+
+    if (def.auth !== 'public') ctx.principal = await this.policy.authenticate(ctx);
+    this.policy.authorize(def.auth, ctx.principal, ctx);
+
+    ctx.params = validate('path', def.params, ctx.params);
+    ctx.query = validate('query', def.query, ctx.query);
+    if (def.body) {
+      let parsed: unknown = undefined;
+      if (req.body.length > 0) {
+        try {
+          parsed = JSON.parse(req.body.toString('utf8'));
+        } catch {
+          throw badRequest('the request body is not valid JSON', 'invalid_json');
+        }
+      }
+      ctx.body = validate('body', def.body, parsed ?? {});
+    }
+
+    const result = await def.handler(ctx as never);
+    const status = result.status ?? 200;
+    if (result.raw) {
+      return {
+        status,
+        headers: result.headers ?? {},
+        cookies: result.cookies ?? [],
+        body: result.raw.data,
+        contentType: result.raw.contentType,
+      };
+    }
+    return { ...jsonOut(status, result.body ?? {}, result.headers), cookies: result.cookies ?? [] };
+  }
+}
+
+function jsonOut(status: number, body: unknown, headers?: Record<string, string>): ResponseOut {
+  return { status, headers: headers ?? {}, cookies: [], body: JSON.stringify(body), contentType: 'application/json; charset=utf-8' };
+}
+
+function splitPath(path: string): string[] {
+  const trimmed = path.replace(/^\/+/, '').replace(/\/+$/, '');
+  return trimmed === '' ? [] : trimmed.split('/');
+}
+
+function parseQuery(qs: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  if (!qs) return out;
+  for (const [k, v] of new URLSearchParams(qs)) {
+    const prev = out[k];
+    if (prev === undefined) out[k] = v;
+    else out[k] = Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+export function parseCookies(header: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!header) return out;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const name = part.slice(0, eq).trim();
+    if (!name || name in out) continue;
+    try {
+      out[name] = decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      out[name] = part.slice(eq + 1).trim();
+    }
+  }
+  return out;
+}
+
+function validate(where: 'path' | 'query' | 'body', schema: z.ZodType | undefined, value: unknown): unknown {
+  if (!schema) return value;
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.path.length > 0 ? issue.path.map(String).join('.') : null;
+  const message = field ? `${where} field '${field}': ${issue.message}` : `${where}: ${issue.message}`;
+  throw new HttpError(400, 'validation_failed', message);
+}
+
+/** Query helpers: query values arrive as strings. */
+export const q = {
+  bool: () =>
+    z.enum(['true', 'false', '1', '0'], { message: 'expected true or false' }).transform((v) => v === 'true' || v === '1'),
+  int: (min = 0, max = Number.MAX_SAFE_INTEGER) =>
+    z
+      .string()
+      .regex(/^-?\d+$/, { message: 'expected a whole number' })
+      .transform(Number)
+      .pipe(z.number().int().min(min).max(max)),
+};

@@ -1,0 +1,64 @@
+/**
+ * Process entry for `steward serve`: configuration, logger, server, signals.
+ * A bad configuration or a refused start exits with code 1 and a message naming the problem.
+ */
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { createLogger, type Logger } from './log.js';
+import { startSteward, StartupError, type Steward } from './server.js';
+
+export { startSteward, type Steward } from './server.js';
+export { loadConfig, type Config } from './config.js';
+
+export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`steward: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log: Logger = createLogger(config.logLevel);
+  let steward: Steward;
+  try {
+    steward = await startSteward(config, log);
+  } catch (err) {
+    if (err instanceof StartupError) {
+      log.fatal({ reason: err.message }, 'refusing to start');
+      process.stderr.write(`steward: ${err.message}\n`);
+    } else {
+      log.fatal({ err }, 'start failed');
+      process.stderr.write(`steward: start failed: ${(err as Error).message}\n`);
+    }
+    // Let pino flush before exiting.
+    setTimeout(() => process.exit(1), 50);
+    return;
+  }
+  log.info({ port: steward.port, host: config.host, publicUrl: config.publicUrl }, `Steward listening on http://${config.host}:${steward.port}`);
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown took too long; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    force.unref();
+    steward.close().then(
+      () => {
+        log.info('shutdown complete');
+        setTimeout(() => process.exit(0), 10);
+      },
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}

@@ -1,0 +1,227 @@
+/**
+ * Composition root of a running Steward: configuration -> store -> actor host -> routes ->
+ * uWS app. `startSteward` returns a handle with the bound port and `close()` (graceful:
+ * stop listening, close sockets with 1001, flush snapshots, close the store).
+ */
+import { mkdir, readFile } from 'node:fs/promises';
+import type { Config } from './config.js';
+import type { Logger } from './log.js';
+import { loadUws, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
+import { Router } from './http/router.js';
+import { attachHttp } from './http/adapter.js';
+import { createMetrics, type Metrics } from './http/metrics.js';
+import { openStore, instrumentStore } from './store/index.js';
+import type { Store } from './store/types.js';
+import { ActorHost } from './actors/host.js';
+import { SecretBox, loadSecretKey } from './domain/secrets.js';
+import { systemRoutes } from './http/routes/system.js';
+import { authRoutes } from './http/routes/auth.js';
+import { claimRoutes } from './http/routes/claims.js';
+import { userRoutes } from './http/routes/users.js';
+import { workspaceRoutes } from './http/routes/workspaces.js';
+import { grantRoutes } from './http/routes/grants.js';
+import { auditRoutes } from './http/routes/audit.js';
+import { collections, ensureIndexes, type Collections } from './store/collections.js';
+import { ServerIdentity } from './services/server-identity.js';
+import { Sessions } from './services/sessions.js';
+import { AuditLog } from './services/audit.js';
+import { ensureDefaultWorkspace, ensureOwner } from './services/bootstrap.js';
+import { createAuthPolicy, type AgentLookup } from './http/auth.js';
+import type { UserDoc, WorkspaceDoc } from './store/collections.js';
+
+export class StartupError extends Error {
+  override name = 'StartupError';
+}
+
+/** Open WebSockets by kind, for metrics and for closing them on shutdown. */
+export class SocketRegistry {
+  private readonly byKind = new Map<string, Set<WebSocket<unknown>>>();
+  add(kind: string, ws: WebSocket<unknown>): void {
+    let set = this.byKind.get(kind);
+    if (!set) this.byKind.set(kind, (set = new Set()));
+    set.add(ws);
+  }
+  delete(kind: string, ws: WebSocket<unknown>): void {
+    this.byKind.get(kind)?.delete(ws);
+  }
+  counts(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [k, s] of this.byKind) out[k] = s.size;
+    return out;
+  }
+  /** Ends every socket with the given close code. */
+  endAll(code: number, reason: string): void {
+    for (const set of this.byKind.values()) {
+      for (const ws of [...set]) {
+        try {
+          ws.end(code, reason);
+        } catch {
+          // already closed
+        }
+      }
+    }
+  }
+}
+
+/** Everything a route module or service may use. Later areas add their services here. */
+export interface AppContext {
+  config: Config;
+  log: Logger;
+  store: Store;
+  actors: ActorHost;
+  metrics: Metrics;
+  router: Router;
+  secrets: SecretBox;
+  sockets: SocketRegistry;
+  uws: LoadedUws;
+  app: TemplatedApp;
+  c: Collections;
+  identity: ServerIdentity;
+  sessions: Sessions;
+  audit: AuditLog;
+  /** The default workspace as it was at start (its id never changes). */
+  defaultWorkspace: WorkspaceDoc;
+  /** The owner created by this start (null when users already existed). */
+  bootstrappedOwner: UserDoc | null;
+  /** Resolves agent sessions to agents; replaced by the fleet. */
+  agentLookup: AgentLookup;
+  version: string;
+  startedAt: string;
+  /** Hooks run at close(), before the store closes, in reverse order of registration. */
+  onClose(fn: () => Promise<void> | void): void;
+}
+
+export interface Steward {
+  ctx: AppContext;
+  port: number;
+  /** Base URL of this server on loopback, e.g. http://127.0.0.1:41234 */
+  url: string;
+  close(): Promise<void>;
+}
+
+async function readVersion(): Promise<string> {
+  try {
+    const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    return pkg.version;
+  } catch {
+    const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    return pkg.version;
+  }
+}
+
+export async function startSteward(config: Config, log: Logger): Promise<Steward> {
+  const uws = loadUws();
+  if (!uws.native) {
+    if (!config.allowUwsFallback) {
+      throw new StartupError(
+        `uWebSockets.js native binary is not in use (${uws.detail}); refusing to start on the slow JavaScript fallback. ` +
+          'Set STEWARD_ALLOW_UWS_FALLBACK=1 to start anyway.',
+      );
+    }
+    log.warn({ uws: 'fallback', detail: uws.detail }, 'running on the uWebSockets.js JavaScript fallback (slow)');
+  } else {
+    log.info({ uws: 'native', binary: uws.detail }, 'uWebSockets.js native binary loaded');
+  }
+
+  const embedded = !config.mongodbUri;
+  if (embedded) await mkdir(config.dataDir, { recursive: true });
+  const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
+  const metrics = createMetrics();
+  const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb });
+  const store = instrumentStore(rawStore, (collection, op, seconds, ok) =>
+    metrics.storeDuration.observe({ collection, op, outcome: ok ? 'ok' : 'error' }, seconds),
+  );
+  log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
+
+  const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });
+  metrics.setActorSource(() => actors.counts());
+
+  const router = new Router(({ method, route, status, seconds, error }) => {
+    const labels = { method, route, status: String(status) };
+    metrics.httpRequests.inc(labels);
+    metrics.httpDuration.observe(labels, seconds);
+    if (error) log.error({ err: error, method, route, status }, 'request failed');
+  });
+
+  const app = uws.uws.App();
+  const sockets = new SocketRegistry();
+  metrics.setSocketSource(() => sockets.counts());
+  const closeHooks: Array<() => Promise<void> | void> = [];
+
+  const c = collections(store);
+  await ensureIndexes(c);
+  const secrets = new SecretBox(secretKey);
+  const identity = await ServerIdentity.load(c, secrets);
+  const defaultWorkspace = await ensureDefaultWorkspace(c);
+  const bootstrappedOwner = await ensureOwner(c, defaultWorkspace, config.ownerDid);
+  log.info({ serverDid: identity.did }, 'server identity loaded');
+
+  const ctx: AppContext = {
+    config,
+    log,
+    store,
+    actors,
+    metrics,
+    router,
+    secrets,
+    c,
+    identity,
+    sessions: new Sessions(c, config.sessionTtlMs),
+    audit: new AuditLog(c, log),
+    defaultWorkspace,
+    bootstrappedOwner,
+    agentLookup: async () => null,
+    sockets,
+    uws,
+    app,
+    version: await readVersion(),
+    startedAt: new Date().toISOString(),
+    onClose: (fn) => closeHooks.push(fn),
+  };
+
+  router.setAuthPolicy(
+    createAuthPolicy({ c, sessions: ctx.sessions, publicUrl: () => config.publicUrl, agent: () => ctx.agentLookup }),
+  );
+  router.add(
+    ...systemRoutes(ctx),
+    ...authRoutes(ctx),
+    ...claimRoutes(ctx),
+    ...userRoutes(ctx),
+    ...workspaceRoutes(ctx),
+    ...grantRoutes(ctx),
+    ...auditRoutes(ctx),
+  );
+
+  attachHttp(app, router, {
+    bodyLimitBytes: config.bodyLimitBytes,
+    log,
+    baseHeaders: { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
+  });
+
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(config.host, config.port, (s) => (s ? resolve(s) : reject(new StartupError(`cannot listen on ${config.host}:${config.port}`))));
+  });
+  const port = uws.uws.us_socket_local_port(listenSocket as never);
+  if (config.publicUrlDefaulted) config.publicUrl = `http://localhost:${port}`;
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      uws.uws.us_listen_socket_close(listenSocket);
+      sockets.endAll(1001, 'server shutting down');
+      for (const fn of closeHooks.reverse()) {
+        try {
+          await fn();
+        } catch (err) {
+          log.error({ err }, 'close hook failed');
+        }
+      }
+      await actors.stop();
+      await store.close();
+      // Let the close frames go out, then drop every remaining connection (idle keep-alives).
+      await new Promise((r) => setTimeout(r, 20));
+      (app as unknown as { close?: () => void }).close?.();
+    })());
+
+  return { ctx, port, url: `http://127.0.0.1:${port}`, close };
+}

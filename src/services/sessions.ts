@@ -1,0 +1,69 @@
+/**
+ * Sessions of people and agents. A token is 32 random bytes (base64url); only its SHA-256 is
+ * stored. Sessions slide: each use pushes expiresAt to now + SESSION_TTL (written at most once a
+ * minute per session).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { nanoid } from 'nanoid';
+import type { Collections, SessionDoc } from '../store/collections.js';
+
+const TOUCH_EVERY_MS = 60_000;
+
+export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
+
+export class Sessions {
+  constructor(
+    private readonly c: Collections,
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async create(kind: SessionDoc['kind'], subject: string): Promise<{ token: string; session: SessionDoc }> {
+    const token = randomBytes(32).toString('base64url');
+    const t = this.now();
+    const session: SessionDoc = {
+      _id: nanoid(),
+      tokenHash: hashToken(token),
+      kind,
+      subject,
+      createdAt: new Date(t).toISOString(),
+      lastUsedAt: new Date(t).toISOString(),
+      expiresAt: new Date(t + this.ttlMs).toISOString(),
+    };
+    await this.c.sessions.insertOne(session);
+    return { token, session };
+  }
+
+  /** The live session of a token, extended; null when unknown or expired. */
+  async resolve(token: string): Promise<SessionDoc | null> {
+    if (!token || token.length > 200) return null;
+    const session = await this.c.sessions.findOne({ tokenHash: hashToken(token) });
+    if (!session) return null;
+    const t = this.now();
+    if (Date.parse(session.expiresAt) <= t) {
+      await this.c.sessions.deleteOne({ _id: session._id });
+      return null;
+    }
+    if (t - Date.parse(session.lastUsedAt) >= TOUCH_EVERY_MS) {
+      const lastUsedAt = new Date(t).toISOString();
+      const expiresAt = new Date(t + this.ttlMs).toISOString();
+      await this.c.sessions.updateOne({ _id: session._id }, { $set: { lastUsedAt, expiresAt } });
+      session.lastUsedAt = lastUsedAt;
+      session.expiresAt = expiresAt;
+    }
+    return session;
+  }
+
+  async end(token: string): Promise<void> {
+    await this.c.sessions.deleteOne({ tokenHash: hashToken(token) });
+  }
+
+  /** Ends every session of a subject (a deleted user, a removed agent). */
+  async endAllOf(subject: string): Promise<number> {
+    return this.c.sessions.deleteMany({ subject });
+  }
+
+  async purgeExpired(): Promise<number> {
+    return this.c.sessions.deleteMany({ expiresAt: { $lte: new Date(this.now()).toISOString() } });
+  }
+}

@@ -1,0 +1,1430 @@
+/**
+ * Embedded Store backend: one nedb datafile per collection under `${dataDir}/store/<name>.db`.
+ *
+ * nedb is used for what it does well: durable append-only persistence, crash-safe compaction,
+ * the `_id` index and single/compound unique indexes (nedb 4 supports compound indexes through an
+ * array `fieldName`). Query and update *semantics* are implemented here instead, because nedb's
+ * differ from MongoDB in ways callers would notice (`{f: null}` does not match a missing field,
+ * `$ne`/`$nin` on arrays test "some element", no `$all`/`$options`/`$setOnInsert`, upserts copy
+ * operator objects into the new document, ...). Filters are compiled into a predicate and handed
+ * to nedb as `$where`; simple equality conjuncts are also passed as-is so nedb can pick candidates
+ * from an index (they mean the same thing in both engines, and the predicate re-checks anyway).
+ *
+ * Every write of a collection runs under a per-collection async mutex, so read-modify-write
+ * operations (updates, findOneAndUpdate, upserts, bulkUpdate) are atomic with respect to each
+ * other. Reads do not take the mutex; they see the state before or after any single write.
+ */
+import nedb from '@seald-io/nedb';
+import { constants as fsConstants } from 'node:fs';
+import { access, mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { nanoid } from 'nanoid';
+import {
+  DuplicateKeyError,
+  InvalidQueryError,
+  StoreError,
+  StoreUnavailableError,
+  type BulkUpdateOp,
+  type Collection,
+  type Doc,
+  type Filter,
+  type FindOneAndUpdateOptions,
+  type FindOptions,
+  type IndexSpec,
+  type SortSpec,
+  type Store,
+  type Update,
+  type UpdateOptions,
+  type UpdateResult,
+} from './types.js';
+
+type Obj = Record<string, unknown>;
+type StoredDoc = Obj & { _id: string };
+
+// ---------------------------------------------------------------------------------------------
+// Values: cloning, comparison (BSON order), paths
+// ---------------------------------------------------------------------------------------------
+
+function isPlainObject(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && !(v instanceof RegExp);
+}
+
+/** Own property only: documents are plain data and must never expose Object.prototype members. */
+function own(container: Obj | unknown[], key: string): unknown {
+  return Object.hasOwn(container, key) ? (container as Obj)[key] : undefined;
+}
+
+/**
+ * Deep copy with MongoDB's `ignoreUndefined` treatment: undefined object members are dropped,
+ * undefined array elements become null. `__proto__` is refused as a field name because assigning
+ * it would change an object's prototype instead of storing data.
+ */
+function cloneValue(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map((e) => (e === undefined ? null : cloneValue(e)));
+  if (v instanceof Date) return new Date(v.getTime());
+  if (isPlainObject(v)) {
+    const out: Obj = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (x === undefined) continue;
+      if (k === '__proto__') throw new InvalidQueryError('field name "__proto__" is not allowed');
+      out[k] = cloneValue(x);
+    }
+    return out;
+  }
+  return v;
+}
+
+/** MongoDB's canonical type order, restricted to what JSON-ish documents contain. */
+function typeRank(v: unknown): number {
+  if (v === undefined || v === null) return 1;
+  if (typeof v === 'number') return 2;
+  if (typeof v === 'string') return 3;
+  if (Array.isArray(v)) return 5;
+  if (typeof v === 'boolean') return 6;
+  if (v instanceof Date) return 7;
+  if (typeof v === 'object') return 4;
+  return 8;
+}
+
+/**
+ * Code point order (what MongoDB gets by comparing UTF-8 bytes). Plain UTF-16 comparison differs
+ * only when a surrogate meets a unit in U+E000..U+FFFF, so surrogates are shifted above that range.
+ */
+function compareStrings(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return codePointRank(x) < codePointRank(y) ? -1 : 1;
+  }
+  return a.length < b.length ? -1 : 1;
+}
+function codePointRank(unit: number): number {
+  if (unit >= 0xd800 && unit <= 0xdfff) return unit + 0x2000;
+  if (unit >= 0xe000) return unit - 0x800;
+  return unit;
+}
+
+function compareNumbers(a: number, b: number): number {
+  if (Number.isNaN(a)) return Number.isNaN(b) ? 0 : -1; // MongoDB: NaN sorts below every number
+  if (Number.isNaN(b)) return 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Total order over values as MongoDB sorts and compares BSON (missing counts as null). */
+function compareValues(a: unknown, b: unknown): number {
+  const ra = typeRank(a);
+  const rb = typeRank(b);
+  if (ra !== rb) return ra < rb ? -1 : 1;
+  switch (ra) {
+    case 1:
+      return 0;
+    case 2:
+      return compareNumbers(a as number, b as number);
+    case 3:
+      return compareStrings(a as string, b as string);
+    case 4:
+      return compareObjects(a as Obj, b as Obj);
+    case 5:
+      return compareArrays(a as unknown[], b as unknown[]);
+    case 6:
+      return a === b ? 0 : a ? 1 : -1;
+    case 7:
+      return compareNumbers((a as Date).getTime(), (b as Date).getTime());
+    default:
+      return 0;
+  }
+}
+
+/** Field by field, in order: value type, then field name, then value (so equality is order-sensitive, as in BSON). */
+function compareObjects(a: Obj, b: Obj): number {
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  const n = Math.min(ka.length, kb.length);
+  for (let i = 0; i < n; i++) {
+    const va = a[ka[i]];
+    const vb = b[kb[i]];
+    const byType = typeRank(va) - typeRank(vb);
+    if (byType !== 0) return byType < 0 ? -1 : 1;
+    const byName = compareStrings(ka[i], kb[i]);
+    if (byName !== 0) return byName;
+    const byValue = compareValues(va, vb);
+    if (byValue !== 0) return byValue;
+  }
+  return ka.length === kb.length ? 0 : ka.length < kb.length ? -1 : 1;
+}
+
+function compareArrays(a: unknown[], b: unknown[]): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const c = compareValues(a[i], b[i]);
+    if (c !== 0) return c;
+  }
+  return a.length === b.length ? 0 : a.length < b.length ? -1 : 1;
+}
+
+const valuesEqual = (a: unknown, b: unknown): boolean => compareValues(a, b) === 0;
+
+const isArrayIndex = (part: string): boolean => /^(0|[1-9]\d*)$/.test(part);
+
+function splitPath(path: string): string[] {
+  if (typeof path !== 'string' || path === '') throw new InvalidQueryError('field path must be a non-empty string');
+  const parts = path.split('.');
+  if (parts.some((p) => p === '')) throw new InvalidQueryError(`invalid field path "${path}"`);
+  if (parts.includes('__proto__')) throw new InvalidQueryError(`field path "${path}" is not allowed`);
+  return parts;
+}
+
+/** Update paths additionally may not use positional operators (`$`, `$[]`, `$[id]`). */
+function splitUpdatePath(path: string): string[] {
+  const parts = splitPath(path);
+  if (parts.some((p) => p.startsWith('$'))) {
+    throw new InvalidQueryError(`positional or $-prefixed update paths are not supported ("${path}")`);
+  }
+  return parts;
+}
+
+/** Component-wise path order; numeric components compare as numbers (MongoDB 5+ update order). */
+function comparePaths(a: string[], b: string[]): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    if (a[i] === b[i]) continue;
+    if (isArrayIndex(a[i]) && isArrayIndex(b[i])) return Number(a[i]) - Number(b[i]);
+    return compareStrings(a[i], b[i]);
+  }
+  return a.length - b.length;
+}
+
+const isPathPrefix = (prefix: string[], path: string[]): boolean =>
+  prefix.length <= path.length && prefix.every((p, i) => p === path[i]);
+
+/**
+ * Collects the values a dotted path reaches, following MongoDB's implicit array traversal: a
+ * non-numeric component applied to an array descends into each element that is a document, a
+ * numeric component indexes the array. `undefined` marks a branch on which the path is missing.
+ */
+function collectValues(value: unknown, parts: string[], i: number, out: unknown[]): void {
+  if (i === parts.length) {
+    out.push(value);
+    return;
+  }
+  const part = parts[i];
+  if (Array.isArray(value)) {
+    if (isArrayIndex(part)) {
+      collectValues(own(value, part), parts, i + 1, out);
+    } else {
+      for (const el of value) if (isPlainObject(el)) collectValues(own(el, part), parts, i + 1, out);
+    }
+  } else if (isPlainObject(value)) {
+    collectValues(own(value, part), parts, i + 1, out);
+  } else {
+    out.push(undefined);
+  }
+}
+
+/** Values at `parts` for filtering; an empty result means "missing". */
+function valuesAt(doc: unknown, parts: string[]): unknown[] {
+  const out: unknown[] = [];
+  collectValues(doc, parts, 0, out);
+  if (out.length === 0) out.push(undefined);
+  return out;
+}
+
+/** Exact lookup (no array fan-out) used by update operators. */
+function getPath(doc: Obj, parts: string[]): unknown {
+  let cur: unknown = doc;
+  for (const part of parts) {
+    if (Array.isArray(cur)) {
+      if (!isArrayIndex(part)) return undefined;
+      cur = own(cur, part);
+    } else if (isPlainObject(cur)) {
+      cur = own(cur, part);
+    } else {
+      return undefined;
+    }
+  }
+  return cur;
+}
+
+function describe(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+/** `$set` semantics: creates missing intermediate documents, pads arrays with null. */
+function setPath(doc: Obj, parts: string[], value: unknown): void {
+  let cur: Obj | unknown[] = doc;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i];
+    const last = i === parts.length - 1;
+    if (Array.isArray(cur)) {
+      if (!isArrayIndex(part)) {
+        throw new InvalidQueryError(`Cannot create field '${part}' in element {${parts[i - 1]}: ${describe(cur)}}`);
+      }
+      const idx = Number(part);
+      while (cur.length < idx) cur.push(null);
+      if (last) {
+        cur[idx] = value;
+        return;
+      }
+      let next = cur[idx];
+      if (next === undefined) {
+        next = {};
+        cur[idx] = next;
+      }
+      if (!isPlainObject(next) && !Array.isArray(next)) {
+        throw new InvalidQueryError(`Cannot create field '${parts[i + 1]}' in element {${part}: ${describe(next)}}`);
+      }
+      cur = next as Obj | unknown[];
+    } else {
+      if (last) {
+        cur[part] = value;
+        return;
+      }
+      let next = own(cur, part);
+      if (next === undefined) {
+        next = {};
+        cur[part] = next;
+      }
+      if (!isPlainObject(next) && !Array.isArray(next)) {
+        throw new InvalidQueryError(`Cannot create field '${parts[i + 1]}' in element {${part}: ${describe(next)}}`);
+      }
+      cur = next as Obj | unknown[];
+    }
+  }
+}
+
+/** `$unset` semantics: no-op when missing; an array element is set to null rather than removed. */
+function unsetPath(doc: Obj, parts: string[]): void {
+  let cur: unknown = doc;
+  for (let i = 0; i < parts.length - 1; i++) {
+    cur = Array.isArray(cur) ? (isArrayIndex(parts[i]) ? own(cur, parts[i]) : undefined) : isPlainObject(cur) ? own(cur, parts[i]) : undefined;
+    if (cur === undefined) return;
+  }
+  const last = parts[parts.length - 1];
+  if (Array.isArray(cur)) {
+    if (isArrayIndex(last) && Number(last) < cur.length) cur[Number(last)] = null;
+  } else if (isPlainObject(cur)) {
+    delete cur[last];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filters
+// ---------------------------------------------------------------------------------------------
+
+type DocPredicate = (doc: unknown) => boolean;
+/** A condition on one field, evaluated over the values the field path reaches. */
+type ValuesPredicate = (values: unknown[]) => boolean;
+
+/** Equality with MongoDB semantics: whole value or any array element; null also matches missing. */
+function matchesEquality(values: unknown[], expected: unknown): boolean {
+  for (const x of values) {
+    if (x === undefined) {
+      if (expected === null) return true;
+      continue;
+    }
+    if (valuesEqual(x, expected)) return true;
+    if (Array.isArray(x) && x.some((el) => valuesEqual(el, expected))) return true;
+  }
+  return false;
+}
+
+function matchesRegex(values: unknown[], re: RegExp): boolean {
+  const test = (v: unknown) => typeof v === 'string' && re.test(v);
+  return values.some((x) => test(x) || (Array.isArray(x) && x.some(test)));
+}
+
+type ComparisonOp = '$lt' | '$lte' | '$gt' | '$gte';
+
+/** Range comparison with type bracketing: only values of the operand's type are compared. */
+function compareMatches(x: unknown, operand: unknown, op: ComparisonOp): boolean {
+  if (x === undefined) {
+    if (operand !== null) return false;
+    x = null; // {$gte: null} / {$lte: null} match missing fields, like {$eq: null}
+  }
+  if (typeRank(x) !== typeRank(operand)) return false;
+  const c = compareValues(x, operand);
+  switch (op) {
+    case '$lt':
+      return c < 0;
+    case '$lte':
+      return c <= 0;
+    case '$gt':
+      return c > 0;
+    case '$gte':
+      return c >= 0;
+  }
+}
+
+function matchesComparison(values: unknown[], operand: unknown, op: ComparisonOp): boolean {
+  return values.some(
+    (x) => compareMatches(x, operand, op) || (Array.isArray(x) && x.some((el) => compareMatches(el, operand, op))),
+  );
+}
+
+function buildRegex(source: unknown, options: unknown): RegExp {
+  if (options !== undefined && typeof options !== 'string') throw new InvalidQueryError('$options has to be a string');
+  let src: string;
+  let flags: string;
+  if (source instanceof RegExp) {
+    src = source.source;
+    flags = options ?? source.flags.replace(/[^ims]/g, ''); // drop g/y: they make test() stateful
+  } else if (typeof source === 'string') {
+    src = source;
+    flags = options ?? '';
+  } else {
+    throw new InvalidQueryError('$regex has to be a string');
+  }
+  for (const f of flags) {
+    if (!'ims'.includes(f)) throw new InvalidQueryError(`unsupported regex option "${f}"`);
+  }
+  try {
+    return new RegExp(src, [...new Set(flags)].join(''));
+  } catch (err) {
+    throw new InvalidQueryError(`invalid regular expression /${src}/: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+const LOGICAL_OPERATORS = new Set(['$and', '$or', '$nor']);
+
+function firstKey(v: Obj): string | undefined {
+  return Object.keys(v).find((k) => v[k] !== undefined);
+}
+
+/** A field condition is an operator expression (`{$gt: 1}`) when its first key starts with `$`. */
+function isOperatorObject(v: unknown): v is Obj {
+  return isPlainObject(v) && (firstKey(v)?.startsWith('$') ?? false);
+}
+
+/**
+ * Inside $elemMatch and $pull, a document is either conditions on the element itself
+ * (`{$gte: 80}`) or a query on an element that is a sub-document (`{name: 'x'}`, `{$or: [...]}`).
+ */
+function isElementCondition(v: Obj): boolean {
+  const first = firstKey(v);
+  return first !== undefined && first.startsWith('$') && !LOGICAL_OPERATORS.has(first);
+}
+
+export function compileFilter(filter: unknown): DocPredicate {
+  if (!isPlainObject(filter)) throw new InvalidQueryError('filter must be an object');
+  const preds: DocPredicate[] = [];
+  for (const [key, cond] of Object.entries(filter)) {
+    if (cond === undefined) continue; // ignoreUndefined, as the MongoDB backend is configured
+    if (key.startsWith('$')) {
+      if (!LOGICAL_OPERATORS.has(key)) throw new InvalidQueryError(`unknown top level operator: ${key}`);
+      if (!Array.isArray(cond) || cond.length === 0) throw new InvalidQueryError(`${key} must be a nonempty array`);
+      const subs = cond.map((c) => compileFilter(c));
+      if (key === '$and') preds.push((d) => subs.every((p) => p(d)));
+      else if (key === '$or') preds.push((d) => subs.some((p) => p(d)));
+      else preds.push((d) => !subs.some((p) => p(d)));
+    } else {
+      const parts = splitPath(key);
+      const test = compileCondition(cond);
+      preds.push((d) => test(valuesAt(d, parts)));
+    }
+  }
+  if (preds.length === 0) return () => true;
+  if (preds.length === 1) return preds[0];
+  return (d) => preds.every((p) => p(d));
+}
+
+function compileCondition(cond: unknown): ValuesPredicate {
+  if (cond instanceof RegExp) {
+    const re = buildRegex(cond, undefined);
+    return (values) => matchesRegex(values, re);
+  }
+  if (isOperatorObject(cond)) return compileOperators(cond);
+  const expected = cloneValue(cond);
+  return (values) => matchesEquality(values, expected);
+}
+
+function compileOperators(cond: Obj): ValuesPredicate {
+  const preds: ValuesPredicate[] = [];
+  let regexSource: unknown;
+  let regexOptions: unknown;
+  for (const [op, arg] of Object.entries(cond)) {
+    if (arg === undefined) continue;
+    switch (op) {
+      case '$eq':
+      case '$ne': {
+        const expected = cloneValue(arg);
+        preds.push(op === '$eq' ? (vs) => matchesEquality(vs, expected) : (vs) => !matchesEquality(vs, expected));
+        break;
+      }
+      case '$in':
+      case '$nin': {
+        if (!Array.isArray(arg)) throw new InvalidQueryError(`${op} needs an array`);
+        const tests = arg.map((v): ValuesPredicate => {
+          if (v instanceof RegExp) {
+            const re = buildRegex(v, undefined);
+            return (vs) => matchesRegex(vs, re);
+          }
+          if (isOperatorObject(v)) throw new InvalidQueryError(`cannot nest $ under ${op}`);
+          const expected = cloneValue(v);
+          return (vs) => matchesEquality(vs, expected);
+        });
+        const any: ValuesPredicate = (vs) => tests.some((t) => t(vs));
+        preds.push(op === '$in' ? any : (vs) => !any(vs));
+        break;
+      }
+      case '$exists': {
+        const want = Boolean(arg);
+        preds.push((vs) => vs.some((x) => x !== undefined) === want);
+        break;
+      }
+      case '$lt':
+      case '$lte':
+      case '$gt':
+      case '$gte': {
+        const operand = cloneValue(arg);
+        preds.push((vs) => matchesComparison(vs, operand, op));
+        break;
+      }
+      case '$regex':
+        regexSource = arg;
+        break;
+      case '$options':
+        regexOptions = arg;
+        break;
+      case '$all': {
+        if (!Array.isArray(arg)) throw new InvalidQueryError('$all needs an array');
+        const tests = arg.map((v): ValuesPredicate => {
+          if (isPlainObject(v) && Object.hasOwn(v, '$elemMatch')) return compileOperators({ $elemMatch: v.$elemMatch });
+          if (isOperatorObject(v)) throw new InvalidQueryError('no $ expressions in $all');
+          return compileCondition(v);
+        });
+        // MongoDB: an empty $all matches nothing.
+        preds.push((vs) => tests.length > 0 && tests.every((t) => t(vs)));
+        break;
+      }
+      case '$elemMatch': {
+        if (!isPlainObject(arg)) throw new InvalidQueryError('$elemMatch needs an Object');
+        let elementTest: (el: unknown) => boolean;
+        if (isElementCondition(arg)) {
+          // {$elemMatch: {$gte: 80, $lt: 85}}: all conditions hold for the same element.
+          const p = compileOperators(arg);
+          elementTest = (el) => p([el]);
+        } else {
+          // {$elemMatch: {name: 'x', qty: {$gt: 1}}}: the element is a sub-document matching a query.
+          const p = compileFilter(arg);
+          elementTest = (el) => isPlainObject(el) && p(el);
+        }
+        preds.push((vs) => vs.some((x) => Array.isArray(x) && x.some(elementTest)));
+        break;
+      }
+      case '$size': {
+        if (typeof arg !== 'number' || !Number.isInteger(arg) || arg < 0) {
+          throw new InvalidQueryError('$size needs a non-negative integer');
+        }
+        preds.push((vs) => vs.some((x) => Array.isArray(x) && x.length === arg));
+        break;
+      }
+      case '$not': {
+        let inner: ValuesPredicate;
+        if (arg instanceof RegExp) inner = compileCondition(arg);
+        else if (isOperatorObject(arg)) inner = compileOperators(arg);
+        else throw new InvalidQueryError('$not needs a regex or a document of operators');
+        preds.push((vs) => !inner(vs));
+        break;
+      }
+      default:
+        throw new InvalidQueryError(`unknown operator: ${op}`);
+    }
+  }
+  if (regexSource !== undefined) {
+    const re = buildRegex(regexSource, regexOptions);
+    preds.push((vs) => matchesRegex(vs, re));
+  } else if (regexOptions !== undefined) {
+    throw new InvalidQueryError('$options needs a $regex');
+  }
+  return (vs) => preds.every((p) => p(vs));
+}
+
+interface PreparedQuery {
+  predicate: DocPredicate;
+  /** Conjuncts that nedb evaluates identically and can serve from an index (`{_id: 'x'}` etc.). */
+  hints: Obj;
+}
+
+function isHintScalar(v: unknown): v is string | number | boolean {
+  return typeof v === 'string' || (typeof v === 'number' && !Number.isNaN(v)) || typeof v === 'boolean';
+}
+
+function prepareQuery(filter: unknown): PreparedQuery {
+  const predicate = compileFilter(filter ?? {});
+  const hints: Obj = {};
+  for (const [key, cond] of Object.entries((filter ?? {}) as Obj)) {
+    // nedb's own matching agrees with ours for top-level scalar equality and $in of scalars
+    // (null, numeric path components and range operators on arrays are where it differs).
+    if (key.startsWith('$') || key.split('.').some(isArrayIndex)) continue;
+    if (isHintScalar(cond)) {
+      hints[key] = cond;
+    } else if (isPlainObject(cond)) {
+      const keys = Object.keys(cond);
+      if (keys.length !== 1) continue;
+      if (keys[0] === '$eq' && isHintScalar(cond.$eq)) hints[key] = cond.$eq;
+      else if (keys[0] === '$in' && Array.isArray(cond.$in) && cond.$in.every(isHintScalar)) hints[key] = { $in: cond.$in };
+    }
+  }
+  return { predicate, hints };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sort, projection, distinct
+// ---------------------------------------------------------------------------------------------
+
+/** An empty array sorts below null/missing in both directions (MongoDB). */
+const EMPTY_ARRAY = Symbol('empty array');
+
+function compareSortValues(a: unknown, b: unknown): number {
+  if (a === EMPTY_ARRAY) return b === EMPTY_ARRAY ? 0 : -1;
+  if (b === EMPTY_ARRAY) return 1;
+  return compareValues(a, b);
+}
+
+/** Sort key of one field: arrays sort by their smallest element ascending, largest descending. */
+function sortKey(doc: Obj, parts: string[], dir: 1 | -1): unknown {
+  const raw: unknown[] = [];
+  collectValues(doc, parts, 0, raw);
+  const candidates: unknown[] = [];
+  for (const x of raw) {
+    if (Array.isArray(x)) {
+      if (x.length === 0) candidates.push(EMPTY_ARRAY);
+      else candidates.push(...x);
+    } else {
+      candidates.push(x === undefined ? null : x);
+    }
+  }
+  if (candidates.length === 0) return null;
+  let best = candidates[0];
+  for (const c of candidates) if (compareSortValues(c, best) * dir < 0) best = c;
+  return best;
+}
+
+type SortFn = (docs: StoredDoc[]) => StoredDoc[];
+
+function compileSort(sort: SortSpec | undefined): SortFn | undefined {
+  if (sort === undefined) return undefined;
+  if (!isPlainObject(sort)) throw new InvalidQueryError('sort must be an object');
+  const keys = Object.entries(sort).map(([path, dir]) => {
+    if (dir !== 1 && dir !== -1) throw new InvalidQueryError(`sort direction for "${path}" must be 1 or -1`);
+    return { parts: splitPath(path), dir };
+  });
+  if (keys.length === 0) return undefined;
+  return (docs) =>
+    docs
+      .map((d) => ({ d, k: keys.map((key) => sortKey(d, key.parts, key.dir)) }))
+      .sort((a, b) => {
+        for (let i = 0; i < keys.length; i++) {
+          const c = compareSortValues(a.k[i], b.k[i]);
+          if (c !== 0) return c * keys[i].dir;
+        }
+        return 0;
+      })
+      .map((x) => x.d);
+}
+
+type ProjectionTree = Map<string, true | ProjectionTree>;
+
+/** Inclusion projection; `_id` always comes back. Returns a function producing a fresh copy. */
+function compileProjection(projection: Record<string, unknown> | undefined): (doc: Obj) => Obj {
+  if (projection === undefined || projection === null) return (d) => cloneValue(d) as Obj;
+  if (!isPlainObject(projection)) throw new InvalidQueryError('projection must be an object');
+  if (Object.keys(projection).length === 0) return (d) => cloneValue(d) as Obj;
+  const tree: ProjectionTree = new Map([['_id', true]]);
+  for (const [path, flag] of Object.entries(projection)) {
+    if (flag !== 1 && flag !== true) throw new InvalidQueryError(`only inclusion projections are supported ("${path}")`);
+    const parts = splitPath(path);
+    let node = tree;
+    for (let i = 0; i < parts.length; i++) {
+      const existing = node.get(parts[i]);
+      if (existing === true) break; // a parent path is already included whole
+      if (i === parts.length - 1) {
+        node.set(parts[i], true);
+      } else {
+        const child: ProjectionTree = existing ?? new Map();
+        node.set(parts[i], child);
+        node = child;
+      }
+    }
+  }
+  return (d) => projectObject(d, tree);
+}
+
+function projectObject(src: Obj, tree: ProjectionTree): Obj {
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(src)) {
+    const sub = tree.get(k);
+    if (sub === undefined) continue;
+    if (sub === true) {
+      out[k] = cloneValue(v);
+    } else {
+      const projected = projectNested(v, sub);
+      if (projected !== undefined) out[k] = projected;
+    }
+  }
+  return out;
+}
+
+/** Nested projection through arrays keeps sub-documents (projected) and drops scalars, like MongoDB. */
+function projectNested(v: unknown, tree: ProjectionTree): unknown {
+  if (isPlainObject(v)) return projectObject(v, tree);
+  if (Array.isArray(v)) {
+    return v.filter((el) => isPlainObject(el) || Array.isArray(el)).map((el) => projectNested(el, tree));
+  }
+  return undefined;
+}
+
+function nonNegativeInteger(name: string, v: unknown): number {
+  if (v === undefined) return 0;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new InvalidQueryError(`${name} must be a non-negative integer`);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Updates
+// ---------------------------------------------------------------------------------------------
+
+type UpdateOperator = '$set' | '$unset' | '$inc' | '$push' | '$pull' | '$addToSet' | '$setOnInsert';
+const UPDATE_OPERATORS = new Set<string>(['$set', '$unset', '$inc', '$push', '$pull', '$addToSet', '$setOnInsert']);
+
+interface PushSpec {
+  each: unknown[];
+  position?: number;
+  slice?: number;
+  sort?: SortFn | 1 | -1;
+}
+
+interface UpdateStep {
+  op: UpdateOperator;
+  path: string;
+  parts: string[];
+  value: unknown;
+  push?: PushSpec;
+  pull?: (el: unknown) => boolean;
+}
+
+interface UpdatePlan {
+  steps: UpdateStep[];
+}
+
+function compileUpdate(update: unknown): UpdatePlan {
+  if (!isPlainObject(update)) throw new InvalidQueryError('update must be an object');
+  const steps: UpdateStep[] = [];
+  const operators = Object.keys(update).filter((k) => update[k] !== undefined);
+  if (operators.length === 0) throw new InvalidQueryError('update document requires update operators');
+  for (const op of operators) {
+    if (!op.startsWith('$')) {
+      throw new InvalidQueryError('update document requires update operators (use replaceOne to replace a document)');
+    }
+    if (!UPDATE_OPERATORS.has(op)) throw new InvalidQueryError(`unknown update operator: ${op}`);
+    const arg = update[op];
+    if (!isPlainObject(arg)) throw new InvalidQueryError(`${op} needs an object`);
+    for (const [path, raw] of Object.entries(arg)) {
+      if (raw === undefined) continue;
+      const step: UpdateStep = { op: op as UpdateOperator, path, parts: splitUpdatePath(path), value: cloneValue(raw) };
+      if (op === '$inc' && typeof raw !== 'number') {
+        throw new InvalidQueryError(`Cannot increment with non-numeric argument: {${path}: ${describe(raw)}}`);
+      }
+      if (op === '$push' || op === '$addToSet') step.push = compileEach(op, step.value);
+      if (op === '$pull') step.pull = compilePullMatcher(raw);
+      steps.push(step);
+    }
+  }
+  // MongoDB applies fields in path order and refuses two operations on the same or nested paths.
+  steps.sort((a, b) => comparePaths(a.parts, b.parts));
+  for (let i = 1; i < steps.length; i++) {
+    if (isPathPrefix(steps[i - 1].parts, steps[i].parts)) {
+      throw new InvalidQueryError(`Updating the path '${steps[i].path}' would create a conflict at '${steps[i - 1].path}'`);
+    }
+  }
+  return { steps };
+}
+
+function compileEach(op: '$push' | '$addToSet', value: unknown): PushSpec {
+  if (!isPlainObject(value) || !Object.hasOwn(value, '$each')) return { each: [value] };
+  const spec: PushSpec = { each: [] };
+  for (const [mod, arg] of Object.entries(value)) {
+    switch (mod) {
+      case '$each':
+        if (!Array.isArray(arg)) throw new InvalidQueryError('$each requires an array value');
+        spec.each = arg;
+        break;
+      case '$position':
+      case '$slice':
+        if (op !== '$push') throw new InvalidQueryError(`${mod} is only valid with $push`);
+        if (typeof arg !== 'number' || !Number.isInteger(arg)) throw new InvalidQueryError(`${mod} must be an integer`);
+        if (mod === '$position') spec.position = arg;
+        else spec.slice = arg;
+        break;
+      case '$sort':
+        if (op !== '$push') throw new InvalidQueryError('$sort is only valid with $push');
+        if (arg === 1 || arg === -1) spec.sort = arg;
+        else if (isPlainObject(arg)) spec.sort = compileSort(arg as SortSpec);
+        else throw new InvalidQueryError('$sort must be 1, -1 or a sort document');
+        break;
+      default:
+        throw new InvalidQueryError(`unrecognized ${op} modifier: ${mod}`);
+    }
+  }
+  return spec;
+}
+
+/**
+ * $pull semantics (MongoDB's PullNode): a document of field conditions is a query that array
+ * elements which are documents must match; an operator expression ({$gte: 6}, {$in: [...]}) is a
+ * condition on each element; anything else is removed by equality.
+ */
+function compilePullMatcher(cond: unknown): (el: unknown) => boolean {
+  if (cond instanceof RegExp || (isPlainObject(cond) && isElementCondition(cond))) {
+    const p = compileCondition(cond);
+    return (el) => p([el]);
+  }
+  if (isPlainObject(cond)) {
+    const p = compileFilter(cond);
+    return (el) => isPlainObject(el) && p(el);
+  }
+  const expected = cloneValue(cond);
+  return (el) => valuesEqual(el, expected);
+}
+
+function arrayAt(doc: Obj, step: UpdateStep): unknown[] | undefined {
+  const cur = getPath(doc, step.parts);
+  if (cur === undefined) return undefined;
+  if (!Array.isArray(cur)) {
+    throw new InvalidQueryError(`The field '${step.path}' must be an array but is of type ${describe(cur)} for ${step.op}`);
+  }
+  return cur;
+}
+
+/**
+ * Applies a compiled update to a copy of `doc`. `isInsert` enables $setOnInsert (upserts).
+ * The `_id` may be set on insert but never changed on an existing document.
+ */
+function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
+  const out = cloneValue(doc) as Obj;
+  for (const step of plan.steps) {
+    switch (step.op) {
+      case '$setOnInsert':
+        if (isInsert) setPath(out, step.parts, cloneValue(step.value));
+        break;
+      case '$set':
+        setPath(out, step.parts, cloneValue(step.value));
+        break;
+      case '$unset':
+        unsetPath(out, step.parts);
+        break;
+      case '$inc': {
+        const cur = getPath(out, step.parts);
+        if (cur !== undefined && typeof cur !== 'number') {
+          throw new InvalidQueryError(`Cannot apply $inc to a value of non-numeric type (${step.path}: ${describe(cur)})`);
+        }
+        setPath(out, step.parts, (cur ?? 0) + (step.value as number));
+        break;
+      }
+      case '$push': {
+        const spec = step.push!;
+        let arr = [...(arrayAt(out, step) ?? [])];
+        const each = spec.each.map(cloneValue);
+        if (spec.position === undefined) arr.push(...each);
+        else {
+          const pos = spec.position < 0 ? Math.max(0, arr.length + spec.position) : Math.min(spec.position, arr.length);
+          arr.splice(pos, 0, ...each);
+        }
+        if (spec.sort === 1 || spec.sort === -1) {
+          const dir = spec.sort;
+          arr.sort((a, b) => compareValues(a, b) * dir);
+        } else if (spec.sort) {
+          arr = spec.sort(arr as StoredDoc[]);
+        }
+        if (spec.slice !== undefined) arr = spec.slice >= 0 ? arr.slice(0, spec.slice) : arr.slice(spec.slice);
+        setPath(out, step.parts, arr);
+        break;
+      }
+      case '$addToSet': {
+        const arr = [...(arrayAt(out, step) ?? [])];
+        for (const v of step.push!.each) if (!arr.some((el) => valuesEqual(el, v))) arr.push(cloneValue(v));
+        setPath(out, step.parts, arr);
+        break;
+      }
+      case '$pull': {
+        const arr = arrayAt(out, step);
+        if (arr === undefined) break;
+        const kept = arr.filter((el) => !step.pull!(el));
+        if (kept.length !== arr.length) setPath(out, step.parts, kept);
+        break;
+      }
+    }
+  }
+  if (!isInsert && !valuesEqual(out._id, doc._id)) {
+    throw new InvalidQueryError("Performing an update on the path '_id' would modify the immutable field '_id'");
+  }
+  return out;
+}
+
+/** Equality conditions of a filter, which seed the document an upsert inserts (as MongoDB does). */
+function collectEqualities(filter: Obj, out: Array<[string, unknown]>): void {
+  for (const [key, cond] of Object.entries(filter)) {
+    if (cond === undefined) continue;
+    if (key === '$and' && Array.isArray(cond)) {
+      for (const sub of cond) if (isPlainObject(sub)) collectEqualities(sub, out);
+    } else if (key === '$or' && Array.isArray(cond) && cond.length === 1 && isPlainObject(cond[0])) {
+      collectEqualities(cond[0], out);
+    } else if (key.startsWith('$') || cond instanceof RegExp) {
+      continue;
+    } else if (isOperatorObject(cond)) {
+      if (Object.hasOwn(cond, '$eq')) out.push([key, cond.$eq]);
+    } else {
+      out.push([key, cond]);
+    }
+  }
+}
+
+function buildUpsertDoc(filter: Filter, plan: UpdatePlan): StoredDoc {
+  const pairs: Array<[string, unknown]> = [];
+  collectEqualities(filter, pairs);
+  const seeds = pairs.map(([path, value]) => ({ path, parts: splitPath(path), value }));
+  seeds.sort((a, b) => comparePaths(a.parts, b.parts));
+  for (let i = 1; i < seeds.length; i++) {
+    if (isPathPrefix(seeds[i - 1].parts, seeds[i].parts)) {
+      throw new InvalidQueryError(`cannot infer query fields to set, path '${seeds[i].path}' is matched twice`);
+    }
+  }
+  const seed: Obj = {};
+  for (const s of seeds) setPath(seed, s.parts, cloneValue(s.value));
+  const doc = applyUpdate(seed, plan, true);
+  if (seed._id !== undefined && !valuesEqual(seed._id, doc._id)) {
+    throw new InvalidQueryError("Performing an update on the path '_id' would modify the immutable field '_id'");
+  }
+  // The contract keeps `_id` a string. When neither the filter nor the update names one (upsert by
+  // a natural key), generate one here instead of letting an engine invent a non-string id.
+  return withIdFirst(doc, doc._id === undefined ? nanoid() : doc._id);
+}
+
+/** MongoDB stores `_id` as the first field. */
+function withIdFirst(doc: Obj, id: unknown): StoredDoc {
+  if (typeof id !== 'string') throw new InvalidQueryError('documents need a string _id');
+  const { _id: _ignored, ...rest } = doc;
+  return { _id: id, ...rest };
+}
+
+function prepareNewDoc(doc: unknown): StoredDoc {
+  if (!isPlainObject(doc)) throw new InvalidQueryError('document must be an object');
+  return withIdFirst(cloneValue(doc) as Obj, doc._id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// nedb plumbing
+// ---------------------------------------------------------------------------------------------
+
+// @seald-io/nedb is CommonJS (`module.exports = Datastore`) but its typings say `export default`,
+// which NodeNext reads as `module.exports.default`. At runtime the default import is the class.
+const Datastore = nedb as unknown as typeof nedb.default;
+type NedbStore = InstanceType<typeof Datastore>;
+
+interface IndexDefinition {
+  /** nedb's index key: field names sorted and joined with ",". */
+  key: string;
+  fields: string[];
+  unique: boolean;
+  sparse: boolean;
+}
+
+/**
+ * nedb's live index registry (`Datastore#indexes`, documented as protected). It includes indexes
+ * restored from the datafile; we read it only to name violated indexes and to detect conflicting
+ * re-definitions.
+ */
+function nedbIndexes(ds: NedbStore): IndexDefinition[] {
+  const raw = (ds as unknown as { indexes?: Record<string, { unique?: boolean; sparse?: boolean }> }).indexes ?? {};
+  return Object.entries(raw)
+    .map(([key, idx]) => ({ key, fields: key.split(','), unique: Boolean(idx.unique), sparse: Boolean(idx.sparse) }))
+    .sort((a, b) => (a.key === '_id' ? -1 : b.key === '_id' ? 1 : 0));
+}
+
+const isUniqueViolation = (err: unknown): boolean =>
+  typeof err === 'object' && err !== null && (err as { errorType?: unknown }).errorType === 'uniqueViolated';
+
+/** MongoDB's default index name: `a_1_b_-1`. */
+function defaultIndexName(fields: Array<[string, number]>): string {
+  return fields.map(([f, d]) => `${f}_${d}`).join('_');
+}
+
+/** Values an index keys a document by: array elements individually, missing as undefined. */
+function indexKeyValues(doc: Obj, field: string): unknown[] {
+  const out: unknown[] = [];
+  collectValues(doc, field.split('.'), 0, out);
+  const flat = out.flatMap((v) => (Array.isArray(v) && v.length > 0 ? v : [v]));
+  return flat.length > 0 ? flat : [undefined];
+}
+
+async function openDatastore(filename: string): Promise<NedbStore> {
+  const ds = new Datastore({ filename });
+  await ds.loadDatabaseAsync();
+  // nedb 4 already rewrites the file at the end of a load; compacting explicitly keeps that
+  // guarantee independent of the nedb version.
+  await ds.compactDatafileAsync();
+  return ds;
+}
+
+/** A FIFO async mutex: `run` executes callbacks one at a time in call order. */
+class Mutex {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<R>(fn: () => Promise<R>): Promise<R> {
+    const result = this.tail.then(fn);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+
+  idle(): Promise<unknown> {
+    return this.tail;
+  }
+}
+
+interface WriteOutcome {
+  result: UpdateResult;
+  before: StoredDoc | null;
+  after: StoredDoc | null;
+}
+
+const NO_MATCH: UpdateResult = { matched: 0, modified: 0, upserted: 0 };
+
+class EmbeddedCollection<T extends Doc> implements Collection<T> {
+  private readonly mutex = new Mutex();
+  private readonly loaded: Promise<NedbStore>;
+  /** Names given to createIndex, by nedb index key. */
+  private readonly indexNames = new Map<string, string>();
+
+  constructor(
+    readonly name: string,
+    private readonly filename: string,
+    private readonly owner: EmbeddedStore,
+  ) {
+    this.loaded = openDatastore(filename);
+    this.loaded.catch(() => undefined); // reported by whichever operation uses the collection
+  }
+
+  // -- reads ----------------------------------------------------------------------------------
+
+  findOne(filter: Filter, options: FindOptions = {}): Promise<T | null> {
+    return this.find(filter, { ...options, limit: 1 }).then((docs) => docs[0] ?? null);
+  }
+
+  findById(id: string): Promise<T | null> {
+    return this.findOne({ _id: id });
+  }
+
+  find(filter: Filter, options: FindOptions = {}): Promise<T[]> {
+    return this.read(async (ds) => {
+      const query = prepareQuery(filter);
+      const sort = compileSort(options.sort);
+      const skip = nonNegativeInteger('skip', options.skip);
+      const limit = nonNegativeInteger('limit', options.limit);
+      const project = compileProjection(options.projection);
+      const end = limit > 0 ? skip + limit : Infinity;
+      let docs = await scan(ds, query, sort ? Infinity : end);
+      if (sort) docs = sort(docs);
+      return docs.slice(skip, end).map((d) => project(d) as T);
+    });
+  }
+
+  count(filter: Filter = {}): Promise<number> {
+    return this.read(async (ds) => (await scan(ds, prepareQuery(filter))).length);
+  }
+
+  distinct(field: string, filter: Filter = {}): Promise<unknown[]> {
+    return this.read(async (ds) => {
+      const parts = splitPath(field);
+      const query = prepareQuery(filter);
+      const seen = new Map<string, unknown>();
+      for (const doc of await scan(ds, query)) {
+        const raw: unknown[] = [];
+        collectValues(doc, parts, 0, raw);
+        for (const v of raw.flatMap((x) => (Array.isArray(x) ? x : [x]))) {
+          if (v === undefined) continue;
+          // typeRank + JSON identifies a value up to MongoDB equality (key order included).
+          const key = `${typeRank(v)}:${JSON.stringify(v)}`;
+          if (!seen.has(key)) seen.set(key, cloneValue(v));
+        }
+      }
+      return [...seen.values()].sort(compareValues);
+    });
+  }
+
+  // -- writes ---------------------------------------------------------------------------------
+
+  insertOne(doc: T): Promise<T> {
+    return this.write(async (ds) => {
+      await this.insertLocked(ds, [prepareNewDoc(doc)]);
+      return doc;
+    });
+  }
+
+  insertMany(docs: T[]): Promise<void> {
+    return this.write(async (ds) => {
+      if (!Array.isArray(docs)) throw new InvalidQueryError('insertMany needs an array');
+      if (docs.length > 0) await this.insertLocked(ds, docs.map(prepareNewDoc));
+    });
+  }
+
+  updateOne(filter: Filter, update: Update, options: UpdateOptions = {}): Promise<UpdateResult> {
+    return this.write(async (ds) => {
+      const plan = compileUpdate(update);
+      return (await this.updateLocked(ds, filter, plan, { upsert: Boolean(options.upsert), multi: false })).result;
+    });
+  }
+
+  updateMany(filter: Filter, update: Update): Promise<UpdateResult> {
+    return this.write(async (ds) => {
+      const plan = compileUpdate(update);
+      return (await this.updateLocked(ds, filter, plan, { upsert: false, multi: true })).result;
+    });
+  }
+
+  findOneAndUpdate(filter: Filter, update: Update, options: FindOneAndUpdateOptions = {}): Promise<T | null> {
+    return this.write(async (ds) => {
+      const plan = compileUpdate(update);
+      const sort = compileSort(options.sort);
+      const outcome = await this.updateLocked(ds, filter, plan, { upsert: Boolean(options.upsert), multi: false, sort });
+      const doc = options.returnDocument === 'before' ? outcome.before : outcome.after;
+      return doc ? (cloneValue(doc) as T) : null;
+    });
+  }
+
+  replaceOne(filter: Filter, doc: T, options: UpdateOptions = {}): Promise<UpdateResult> {
+    return this.write(async (ds) => {
+      if (!isPlainObject(doc)) throw new InvalidQueryError('replacement must be an object');
+      if (Object.keys(doc).some((k) => k.startsWith('$'))) {
+        throw new InvalidQueryError('replacement document must not contain update operators');
+      }
+      const replacement = cloneValue(doc) as Obj;
+      const [target] = await scan(ds, prepareQuery(filter), 1);
+      if (target === undefined) {
+        if (!options.upsert) return NO_MATCH;
+        const pairs: Array<[string, unknown]> = [];
+        collectEqualities(filter, pairs);
+        const filterId = pairs.find(([path]) => path === '_id')?.[1];
+        await this.insertLocked(ds, [withIdFirst(replacement, replacement._id ?? filterId ?? nanoid())]);
+        return { matched: 0, modified: 0, upserted: 1 };
+      }
+      if (replacement._id !== undefined && !valuesEqual(replacement._id, target._id)) {
+        throw new InvalidQueryError("the (immutable) field '_id' was found to have been altered");
+      }
+      const next = withIdFirst(replacement, target._id);
+      if (valuesEqual(next, target)) return { matched: 1, modified: 0, upserted: 0 };
+      await this.replaceLocked(ds, target, next);
+      return { matched: 1, modified: 1, upserted: 0 };
+    });
+  }
+
+  deleteOne(filter: Filter): Promise<number> {
+    return this.write((ds) => this.removeLocked(ds, filter, false));
+  }
+
+  deleteMany(filter: Filter): Promise<number> {
+    return this.write((ds) => this.removeLocked(ds, filter, true));
+  }
+
+  /**
+   * Unordered like MongoDB's bulkWrite: every op is attempted, all under one mutex acquisition;
+   * the first error (if any) is thrown after the others have been applied.
+   */
+  bulkUpdate(ops: BulkUpdateOp[]): Promise<UpdateResult> {
+    return this.write(async (ds) => {
+      if (!Array.isArray(ops)) throw new InvalidQueryError('bulkUpdate needs an array');
+      const total: UpdateResult = { matched: 0, modified: 0, upserted: 0 };
+      let firstError: unknown;
+      for (const op of ops) {
+        try {
+          const plan = compileUpdate(op.update);
+          const { result } = await this.updateLocked(ds, op.filter, plan, { upsert: Boolean(op.upsert), multi: false });
+          total.matched += result.matched;
+          total.modified += result.modified;
+          total.upserted += result.upserted;
+        } catch (err) {
+          firstError ??= err;
+        }
+      }
+      if (firstError !== undefined) throw firstError;
+      return total;
+    });
+  }
+
+  createIndex(spec: IndexSpec): Promise<void> {
+    return this.write(async (ds) => {
+      if (!isPlainObject(spec) || !isPlainObject(spec.fields)) throw new InvalidQueryError('index spec needs fields');
+      const entries = Object.entries(spec.fields);
+      if (entries.length === 0) throw new InvalidQueryError('index spec needs at least one field');
+      for (const [field, dir] of entries) {
+        splitPath(field);
+        if (field.includes(',')) throw new InvalidQueryError(`index field "${field}" may not contain a comma`);
+        if (dir !== 1 && dir !== -1) throw new InvalidQueryError(`index direction for "${field}" must be 1 or -1`);
+      }
+      const fields = entries.map(([f]) => f);
+      const key = [...fields].sort().join(',');
+      if (key === '_id') return; // always present and unique
+      const name = spec.name ?? defaultIndexName(entries);
+      const unique = Boolean(spec.unique);
+      const sparse = Boolean(spec.sparse);
+      for (const [otherKey, otherName] of this.indexNames) {
+        if (otherName === name && otherKey !== key) throw new InvalidQueryError(`index name ${name} is already used for other fields`);
+      }
+      const existing = nedbIndexes(ds).find((d) => d.key === key);
+      if (existing) {
+        // MongoDB refuses to redefine an index with other options (IndexOptionsConflict).
+        const knownName = this.indexNames.get(key);
+        if (existing.unique !== unique || existing.sparse !== sparse || (knownName !== undefined && knownName !== name)) {
+          throw new InvalidQueryError(`an index on ${key} already exists with different options`);
+        }
+        this.indexNames.set(key, name);
+        return;
+      }
+      try {
+        await ds.ensureIndexAsync({ fieldName: fields.length === 1 ? fields[0] : fields, unique, sparse });
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new DuplicateKeyError(this.name, name, { cause: err });
+        throw this.failure(err);
+      }
+      this.indexNames.set(key, name);
+    });
+  }
+
+  // -- internals ------------------------------------------------------------------------------
+
+  /** Resolves when no operation is running or queued on this collection. */
+  async settle(): Promise<void> {
+    await this.loaded.catch(() => undefined);
+    await this.mutex.idle();
+  }
+
+  private async datastore(): Promise<NedbStore> {
+    try {
+      return await this.loaded;
+    } catch (err) {
+      throw new StoreUnavailableError(`cannot load collection ${this.name} from ${this.filename}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  private read<R>(fn: (ds: NedbStore) => Promise<R>): Promise<R> {
+    return this.owner.track(async () => fn(await this.datastore()));
+  }
+
+  private write<R>(fn: (ds: NedbStore) => Promise<R>): Promise<R> {
+    return this.owner.track(async () => {
+      const ds = await this.datastore();
+      return this.mutex.run(() => fn(ds));
+    });
+  }
+
+  private async updateLocked(
+    ds: NedbStore,
+    filter: Filter,
+    plan: UpdatePlan,
+    opts: { upsert: boolean; multi: boolean; sort?: SortFn },
+  ): Promise<WriteOutcome> {
+    let targets = await scan(ds, prepareQuery(filter), opts.multi || opts.sort ? Infinity : 1);
+    if (opts.sort) targets = opts.sort(targets).slice(0, 1);
+    if (targets.length === 0) {
+      if (!opts.upsert) return { result: NO_MATCH, before: null, after: null };
+      const doc = buildUpsertDoc(filter, plan);
+      await this.insertLocked(ds, [doc]);
+      return { result: { matched: 0, modified: 0, upserted: 1 }, before: null, after: doc };
+    }
+    let modified = 0;
+    let after: StoredDoc | null = null;
+    for (const old of targets) {
+      const next = applyUpdate(old, plan, false) as StoredDoc;
+      if (!valuesEqual(old, next)) {
+        await this.replaceLocked(ds, old, next);
+        modified++;
+      }
+      after ??= next;
+    }
+    return { result: { matched: targets.length, modified, upserted: 0 }, before: targets[0], after };
+  }
+
+  private async insertLocked(ds: NedbStore, docs: StoredDoc[]): Promise<void> {
+    try {
+      // One nedb call (one append) for the whole batch; nedb rolls the batch back on a violation.
+      await ds.insertAsync(docs.length === 1 ? docs[0] : docs);
+    } catch (err) {
+      if (docs.length === 1 || !isUniqueViolation(err)) throw this.writeError(ds, err, docs[0], true);
+      // Reproduce MongoDB's ordered insertMany: documents before the offending one stay inserted.
+      for (const doc of docs) {
+        try {
+          await ds.insertAsync(doc);
+        } catch (inner) {
+          throw this.writeError(ds, inner, doc, true);
+        }
+      }
+    }
+  }
+
+  private async replaceLocked(ds: NedbStore, old: StoredDoc, next: StoredDoc): Promise<void> {
+    try {
+      await ds.updateAsync({ _id: old._id }, next, {});
+    } catch (err) {
+      throw this.writeError(ds, err, next, false);
+    }
+  }
+
+  private async removeLocked(ds: NedbStore, filter: Filter, multi: boolean): Promise<number> {
+    const query = prepareQuery(filter);
+    try {
+      return await ds.removeAsync(
+        {
+          ...query.hints,
+          $where(this: Obj) {
+            return query.predicate(this);
+          },
+        },
+        { multi },
+      );
+    } catch (err) {
+      throw this.failure(err);
+    }
+  }
+
+  private writeError(ds: NedbStore, err: unknown, doc: StoredDoc, inserting: boolean): StoreError {
+    if (isUniqueViolation(err)) return new DuplicateKeyError(this.name, this.violatedIndex(ds, doc, inserting), { cause: err });
+    return this.failure(err);
+  }
+
+  private failure(err: unknown): StoreError {
+    if (err instanceof StoreError) return err;
+    const message = err instanceof Error ? err.message : String(err);
+    // nedb's document checks (field names with "$" or ".").
+    if (/^Field names cannot|cannot mix|change a document's _id/i.test(message)) {
+      return new InvalidQueryError(message, { cause: err });
+    }
+    return new StoreUnavailableError(`embedded store failure on ${this.name}: ${message}`, { cause: err });
+  }
+
+  /**
+   * Best-effort name of the unique index `doc` collides on (nedb's error only carries the key):
+   * the first unique index for which another document has an overlapping key.
+   */
+  private violatedIndex(ds: NedbStore, doc: StoredDoc, inserting: boolean): string | undefined {
+    const all = ds.getAllData() as StoredDoc[];
+    for (const def of nedbIndexes(ds)) {
+      if (!def.unique) continue;
+      if (def.key === '_id') {
+        // An update keeps its _id (and its stored previous version shares it), so only inserts can clash here.
+        if (inserting && all.some((o) => o._id === doc._id)) return '_id_';
+        continue;
+      }
+      const mine = def.fields.map((f) => indexKeyValues(doc, f));
+      if (def.sparse && mine.every((vs) => vs.length === 1 && vs[0] === undefined)) continue;
+      const clash = all.some(
+        (other) =>
+          other._id !== doc._id &&
+          def.fields.every((f, i) => indexKeyValues(other, f).some((v) => mine[i].some((m) => (m === undefined ? v === undefined : v !== undefined && valuesEqual(m, v))))),
+      );
+      if (clash) return this.indexNames.get(def.key) ?? defaultIndexName(def.fields.map((f) => [f, 1]));
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Matching stored documents, in nedb's candidate order (the `_id` index, unless an index hint
+ * narrows it). nedb evaluates `$where` with the stored document as `this`; we collect matches
+ * ourselves and answer false so nedb copies nothing. nedb never mutates a stored document in
+ * place (updates swap in a new object), so these references are a consistent snapshot; callers
+ * copy what they hand out.
+ */
+async function scan(ds: NedbStore, query: PreparedQuery, stopAfter = Infinity): Promise<StoredDoc[]> {
+  const hits: StoredDoc[] = [];
+  await ds.findAsync({
+    ...query.hints,
+    $where(this: StoredDoc) {
+      if (hits.length < stopAfter && query.predicate(this)) hits.push(this);
+      return false;
+    },
+  });
+  return hits;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store
+// ---------------------------------------------------------------------------------------------
+
+const COLLECTION_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,119}$/;
+
+/** Store directories open in this process: two nedb instances on one file would corrupt it. */
+const openDirectories = new Set<string>();
+
+class EmbeddedStore implements Store {
+  readonly kind = 'embedded' as const;
+  private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
+  private readonly inflight = new Set<Promise<unknown>>();
+  private closed = false;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly dir: string) {}
+
+  collection<T extends Doc>(name: string): Collection<T> {
+    if (this.closed) throw new StoreUnavailableError('store is closed');
+    if (typeof name !== 'string' || !COLLECTION_NAME.test(name)) {
+      throw new InvalidQueryError(`invalid collection name "${name}"`);
+    }
+    let coll = this.collections.get(name);
+    if (!coll) {
+      coll = new EmbeddedCollection<Doc>(name, join(this.dir, `${name}.db`), this);
+      this.collections.set(name, coll);
+    }
+    return coll as unknown as Collection<T>;
+  }
+
+  async ping(): Promise<void> {
+    if (this.closed) throw new StoreUnavailableError('store is closed');
+    try {
+      await access(this.dir, fsConstants.R_OK | fsConstants.W_OK);
+    } catch (err) {
+      throw new StoreUnavailableError(`store directory ${this.dir} is not accessible`, { cause: err });
+    }
+  }
+
+  /** Waits for every started operation (and so every pending write) to finish, then detaches. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.closed = true;
+      await Promise.allSettled([...this.inflight]);
+      await Promise.allSettled([...this.collections.values()].map((c) => c.settle()));
+      this.collections.clear();
+      openDirectories.delete(this.dir);
+    })();
+    return this.closing;
+  }
+
+  /** Registers an operation so close() can wait for it; refuses new ones once closing. */
+  track<R>(fn: () => Promise<R>): Promise<R> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('store is closed'));
+    const p = fn();
+    this.inflight.add(p);
+    const done = () => this.inflight.delete(p);
+    p.then(done, done);
+    return p;
+  }
+}
+
+export async function openEmbeddedStore(opts: { dataDir: string }): Promise<Store> {
+  const dir = resolve(opts.dataDir, 'store');
+  if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (err) {
+    throw new StoreUnavailableError(`cannot create store directory ${dir}: ${(err as Error).message}`, { cause: err });
+  }
+  if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
+  openDirectories.add(dir);
+  return new EmbeddedStore(dir);
+}

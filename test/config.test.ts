@@ -1,0 +1,90 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { ConfigError, configTable, loadConfig } from '../src/config.js';
+import { tempDir } from './helpers.js';
+
+const test = suite('config');
+const cli = new URL('../src/cli/index.ts', import.meta.url).pathname;
+
+test('defaults', () => {
+  const c = loadConfig({});
+  assert.is(c.port, 8080);
+  assert.is(c.host, '0.0.0.0');
+  assert.is(c.dataDir, './data');
+  assert.is(c.mongodbUri, undefined);
+  assert.is(c.publicUrl, 'http://localhost:8080');
+  assert.is(c.bodyLimitBytes, 1024 * 1024);
+  assert.is(c.logLevel, 'info');
+  assert.is(c.allowUwsFallback, false);
+});
+
+test('values are parsed and trailing slashes trimmed', () => {
+  const c = loadConfig({ PORT: '9000', PUBLIC_URL: 'https://steward.example.org/', BODY_LIMIT_BYTES: '4096', STEWARD_ALLOW_UWS_FALLBACK: '1' });
+  assert.is(c.port, 9000);
+  assert.is(c.publicUrl, 'https://steward.example.org');
+  assert.is(c.bodyLimitBytes, 4096);
+  assert.is(c.allowUwsFallback, true);
+});
+
+test('bad values name the variable and the problem', () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'eighty' }, /PORT="eighty": expected a whole number/],
+    [{ PORT: '70000' }, /PORT="70000": must be at most 65535/],
+    [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL="loud": expected fatal/],
+    [{ PUBLIC_URL: 'ftp://x' }, /PUBLIC_URL="ftp:\/\/x": expected an http/],
+    [{ MONGODB_URI: 'postgres://x' }, /MONGODB_URI="<redacted>": expected a mongodb:\/\//],
+    [{ STEWARD_OWNER_DID: 'did:web:x' }, /STEWARD_OWNER_DID="did:web:x": expected an Ed25519 did:key/],
+    [{ SMTP_URL: 'http://x' }, /SMTP_URL="<redacted>": expected smtp/],
+    [{ MONGODB_URI: 'mongodb://localhost/steward' }, /STEWARD_SECRET_KEY: required when MONGODB_URI is set/],
+    [{ STEWARD_SECRET_KEY: 'short' }, /STEWARD_SECRET_KEY="<redacted>": expected 32 bytes/],
+    [{ STEWARD_ALLOW_UWS_FALLBACK: 'maybe' }, /STEWARD_ALLOW_UWS_FALLBACK="maybe"/],
+  ];
+  for (const [env, re] of cases) {
+    try {
+      loadConfig(env);
+      assert.unreachable(`accepted ${JSON.stringify(env)}`);
+    } catch (err) {
+      assert.instance(err, ConfigError);
+      assert.match((err as Error).message, re);
+    }
+  }
+});
+
+test('a 32-byte key is accepted as hex or base64', () => {
+  const hex = 'ab'.repeat(32);
+  assert.is(loadConfig({ STEWARD_SECRET_KEY: hex }).secretKey?.length, 32);
+  const b64 = Buffer.alloc(32, 7).toString('base64');
+  assert.is(loadConfig({ STEWARD_SECRET_KEY: b64 }).secretKey?.length, 32);
+});
+
+test('a bad value stops the start with exit code 1 and names the variable', async () => {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
+    env: { ...process.env, PORT: 'abc', DATA_DIR: await tempDir() },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  assert.is(r.status, 1);
+  assert.match(r.stderr, /PORT="abc": expected a whole number/);
+});
+
+test('the server refuses to start on the uWS JavaScript fallback unless allowed', async () => {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: await tempDir(), UWS_USE_FALLBACK: '1', LOG_LEVEL: 'info' },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  assert.is(r.status, 1);
+  assert.match(r.stderr, /refusing to start on the slow JavaScript fallback/);
+  assert.match(r.stderr, /STEWARD_ALLOW_UWS_FALLBACK=1/);
+});
+
+test('README carries the generated configuration table', () => {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  assert.ok(readme.includes(configTable()), 'README.md table matches src/config.ts (run npm run docs:config)');
+  const doc = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
+  assert.ok(doc.includes(configTable()), 'docs/configuration.md table matches src/config.ts');
+});
+
+test.run();

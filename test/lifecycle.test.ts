@@ -1,0 +1,64 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawn } from 'node:child_process';
+import { createMachine, assign } from 'xstate';
+import { http, startServer, tempDir, waitFor } from './helpers.js';
+
+const test = suite('lifecycle');
+const cli = new URL('../src/cli/index.ts', import.meta.url).pathname;
+
+test('data written through the store survives a restart', async () => {
+  let s = await startServer();
+  await s.ctx.store.collection<{ _id: string; n: number }>('things').insertOne({ _id: 'a', n: 1 });
+  s = await s.restart();
+  const doc = await s.ctx.store.collection<{ _id: string; n: number }>('things').findById('a');
+  assert.equal(doc, { _id: 'a', n: 1 });
+  await s.stop(true);
+});
+
+const counter = createMachine({
+  id: 'counter',
+  types: {} as { context: { n: number }; events: { type: 'inc' } },
+  context: { n: 0 },
+  initial: 'counting',
+  states: { counting: { on: { inc: { actions: assign({ n: ({ context }) => context.n + 1 }) } } } },
+});
+
+test('close() flushes pending actor snapshots', async () => {
+  let s = await startServer();
+  s.ctx.actors.define('counter', { machine: counter });
+  const actor = await s.ctx.actors.get('counter', 'c1');
+  for (let i = 0; i < 25; i++) actor.send({ type: 'inc' });
+  // No await between the events and close: the writes are still pending.
+  s = await s.restart();
+  s.ctx.actors.define('counter', { machine: counter });
+  const back = await s.ctx.actors.get('counter', 'c1');
+  assert.is((back.getSnapshot() as any).context.n, 25);
+  await s.stop(true);
+});
+
+test('SIGTERM stops listening and exits 0 within the shutdown timeout', async () => {
+  const dataDir = await tempDir();
+  const child = spawn(process.execPath, ['--import', 'tsx', cli, 'serve'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const port = await waitFor(() => /"port":(\d+)/.exec(out)?.[1], 20_000);
+  assert.match(out, /uWebSockets.js native binary loaded/);
+  const r = await http(`http://127.0.0.1:${port}`, 'GET', '/healthz');
+  assert.is(r.status, 200);
+  // Exit code 0 also proves it finished within SHUTDOWN_TIMEOUT_MS (the watchdog exits 1).
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('exit', (c) => resolve(c));
+    child.kill('SIGTERM');
+  });
+  assert.is(code, 0);
+  assert.match(out, /shutdown complete/);
+  const reachable = await http(`http://127.0.0.1:${port}`, 'GET', '/healthz').then(() => true, () => false);
+  assert.not.ok(reachable, 'no longer listening');
+});
+
+test.run();

@@ -1,0 +1,82 @@
+/**
+ * Test runner: runs every test/**\/*.test.ts file in its own Node process (each suite starts its
+ * own server and data directory), prints each file's uvu output, and ends with one line
+ * `N passed, N failed`. Exit code 1 when anything failed.
+ *
+ * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring)
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { availableParallelism } from 'node:os';
+
+const root = new URL('.', import.meta.url).pathname;
+const patterns = process.argv.slice(2);
+
+function walk(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...walk(p));
+    else if (name.endsWith('.test.ts')) out.push(p);
+  }
+  return out;
+}
+
+const files = walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p)));
+const parallel = Math.max(1, Math.min(Number(process.env.TEST_PARALLEL ?? availableParallelism()), 4));
+const perFileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 300_000);
+
+interface Result {
+  file: string;
+  passed: number;
+  failed: number;
+  output: string;
+  ms: number;
+}
+
+function runFile(file: string): Promise<Result> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+      env: { ...process.env, FORCE_COLOR: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const timer = setTimeout(() => {
+      output += `\n[runner] ${relative(root, file)} exceeded ${perFileTimeoutMs} ms and was killed\n`;
+      child.kill('SIGKILL');
+    }, perFileTimeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      const clean = output.replace(/\x1b\[[0-9;]*m/g, '');
+      const total = Number(/Total:\s+(\d+)/.exec(clean)?.[1] ?? NaN);
+      const passed = Number(/Passed:\s+(\d+)/.exec(clean)?.[1] ?? NaN);
+      const skipped = Number(/Skipped:\s+(\d+)/.exec(clean)?.[1] ?? 0);
+      let failed = Number.isFinite(total) && Number.isFinite(passed) ? total - passed - skipped : 1;
+      const okPassed = Number.isFinite(passed) ? passed : 0;
+      if (code !== 0 && failed === 0) failed = 1; // crashed after its tests, or exited non-zero
+      resolve({ file, passed: okPassed, failed, output, ms: Date.now() - started });
+    });
+  });
+}
+
+const results: Result[] = [];
+const queue = [...files];
+async function worker(): Promise<void> {
+  for (let f = queue.shift(); f; f = queue.shift()) {
+    const r = await runFile(f);
+    results.push(r);
+    process.stdout.write(`\n=== ${relative(root, r.file)} (${r.ms} ms): ${r.passed} passed, ${r.failed} failed\n`);
+    if (r.failed > 0 || process.env.TEST_VERBOSE) process.stdout.write(r.output);
+  }
+}
+await Promise.all(Array.from({ length: parallel }, worker));
+
+const passed = results.reduce((a, r) => a + r.passed, 0);
+const failed = results.reduce((a, r) => a + r.failed, 0);
+if (files.length === 0) console.log('no test files matched');
+console.log(`\n${passed} passed, ${failed} failed`);
+process.exit(failed > 0 || files.length === 0 ? 1 : 0);

@@ -1,0 +1,782 @@
+/**
+ * The Store contract as executable cases. Every backend runs the same suite; each case works in a
+ * collection of its own so cases stay independent of one another and of run order.
+ */
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { nanoid } from 'nanoid';
+import {
+  DuplicateKeyError,
+  InvalidQueryError,
+  StoreUnavailableError,
+  type Collection,
+  type Doc,
+  type Store,
+} from '../src/store/types.js';
+
+export interface ContractTarget {
+  store: Store;
+  /** Opens the same data again (after the current store was closed). */
+  reopen?: () => Promise<Store>;
+  cleanup: () => Promise<void>;
+}
+
+// Loose document shape for the cases: fields vary from case to case.
+type AnyDoc = Doc & Record<string, any>;
+
+/** Awaits a promise that must reject with `type`; returns the error for further checks. */
+async function rejects<E>(p: Promise<unknown>, type: new (...args: any[]) => E, what = 'operation'): Promise<E> {
+  try {
+    await p;
+  } catch (err) {
+    assert.instance(err, type, `${what} should fail with ${type.name}, got ${String(err)}`);
+    return err as E;
+  }
+  assert.unreachable(`${what} should have failed with ${type.name}`);
+  throw new Error('unreachable');
+}
+
+const ids = (docs: Array<{ _id: string }>) => docs.map((d) => d._id);
+const sortedIds = (docs: Array<{ _id: string }>) => ids(docs).sort();
+
+export function runStoreContract(name: string, open: () => Promise<ContractTarget>): void {
+  const s = suite(`store contract: ${name}`);
+  let target: ContractTarget;
+  let store: Store;
+  let counter = 0;
+
+  /** A fresh, empty collection for one case. */
+  const fresh = (label: string): Collection<AnyDoc> => store.collection<AnyDoc>(`c${++counter}_${label}_${nanoid(6).replace(/[^A-Za-z0-9]/g, 'x')}`);
+
+  /** A collection preloaded with a small fleet of agents used by the query cases. */
+  async function agents(label: string): Promise<Collection<AnyDoc>> {
+    const c = fresh(label);
+    await c.insertMany([
+      {
+        _id: 'a1',
+        name: 'Alpha',
+        status: 'active',
+        tags: ['red', 'blue'],
+        limits: { maxTokensPerDay: 1000, tier: 'gold' },
+        score: 10,
+        createdAt: '2024-01-03T10:00:00.000Z',
+        skills: [
+          { name: 'search', level: 3 },
+          { name: 'mail', level: 1 },
+        ],
+        nums: [1, 5, 9],
+      },
+      {
+        _id: 'a2',
+        name: 'beta',
+        status: 'paused',
+        tags: ['blue'],
+        limits: { maxTokensPerDay: 500, tier: 'silver' },
+        score: 20,
+        createdAt: '2024-01-01T10:00:00.000Z',
+        skills: [{ name: 'search', level: 1 }],
+        nums: [2, 3],
+      },
+      {
+        _id: 'a3',
+        name: 'Gamma',
+        status: 'active',
+        tags: [],
+        limits: { maxTokensPerDay: 2000, tier: 'gold' },
+        score: 30,
+        createdAt: '2024-01-02T10:00:00.000Z',
+        skills: [],
+        nums: [10],
+        note: null,
+      },
+      {
+        _id: 'a4',
+        name: 'delta',
+        status: 'retired',
+        score: 5,
+        createdAt: '2023-12-31T23:59:59.999Z',
+        nums: [],
+      },
+    ]);
+    return c;
+  }
+
+  s.before(async () => {
+    target = await open();
+    store = target.store;
+  });
+
+  s.after(async () => {
+    try {
+      await store?.close();
+    } finally {
+      await target?.cleanup();
+    }
+  });
+
+  // -- basics -----------------------------------------------------------------------------------
+
+  s('kind and ping', async () => {
+    assert.ok(store.kind === 'embedded' || store.kind === 'mongodb');
+    await store.ping();
+  });
+
+  s('collection() returns a usable handle with its name', async () => {
+    const c = fresh('name');
+    assert.type(c.name, 'string');
+    assert.ok(c.name.startsWith('c'));
+  });
+
+  s('insertOne, findById, findOne', async () => {
+    const c = fresh('insert');
+    const doc = { _id: 'x1', name: 'one', nested: { a: 1, list: [1, 2] }, at: '2024-05-01T00:00:00.000Z' };
+    const returned = await c.insertOne(doc);
+    assert.equal(returned, doc);
+    assert.equal(await c.findById('x1'), doc);
+    assert.equal(await c.findOne({ name: 'one' }), doc);
+    assert.is(await c.findById('nope'), null);
+    assert.is(await c.findOne({ name: 'nope' }), null);
+  });
+
+  s('returned documents are copies', async () => {
+    const c = fresh('copies');
+    const doc = { _id: 'x', list: [1], nested: { a: 1 } };
+    await c.insertOne(doc);
+    doc.list.push(2); // mutating the inserted object does not change the store
+    const found = (await c.findById('x'))!;
+    assert.equal(found.list, [1]);
+    found.nested.a = 99;
+    assert.equal((await c.findById('x'))!.nested, { a: 1 });
+  });
+
+  s('insertMany and count', async () => {
+    const c = fresh('many');
+    await c.insertMany([]);
+    assert.is(await c.count(), 0);
+    await c.insertMany([
+      { _id: '1', k: 'a' },
+      { _id: '2', k: 'b' },
+      { _id: '3', k: 'a' },
+    ]);
+    assert.is(await c.count(), 3);
+    assert.is(await c.count({}), 3);
+    assert.is(await c.count({ k: 'a' }), 2);
+    assert.is(await c.count({ k: 'z' }), 0);
+  });
+
+  s('duplicate _id throws DuplicateKeyError', async () => {
+    const c = fresh('dupid');
+    await c.insertOne({ _id: 'same', v: 1 });
+    const err = await rejects(c.insertOne({ _id: 'same', v: 2 }), DuplicateKeyError);
+    assert.is(err.collection, c.name);
+    assert.equal(await c.findById('same'), { _id: 'same', v: 1 });
+  });
+
+  s('insertMany is ordered: documents before a duplicate stay, later ones are not inserted', async () => {
+    const c = fresh('ordered');
+    await c.insertOne({ _id: 'b' });
+    await rejects(c.insertMany([{ _id: 'a' }, { _id: 'b' }, { _id: 'c' }]), DuplicateKeyError);
+    assert.equal(sortedIds(await c.find({})), ['a', 'b']);
+    // duplicates inside one batch are caught too
+    await rejects(c.insertMany([{ _id: 'd' }, { _id: 'd' }]), DuplicateKeyError);
+    assert.equal(sortedIds(await c.find({})), ['a', 'b', 'd']);
+  });
+
+  // -- filters ----------------------------------------------------------------------------------
+
+  s('equality: top level, nested path, array contains, sub-document arrays', async () => {
+    const c = await agents('eq');
+    assert.equal(sortedIds(await c.find({ status: 'active' })), ['a1', 'a3']);
+    assert.equal(sortedIds(await c.find({ 'limits.maxTokensPerDay': 500 })), ['a2']);
+    assert.equal(sortedIds(await c.find({ 'limits.tier': 'gold', status: 'active' })), ['a1', 'a3']);
+    assert.equal(sortedIds(await c.find({ tags: 'blue' })), ['a1', 'a2']);
+    assert.equal(sortedIds(await c.find({ 'skills.name': 'search' })), ['a1', 'a2']);
+    assert.equal(sortedIds(await c.find({ 'skills.name': 'mail' })), ['a1']);
+    assert.equal(sortedIds(await c.find({ nums: 9 })), ['a1']);
+    assert.equal(sortedIds(await c.find({ _id: 'a2' })), ['a2']);
+    assert.equal(await c.find({ status: 'nope' }), []);
+  });
+
+  s('equality: whole arrays and whole sub-documents', async () => {
+    const c = await agents('eqwhole');
+    assert.equal(sortedIds(await c.find({ tags: ['blue'] })), ['a2']);
+    assert.equal(sortedIds(await c.find({ tags: ['red', 'blue'] })), ['a1']);
+    assert.equal(await c.find({ tags: ['blue', 'red'] }), [], 'array equality is ordered');
+    assert.equal(sortedIds(await c.find({ tags: [] })), ['a3']);
+    assert.equal(sortedIds(await c.find({ limits: { maxTokensPerDay: 500, tier: 'silver' } })), ['a2']);
+    assert.equal(await c.find({ limits: { maxTokensPerDay: 500 } }), [], 'sub-document equality is exact');
+  });
+
+  s('null matches null and missing fields', async () => {
+    const c = await agents('null');
+    assert.equal(sortedIds(await c.find({ note: null })), ['a1', 'a2', 'a3', 'a4']);
+    assert.equal(sortedIds(await c.find({ limits: null })), ['a4']);
+    assert.equal(sortedIds(await c.find({ limits: { $ne: null } })), ['a1', 'a2', 'a3']);
+  });
+
+  s('$eq, $ne (including arrays: no element equal)', async () => {
+    const c = await agents('ne');
+    assert.equal(sortedIds(await c.find({ status: { $eq: 'paused' } })), ['a2']);
+    assert.equal(sortedIds(await c.find({ status: { $ne: 'active' } })), ['a2', 'a4']);
+    assert.equal(sortedIds(await c.find({ tags: { $ne: 'blue' } })), ['a3', 'a4']);
+    assert.equal(sortedIds(await c.find({ 'limits.tier': { $ne: 'gold' } })), ['a2', 'a4']);
+  });
+
+  s('$in and $nin', async () => {
+    const c = await agents('in');
+    assert.equal(sortedIds(await c.find({ status: { $in: ['paused', 'retired'] } })), ['a2', 'a4']);
+    assert.equal(sortedIds(await c.find({ tags: { $in: ['red', 'green'] } })), ['a1']);
+    assert.equal(sortedIds(await c.find({ _id: { $in: ['a1', 'a3', 'zz'] } })), ['a1', 'a3']);
+    assert.equal(await c.find({ _id: { $in: [] } }), []);
+    assert.equal(sortedIds(await c.find({ status: { $nin: ['active', 'paused'] } })), ['a4']);
+    assert.equal(sortedIds(await c.find({ tags: { $nin: ['blue'] } })), ['a3', 'a4']);
+    assert.equal(sortedIds(await c.find({ note: { $in: [null] } })), ['a1', 'a2', 'a3', 'a4']);
+  });
+
+  s('$exists', async () => {
+    const c = await agents('exists');
+    assert.equal(sortedIds(await c.find({ tags: { $exists: true } })), ['a1', 'a2', 'a3']);
+    assert.equal(sortedIds(await c.find({ tags: { $exists: false } })), ['a4']);
+    assert.equal(sortedIds(await c.find({ note: { $exists: true } })), ['a3'], 'a null value exists');
+    assert.equal(sortedIds(await c.find({ 'limits.tier': { $exists: true } })), ['a1', 'a2', 'a3']);
+  });
+
+  s('$regex, case-insensitive with $options: "i", on arrays too', async () => {
+    const c = await agents('regex');
+    assert.equal(sortedIds(await c.find({ name: { $regex: '^a' } })), [], 'case-sensitive by default');
+    assert.equal(sortedIds(await c.find({ name: { $regex: '^a', $options: 'i' } })), ['a1']);
+    assert.equal(sortedIds(await c.find({ name: { $regex: 'TA$', $options: 'i' } })), ['a2', 'a4']);
+    assert.equal(sortedIds(await c.find({ name: { $regex: 'a', $options: '' } })), ['a1', 'a2', 'a3', 'a4']);
+    assert.equal(sortedIds(await c.find({ tags: { $regex: '^bl' } })), ['a1', 'a2']);
+    assert.equal(sortedIds(await c.find({ 'skills.name': { $regex: 'MAI', $options: 'i' } })), ['a1']);
+    assert.equal(sortedIds(await c.find({ score: { $regex: '1' } })), [], 'numbers never match a regex');
+  });
+
+  s('invalid regex throws InvalidQueryError', async () => {
+    const c = await agents('badregex');
+    await rejects(c.find({ name: { $regex: '(unclosed' } }), InvalidQueryError, 'find with bad regex');
+    await rejects(c.count({ name: { $regex: '[z-a]' } }), InvalidQueryError, 'count with bad regex');
+    // also when no document has the field: the filter is rejected, not silently unmatched
+    const other = fresh('badregex_other');
+    await other.insertOne({ _id: 'o' });
+    await rejects(other.find({ name: { $regex: '(' } }), InvalidQueryError, 'no candidate documents');
+  });
+
+  s('unknown operators throw InvalidQueryError', async () => {
+    const c = await agents('badop');
+    await rejects(c.find({ score: { $bogus: 1 } }), InvalidQueryError, 'unknown field operator');
+    await rejects(c.find({ $bogus: [{ score: 1 }] } as never), InvalidQueryError, 'unknown top-level operator');
+    await rejects(c.find({ score: { $in: 5 } }), InvalidQueryError, '$in without array');
+  });
+
+  s('$lt, $lte, $gt, $gte on numbers, ISO strings and arrays', async () => {
+    const c = await agents('cmp');
+    assert.equal(sortedIds(await c.find({ score: { $lt: 20 } })), ['a1', 'a4']);
+    assert.equal(sortedIds(await c.find({ score: { $lte: 20 } })), ['a1', 'a2', 'a4']);
+    assert.equal(sortedIds(await c.find({ score: { $gt: 20 } })), ['a3']);
+    assert.equal(sortedIds(await c.find({ score: { $gte: 10, $lt: 30 } })), ['a1', 'a2']);
+    assert.equal(sortedIds(await c.find({ createdAt: { $gte: '2024-01-02T00:00:00.000Z' } })), ['a1', 'a3']);
+    assert.equal(sortedIds(await c.find({ createdAt: { $lt: '2024-01-01T00:00:00.000Z' } })), ['a4']);
+    assert.equal(sortedIds(await c.find({ 'limits.maxTokensPerDay': { $gt: 600 } })), ['a1', 'a3']);
+    assert.equal(sortedIds(await c.find({ nums: { $gt: 8 } })), ['a1', 'a3'], 'any element');
+    assert.equal(sortedIds(await c.find({ score: { $gt: '5' } })), [], 'no comparison across types');
+    assert.equal(sortedIds(await c.find({ missing: { $lt: 100 } })), [], 'missing fields never compare');
+  });
+
+  s('$all', async () => {
+    const c = await agents('all');
+    assert.equal(sortedIds(await c.find({ tags: { $all: ['blue'] } })), ['a1', 'a2']);
+    assert.equal(sortedIds(await c.find({ tags: { $all: ['blue', 'red'] } })), ['a1']);
+    assert.equal(sortedIds(await c.find({ tags: { $all: ['blue', 'green'] } })), []);
+    assert.equal(sortedIds(await c.find({ tags: { $all: [] } })), [], 'empty $all matches nothing');
+  });
+
+  s('$elemMatch on sub-documents and on scalars', async () => {
+    const c = await agents('elem');
+    assert.equal(sortedIds(await c.find({ skills: { $elemMatch: { name: 'search', level: { $gte: 2 } } } })), ['a1']);
+    assert.equal(sortedIds(await c.find({ skills: { $elemMatch: { name: 'mail', level: 3 } } })), []);
+    // without $elemMatch the two conditions may be met by different elements
+    assert.equal(sortedIds(await c.find({ 'skills.name': 'mail', 'skills.level': 3 })), ['a1']);
+    assert.equal(sortedIds(await c.find({ nums: { $elemMatch: { $gt: 2, $lt: 4 } } })), ['a2']);
+    assert.equal(sortedIds(await c.find({ nums: { $gt: 2, $lt: 4 } })), ['a1', 'a2'], 'per-element only with $elemMatch');
+  });
+
+  s('$or, $and and their combinations', async () => {
+    const c = await agents('logic');
+    assert.equal(sortedIds(await c.find({ $or: [{ status: 'paused' }, { score: { $gte: 30 } }] })), ['a2', 'a3']);
+    assert.equal(sortedIds(await c.find({ $and: [{ status: 'active' }, { score: { $lt: 20 } }] })), ['a1']);
+    assert.equal(sortedIds(await c.find({ status: 'active', $or: [{ tags: 'red' }, { tags: [] }] })), ['a1', 'a3']);
+    assert.equal(
+      sortedIds(await c.find({ $and: [{ $or: [{ name: 'beta' }, { name: 'delta' }] }, { $or: [{ score: 5 }, { score: 30 }] }] })),
+      ['a4'],
+    );
+    assert.equal(sortedIds(await c.find({})), ['a1', 'a2', 'a3', 'a4']);
+  });
+
+  // -- sort, skip, limit, projection ------------------------------------------------------------
+
+  s('sort ascending and descending, by nested and ISO string fields', async () => {
+    const c = await agents('sort');
+    assert.equal(ids(await c.find({}, { sort: { score: 1 } })), ['a4', 'a1', 'a2', 'a3']);
+    assert.equal(ids(await c.find({}, { sort: { score: -1 } })), ['a3', 'a2', 'a1', 'a4']);
+    assert.equal(ids(await c.find({}, { sort: { createdAt: 1 } })), ['a4', 'a2', 'a3', 'a1']);
+    assert.equal(ids(await c.find({}, { sort: { createdAt: -1 } })), ['a1', 'a3', 'a2', 'a4']);
+    // a4 has no limits: missing sorts first ascending, last descending
+    assert.equal(ids(await c.find({}, { sort: { 'limits.maxTokensPerDay': 1 } })), ['a4', 'a2', 'a1', 'a3']);
+    assert.equal(ids(await c.find({}, { sort: { 'limits.maxTokensPerDay': -1 } })), ['a3', 'a1', 'a2', 'a4']);
+  });
+
+  s('compound sort', async () => {
+    const c = await agents('sort2');
+    assert.equal(ids(await c.find({ status: { $ne: 'retired' } }, { sort: { 'limits.tier': 1, score: -1 } })), ['a3', 'a1', 'a2']);
+    assert.equal(ids(await c.find({}, { sort: { status: 1, _id: -1 } })), ['a3', 'a1', 'a2', 'a4']);
+  });
+
+  s('skip and limit, with and without sort', async () => {
+    const c = await agents('page');
+    assert.equal(ids(await c.find({}, { sort: { score: 1 }, limit: 2 })), ['a4', 'a1']);
+    assert.equal(ids(await c.find({}, { sort: { score: 1 }, skip: 1, limit: 2 })), ['a1', 'a2']);
+    assert.equal(ids(await c.find({}, { sort: { score: 1 }, skip: 3 })), ['a3']);
+    assert.equal(ids(await c.find({}, { sort: { score: 1 }, skip: 10 })), []);
+    assert.is((await c.find({}, { limit: 3 })).length, 3);
+    assert.is((await c.find({}, { skip: 1 })).length, 3);
+    assert.is((await c.find({}, { limit: 0 })).length, 4, 'limit 0 means no limit');
+    const first = await c.findOne({}, { sort: { score: -1 } });
+    assert.is(first?._id, 'a3');
+    const second = await c.findOne({}, { sort: { score: -1 }, skip: 1 });
+    assert.is(second?._id, 'a2');
+  });
+
+  s('projection: inclusion, nested paths, _id always returned', async () => {
+    const c = await agents('proj');
+    assert.equal(await c.find({ _id: 'a1' }, { projection: { name: 1 } }), [{ _id: 'a1', name: 'Alpha' }]);
+    assert.equal(await c.findOne({ _id: 'a2' }, { projection: { name: 1, score: 1 } }), { _id: 'a2', name: 'beta', score: 20 });
+    assert.equal(await c.findOne({ _id: 'a2' }, { projection: { 'limits.tier': 1 } }), { _id: 'a2', limits: { tier: 'silver' } });
+    assert.equal(await c.findOne({ _id: 'a4' }, { projection: { name: 1, limits: 1 } }), { _id: 'a4', name: 'delta' });
+    assert.equal(await c.findOne({ _id: 'a1' }, { projection: { 'skills.name': 1 } }), {
+      _id: 'a1',
+      skills: [{ name: 'search' }, { name: 'mail' }],
+    });
+    assert.equal(
+      await c.find({ status: 'active' }, { projection: { score: 1 }, sort: { score: -1 } }),
+      [
+        { _id: 'a3', score: 30 },
+        { _id: 'a1', score: 10 },
+      ],
+    );
+  });
+
+  // -- distinct ---------------------------------------------------------------------------------
+
+  s('distinct: scalar, array (unwound), nested, with filter', async () => {
+    const c = await agents('distinct');
+    const sortVals = (vs: unknown[]) => [...vs].sort((a, b) => String(a).localeCompare(String(b)));
+    assert.equal(sortVals(await c.distinct('status')), ['active', 'paused', 'retired']);
+    assert.equal(sortVals(await c.distinct('tags')), ['blue', 'red']);
+    assert.equal(sortVals(await c.distinct('limits.tier')), ['gold', 'silver']);
+    assert.equal(sortVals(await c.distinct('skills.name')), ['mail', 'search']);
+    assert.equal(sortVals(await c.distinct('status', { score: { $gte: 10 } })), ['active', 'paused']);
+    assert.equal(await c.distinct('nothing'), []);
+  });
+
+  // -- update operators -------------------------------------------------------------------------
+
+  s('$set: top level, nested (creating parents), whole sub-document', async () => {
+    const c = fresh('set');
+    await c.insertOne({ _id: 'd', a: 1, limits: { x: 1 } });
+    const r = await c.updateOne({ _id: 'd' }, { $set: { a: 2, 'limits.y': 2, 'deep.er.path': 'v', obj: { k: [1] } } });
+    assert.equal(r, { matched: 1, modified: 1, upserted: 0 });
+    assert.equal(await c.findById('d'), { _id: 'd', a: 2, limits: { x: 1, y: 2 }, deep: { er: { path: 'v' } }, obj: { k: [1] } });
+  });
+
+  s('no-op $set counts as matched but not modified', async () => {
+    const c = fresh('noop');
+    await c.insertOne({ _id: 'd', a: 1 });
+    assert.equal(await c.updateOne({ _id: 'd' }, { $set: { a: 1 } }), { matched: 1, modified: 0, upserted: 0 });
+    assert.equal(await c.updateOne({ _id: 'zz' }, { $set: { a: 1 } }), { matched: 0, modified: 0, upserted: 0 });
+  });
+
+  s('$unset', async () => {
+    const c = fresh('unset');
+    await c.insertOne({ _id: 'd', a: 1, b: 2, n: { x: 1, y: 2 } });
+    await c.updateOne({ _id: 'd' }, { $unset: { a: true, 'n.x': 1, nothere: '' } });
+    assert.equal(await c.findById('d'), { _id: 'd', b: 2, n: { y: 2 } });
+  });
+
+  s('$inc: existing, missing, negative, nested', async () => {
+    const c = fresh('inc');
+    await c.insertOne({ _id: 'd', n: 5, s: { c: 1 } });
+    await c.updateOne({ _id: 'd' }, { $inc: { n: 2, fresh: 3, 's.c': -4, 's.new': 1.5 } });
+    assert.equal(await c.findById('d'), { _id: 'd', n: 7, s: { c: -3, new: 1.5 }, fresh: 3 });
+  });
+
+  s('$inc on a non-number is rejected', async () => {
+    const c = fresh('incbad');
+    await c.insertOne({ _id: 'd', s: 'text' });
+    await rejects(c.updateOne({ _id: 'd' }, { $inc: { s: 1 } }), InvalidQueryError);
+    assert.equal(await c.findById('d'), { _id: 'd', s: 'text' });
+  });
+
+  s('$push: single value, $each, onto missing field', async () => {
+    const c = fresh('push');
+    await c.insertOne({ _id: 'd', list: [1] });
+    await c.updateOne({ _id: 'd' }, { $push: { list: 2, other: 'x' } });
+    await c.updateOne({ _id: 'd' }, { $push: { list: { $each: [3, 4] } } });
+    await c.updateOne({ _id: 'd' }, { $push: { list: 2 } });
+    assert.equal(await c.findById('d'), { _id: 'd', list: [1, 2, 3, 4, 2], other: ['x'] });
+  });
+
+  s('$pull with a value and with a condition', async () => {
+    const c = fresh('pull');
+    await c.insertOne({
+      _id: 'd',
+      tags: ['a', 'b', 'a', 'c'],
+      nums: [1, 5, 7, 3, 9],
+      items: [
+        { name: 'x', qty: 1 },
+        { name: 'y', qty: 5 },
+        { name: 'x', qty: 9 },
+      ],
+    });
+    await c.updateOne({ _id: 'd' }, { $pull: { tags: 'a' } });
+    await c.updateOne({ _id: 'd' }, { $pull: { nums: { $gte: 6 } } });
+    await c.updateOne({ _id: 'd' }, { $pull: { items: { name: 'x', qty: { $gt: 2 } } } });
+    assert.equal(await c.findById('d'), {
+      _id: 'd',
+      tags: ['b', 'c'],
+      nums: [1, 5, 3],
+      items: [
+        { name: 'x', qty: 1 },
+        { name: 'y', qty: 5 },
+      ],
+    });
+    await c.updateOne({ _id: 'd' }, { $pull: { nums: { $in: [1, 3] }, items: { name: 'y' } } });
+    assert.equal(await c.findById('d'), { _id: 'd', tags: ['b', 'c'], nums: [5], items: [{ name: 'x', qty: 1 }] });
+    // nothing to pull (missing field, no match): matched, not modified
+    assert.equal(await c.updateOne({ _id: 'd' }, { $pull: { tags: 'zz', missing: 1 } }), { matched: 1, modified: 0, upserted: 0 });
+  });
+
+  s('$addToSet does not duplicate', async () => {
+    const c = fresh('addtoset');
+    await c.insertOne({ _id: 'd', tags: ['a'] });
+    await c.updateOne({ _id: 'd' }, { $addToSet: { tags: 'a' } });
+    await c.updateOne({ _id: 'd' }, { $addToSet: { tags: 'b', fresh: 'x' } });
+    await c.updateOne({ _id: 'd' }, { $addToSet: { tags: { $each: ['b', 'c', 'c'] } } });
+    assert.equal(await c.findById('d'), { _id: 'd', tags: ['a', 'b', 'c'], fresh: ['x'] });
+    assert.equal(await c.updateOne({ _id: 'd' }, { $addToSet: { tags: 'c' } }), { matched: 1, modified: 0, upserted: 0 });
+  });
+
+  s('conflicting or unknown update operators are rejected', async () => {
+    const c = fresh('badupdate');
+    await c.insertOne({ _id: 'd', a: 1 });
+    await rejects(c.updateOne({ _id: 'd' }, { $set: { a: 2 }, $inc: { a: 1 } }), InvalidQueryError, 'same path twice');
+    await rejects(c.updateOne({ _id: 'd' }, { $set: { a: 2, 'a.b': 1 } }), InvalidQueryError, 'nested paths');
+    await rejects(c.updateOne({ _id: 'd' }, { $bogus: { a: 1 } } as never), InvalidQueryError, 'unknown operator');
+    await rejects(c.updateOne({ _id: 'd' }, { $set: { _id: 'other' } }), InvalidQueryError, 'changing _id');
+    assert.equal(await c.findById('d'), { _id: 'd', a: 1 });
+  });
+
+  s('updateMany counts', async () => {
+    const c = await agents('updmany');
+    assert.equal(await c.updateMany({ status: 'active' }, { $set: { flagged: true } }), { matched: 2, modified: 2, upserted: 0 });
+    assert.equal(await c.updateMany({ status: 'active' }, { $set: { flagged: true } }), { matched: 2, modified: 0, upserted: 0 });
+    assert.equal(await c.updateMany({ status: 'nope' }, { $set: { flagged: true } }), { matched: 0, modified: 0, upserted: 0 });
+    assert.equal(sortedIds(await c.find({ flagged: true })), ['a1', 'a3']);
+  });
+
+  s('updateOne changes only the first match', async () => {
+    const c = await agents('updone');
+    assert.equal(await c.updateOne({ status: 'active' }, { $inc: { score: 1 } }), { matched: 1, modified: 1, upserted: 0 });
+    const scores = (await c.find({ status: 'active' }, { sort: { _id: 1 } })).map((d) => d.score);
+    assert.ok((scores[0] === 11 && scores[1] === 30) || (scores[0] === 10 && scores[1] === 31), `scores ${scores}`);
+  });
+
+  s('upsert with $setOnInsert', async () => {
+    const c = fresh('upsert');
+    const first = await c.updateOne(
+      { _id: 'u1' },
+      { $set: { seen: 1 }, $setOnInsert: { createdAt: '2024-01-01T00:00:00.000Z' }, $inc: { hits: 1 } },
+      { upsert: true },
+    );
+    assert.equal(first, { matched: 0, modified: 0, upserted: 1 });
+    assert.equal(await c.findById('u1'), { _id: 'u1', createdAt: '2024-01-01T00:00:00.000Z', hits: 1, seen: 1 });
+    const second = await c.updateOne(
+      { _id: 'u1' },
+      { $set: { seen: 2 }, $setOnInsert: { createdAt: '2099-01-01T00:00:00.000Z' }, $inc: { hits: 1 } },
+      { upsert: true },
+    );
+    assert.equal(second, { matched: 1, modified: 1, upserted: 0 });
+    assert.equal(await c.findById('u1'), { _id: 'u1', createdAt: '2024-01-01T00:00:00.000Z', hits: 2, seen: 2 });
+  });
+
+  s('upsert seeds the new document from the filter equalities', async () => {
+    const c = fresh('upsertseed');
+    await c.updateOne(
+      { _id: 'k', 'meta.kind': 'counter', status: { $in: ['a', 'b'] }, $and: [{ owner: 'me' }] },
+      { $inc: { n: 1 } },
+      { upsert: true },
+    );
+    assert.equal(await c.findById('k'), { _id: 'k', meta: { kind: 'counter' }, owner: 'me', n: 1 });
+  });
+
+  s('upsert by a natural key gives the new document a string _id', async () => {
+    const c = fresh('upsertid');
+    await c.updateOne({ day: '2024-01-01', agent: 'a' }, { $inc: { tokens: 5 } }, { upsert: true });
+    await c.updateOne({ day: '2024-01-01', agent: 'a' }, { $inc: { tokens: 5 } }, { upsert: true });
+    const docs = await c.find({});
+    assert.is(docs.length, 1);
+    assert.type(docs[0]._id, 'string');
+    assert.is(docs[0].tokens, 10);
+    assert.equal(await c.findById(docs[0]._id), docs[0]);
+  });
+
+  s('findOneAndUpdate: after (default), before, no match, upsert', async () => {
+    const c = fresh('foau');
+    await c.insertOne({ _id: 'd', n: 1 });
+    assert.equal(await c.findOneAndUpdate({ _id: 'd' }, { $inc: { n: 1 } }), { _id: 'd', n: 2 });
+    assert.equal(await c.findOneAndUpdate({ _id: 'd' }, { $inc: { n: 1 } }, { returnDocument: 'after' }), { _id: 'd', n: 3 });
+    assert.equal(await c.findOneAndUpdate({ _id: 'd' }, { $inc: { n: 1 } }, { returnDocument: 'before' }), { _id: 'd', n: 3 });
+    assert.equal(await c.findById('d'), { _id: 'd', n: 4 });
+    assert.is(await c.findOneAndUpdate({ _id: 'none' }, { $inc: { n: 1 } }), null);
+    assert.is(await c.findById('none'), null);
+    const up = await c.findOneAndUpdate({ _id: 'new' }, { $inc: { n: 1 }, $setOnInsert: { fresh: true } }, { upsert: true });
+    assert.equal(up, { _id: 'new', fresh: true, n: 1 });
+    const upBefore = await c.findOneAndUpdate({ _id: 'new2' }, { $set: { n: 1 } }, { upsert: true, returnDocument: 'before' });
+    assert.is(upBefore, null, 'before-image of an inserted document is null');
+    assert.equal(await c.findById('new2'), { _id: 'new2', n: 1 });
+  });
+
+  s('findOneAndUpdate with sort picks the first in sort order (a queue)', async () => {
+    const c = fresh('queue');
+    await c.insertMany([
+      { _id: 'j1', state: 'queued', at: '2024-01-03T00:00:00.000Z' },
+      { _id: 'j2', state: 'queued', at: '2024-01-01T00:00:00.000Z' },
+      { _id: 'j3', state: 'queued', at: '2024-01-02T00:00:00.000Z' },
+    ]);
+    const claim = () => c.findOneAndUpdate({ state: 'queued' }, { $set: { state: 'running' } }, { sort: { at: 1 } });
+    assert.is((await claim())?._id, 'j2');
+    assert.is((await claim())?._id, 'j3');
+    assert.is((await claim())?._id, 'j1');
+    assert.is(await claim(), null);
+  });
+
+  s('atomicity: 50 concurrent findOneAndUpdate($inc) end at exactly 50', async () => {
+    const c = fresh('atomic');
+    await c.insertOne({ _id: 'counter', n: 0 });
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => c.findOneAndUpdate({ _id: 'counter' }, { $inc: { n: 1 } }, { returnDocument: 'after' })),
+    );
+    assert.is((await c.findById('counter'))!.n, 50);
+    const seen = results.map((d) => d!.n).sort((a, b) => a - b);
+    assert.equal(seen, Array.from({ length: 50 }, (_, i) => i + 1), 'every caller saw a distinct value');
+  });
+
+  s('atomicity: concurrent upserts of one key create one document', async () => {
+    const c = fresh('atomicupsert');
+    await Promise.all(Array.from({ length: 20 }, () => c.updateOne({ _id: 'k' }, { $inc: { n: 1 } }, { upsert: true })));
+    assert.equal(await c.find({}), [{ _id: 'k', n: 20 }]);
+  });
+
+  s('atomicity: concurrent claims hand each job to exactly one claimer', async () => {
+    const c = fresh('claims');
+    await c.insertMany(Array.from({ length: 10 }, (_, i) => ({ _id: `j${i}`, state: 'queued' })));
+    const claimed = await Promise.all(
+      Array.from({ length: 15 }, (_, i) => c.findOneAndUpdate({ state: 'queued' }, { $set: { state: 'running', by: i } })),
+    );
+    const got = claimed.filter((d) => d !== null).map((d) => d!._id);
+    assert.is(got.length, 10);
+    assert.is(new Set(got).size, 10);
+    assert.is(await c.count({ state: 'queued' }), 0);
+  });
+
+  s('replaceOne replaces the whole document; upsert inserts', async () => {
+    const c = fresh('replace');
+    await c.insertOne({ _id: 'r', a: 1, b: 2 });
+    assert.equal(await c.replaceOne({ _id: 'r' }, { _id: 'r', c: 3 }), { matched: 1, modified: 1, upserted: 0 });
+    assert.equal(await c.findById('r'), { _id: 'r', c: 3 });
+    assert.equal(await c.replaceOne({ _id: 'r' }, { _id: 'r', c: 3 }), { matched: 1, modified: 0, upserted: 0 });
+    assert.equal(await c.replaceOne({ _id: 'x' }, { _id: 'x', c: 1 }), { matched: 0, modified: 0, upserted: 0 });
+    assert.is(await c.findById('x'), null);
+    assert.equal(await c.replaceOne({ _id: 'x' }, { _id: 'x', c: 1 }, { upsert: true }), { matched: 0, modified: 0, upserted: 1 });
+    assert.equal(await c.findById('x'), { _id: 'x', c: 1 });
+    await rejects(c.replaceOne({ _id: 'r' }, { _id: 'other', c: 1 }), InvalidQueryError, 'changing _id');
+  });
+
+  // -- deletes ----------------------------------------------------------------------------------
+
+  s('deleteOne deletes one match and returns the count', async () => {
+    const c = await agents('delete');
+    assert.is(await c.deleteOne({ status: 'active' }), 1);
+    assert.is(await c.count({ status: 'active' }), 1);
+    assert.is(await c.deleteOne({ status: 'active' }), 1);
+    assert.is(await c.deleteOne({ status: 'active' }), 0);
+    assert.is(await c.deleteOne({ status: 'nope' }), 0);
+    assert.equal(sortedIds(await c.find({})), ['a2', 'a4']);
+  });
+
+  s('deleteMany with filter and deleteMany({}) empty the collection', async () => {
+    const c = await agents('delete2');
+    assert.is(await c.deleteMany({ status: 'active' }), 2);
+    assert.equal(sortedIds(await c.find({})), ['a2', 'a4']);
+    assert.is(await c.deleteMany({}), 2);
+    assert.is(await c.count(), 0);
+    assert.is(await c.deleteMany({}), 0);
+  });
+
+  // -- bulk -------------------------------------------------------------------------------------
+
+  s('bulkUpdate applies every op and sums the results', async () => {
+    const c = fresh('bulk');
+    await c.insertMany([
+      { _id: 'b1', n: 1 },
+      { _id: 'b2', n: 2 },
+    ]);
+    const r = await c.bulkUpdate([
+      { filter: { _id: 'b1' }, update: { $inc: { n: 10 } } },
+      { filter: { _id: 'b2' }, update: { $set: { n: 2 } } }, // matched, not modified
+      { filter: { _id: 'b3' }, update: { $set: { n: 3 } }, upsert: true },
+      { filter: { _id: 'b4' }, update: { $set: { n: 4 } } }, // no match, no upsert
+    ]);
+    assert.equal(r, { matched: 2, modified: 1, upserted: 1 });
+    assert.equal(await c.find({}, { sort: { _id: 1 } }), [
+      { _id: 'b1', n: 11 },
+      { _id: 'b2', n: 2 },
+      { _id: 'b3', n: 3 },
+    ]);
+    assert.equal(await c.bulkUpdate([]), { matched: 0, modified: 0, upserted: 0 });
+  });
+
+  s('bulkUpdate is unordered: a failing op does not stop the others', async () => {
+    const c = fresh('bulkerr');
+    await c.createIndex({ fields: { email: 1 }, unique: true });
+    await c.insertMany([
+      { _id: 'u1', email: 'a@x' },
+      { _id: 'u2', email: 'b@x' },
+    ]);
+    await rejects(
+      c.bulkUpdate([
+        { filter: { _id: 'u1' }, update: { $set: { email: 'b@x' } } }, // duplicate
+        { filter: { _id: 'u2' }, update: { $set: { seen: true } } },
+      ]),
+      DuplicateKeyError,
+    );
+    assert.equal(await c.findById('u1'), { _id: 'u1', email: 'a@x' });
+    assert.equal(await c.findById('u2'), { _id: 'u2', email: 'b@x', seen: true });
+  });
+
+  // -- indexes ----------------------------------------------------------------------------------
+
+  s('unique index: insert and update that would duplicate throw DuplicateKeyError', async () => {
+    const c = fresh('unique');
+    await c.createIndex({ fields: { email: 1 }, unique: true, name: 'email_unique' });
+    await c.createIndex({ fields: { email: 1 }, unique: true, name: 'email_unique' }); // idempotent
+    await c.insertOne({ _id: 'u1', email: 'a@x' });
+    await c.insertOne({ _id: 'u2', email: 'b@x' });
+    const e1 = await rejects(c.insertOne({ _id: 'u3', email: 'a@x' }), DuplicateKeyError, 'insert');
+    assert.is(e1.index, 'email_unique');
+    assert.is(e1.collection, c.name);
+    const e2 = await rejects(c.updateOne({ _id: 'u2' }, { $set: { email: 'a@x' } }), DuplicateKeyError, 'update');
+    assert.is(e2.index, 'email_unique');
+    await rejects(c.findOneAndUpdate({ _id: 'u2' }, { $set: { email: 'a@x' } }), DuplicateKeyError, 'findOneAndUpdate');
+    await rejects(c.replaceOne({ _id: 'u2' }, { _id: 'u2', email: 'a@x' }), DuplicateKeyError, 'replaceOne');
+    await rejects(c.updateOne({ _id: 'u9' }, { $set: { email: 'a@x' } }, { upsert: true }), DuplicateKeyError, 'upsert');
+    assert.equal(await c.findById('u2'), { _id: 'u2', email: 'b@x' }, 'failed writes leave the document unchanged');
+    assert.is(await c.count(), 2);
+    // changing to a free value and back is fine
+    await c.updateOne({ _id: 'u2' }, { $set: { email: 'c@x' } });
+    await c.insertOne({ _id: 'u5', email: 'b@x' });
+  });
+
+  s('unique index on existing duplicates fails with DuplicateKeyError', async () => {
+    const c = fresh('uniquelate');
+    await c.insertMany([
+      { _id: '1', k: 'same' },
+      { _id: '2', k: 'same' },
+    ]);
+    await rejects(c.createIndex({ fields: { k: 1 }, unique: true }), DuplicateKeyError);
+    await c.insertOne({ _id: '3', k: 'same' }); // no index was left behind
+  });
+
+  s('compound unique index', async () => {
+    const c = fresh('compound');
+    await c.createIndex({ fields: { workspaceId: 1, userId: 1 }, unique: true, name: 'member_unique' });
+    await c.insertOne({ _id: 'm1', workspaceId: 'w1', userId: 'u1' });
+    await c.insertOne({ _id: 'm2', workspaceId: 'w1', userId: 'u2' });
+    await c.insertOne({ _id: 'm3', workspaceId: 'w2', userId: 'u1' });
+    const err = await rejects(c.insertOne({ _id: 'm4', userId: 'u1', workspaceId: 'w1' }), DuplicateKeyError, 'same pair');
+    assert.is(err.index, 'member_unique');
+    await rejects(c.updateOne({ _id: 'm2' }, { $set: { userId: 'u1' } }), DuplicateKeyError, 'update into same pair');
+    assert.is(await c.count(), 3);
+  });
+
+  s('sparse unique index ignores documents without the field', async () => {
+    const c = fresh('sparse');
+    await c.createIndex({ fields: { did: 1 }, unique: true, sparse: true, name: 'did_unique' });
+    await c.insertOne({ _id: 's1' });
+    await c.insertOne({ _id: 's2' });
+    await c.insertOne({ _id: 's3', did: 'did:key:a' });
+    const err = await rejects(c.insertOne({ _id: 's4', did: 'did:key:a' }), DuplicateKeyError);
+    assert.is(err.index, 'did_unique');
+    await c.updateOne({ _id: 's1' }, { $set: { did: 'did:key:b' } });
+    await rejects(c.updateOne({ _id: 's2' }, { $set: { did: 'did:key:b' } }), DuplicateKeyError);
+    assert.is(await c.count(), 3);
+  });
+
+  s('non-sparse unique index treats two missing values as duplicates', async () => {
+    const c = fresh('nonsparse');
+    await c.createIndex({ fields: { code: 1 }, unique: true });
+    await c.insertOne({ _id: 'n1' });
+    await rejects(c.insertOne({ _id: 'n2' }), DuplicateKeyError);
+  });
+
+  s('non-unique index does not constrain and queries still work', async () => {
+    const c = fresh('plainidx');
+    await c.createIndex({ fields: { userId: 1 } });
+    await c.createIndex({ fields: { at: -1 } });
+    await c.insertMany([
+      { _id: '1', userId: 'u', at: '2024-01-01' },
+      { _id: '2', userId: 'u', at: '2024-01-02' },
+    ]);
+    assert.equal(ids(await c.find({ userId: 'u' }, { sort: { at: -1 } })), ['2', '1']);
+    assert.equal(ids(await c.find({ userId: { $in: ['u', 'v'] } }, { sort: { at: 1 } })), ['1', '2']);
+  });
+
+  s('20 concurrent inserts of one unique key: exactly one succeeds', async () => {
+    const c = fresh('race');
+    await c.createIndex({ fields: { slug: 1 }, unique: true, name: 'slug_unique' });
+    const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => c.insertOne({ _id: `w${i}`, slug: 'same' })));
+    const ok = outcomes.filter((o) => o.status === 'fulfilled');
+    const failed = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+    assert.is(ok.length, 1);
+    assert.is(failed.length, 19);
+    for (const f of failed) assert.instance(f.reason, DuplicateKeyError);
+    assert.is(await c.count({ slug: 'same' }), 1);
+  });
+
+  // -- durability (last: it swaps the store) ------------------------------------------------------
+
+  s('data and unique indexes survive close and reopen', async () => {
+    if (!target.reopen) return;
+    const c = fresh('durable');
+    await c.createIndex({ fields: { email: 1 }, unique: true, name: 'email_unique' });
+    await c.insertMany([
+      { _id: 'p1', email: 'a@x', n: 1 },
+      { _id: 'p2', email: 'b@x', n: 2 },
+    ]);
+    await c.updateOne({ _id: 'p1' }, { $inc: { n: 10 }, $push: { log: 'x' } });
+    await c.deleteOne({ _id: 'p2' });
+    await c.updateOne({ _id: 'p3' }, { $set: { email: 'c@x' } }, { upsert: true });
+    const name = c.name;
+    await store.close();
+    await rejects(c.findById('p1'), StoreUnavailableError, 'use after close');
+    store = await target.reopen();
+    const again = store.collection<AnyDoc>(name);
+    assert.equal(await again.find({}, { sort: { _id: 1 } }), [
+      { _id: 'p1', email: 'a@x', n: 11, log: ['x'] },
+      { _id: 'p3', email: 'c@x' },
+    ]);
+    await rejects(again.insertOne({ _id: 'p4', email: 'a@x' }), DuplicateKeyError, 'index survives reopen');
+  });
+
+  s.run();
+}

@@ -1,0 +1,275 @@
+/**
+ * Store backends: the shared contract against the embedded store (always) and MongoDB (when
+ * MONGODB_URI is set), plus backend-specific cases.
+ */
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { MongoClient, MongoServerError } from 'mongodb';
+import { nanoid } from 'nanoid';
+import { openEmbeddedStore } from '../src/store/embedded.js';
+import { clientOptions, mapMongoError, openMongoStore, parseMongoUri, redactUri } from '../src/store/mongo.js';
+import { instrumentStore, openStore } from '../src/store/index.js';
+import { DuplicateKeyError, InvalidQueryError, StoreUnavailableError, type Doc } from '../src/store/types.js';
+import { runStoreContract } from './store-contract.js';
+
+const tempDir = () => mkdtemp(join(tmpdir(), 'steward-store-'));
+
+runStoreContract('embedded', async () => {
+  const dataDir = await tempDir();
+  return {
+    store: await openEmbeddedStore({ dataDir }),
+    reopen: () => openEmbeddedStore({ dataDir }),
+    cleanup: () => rm(dataDir, { recursive: true, force: true }),
+  };
+});
+
+const mongoUri = process.env.MONGODB_URI;
+if (mongoUri) {
+  runStoreContract('mongodb', async () => {
+    const dbName = `steward_test_${Date.now()}_${nanoid(6).replace(/[^A-Za-z0-9]/g, 'x')}`;
+    return {
+      store: await openMongoStore({ uri: mongoUri, dbName }),
+      reopen: () => openMongoStore({ uri: mongoUri, dbName }),
+      cleanup: async () => {
+        const client = new MongoClient(mongoUri);
+        try {
+          await client.db(dbName).dropDatabase();
+        } finally {
+          await client.close();
+        }
+      },
+    };
+  });
+}
+
+// -- embedded specifics -----------------------------------------------------------------------------
+
+const embedded = suite('embedded store specifics');
+
+const lineCount = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim() !== '').length;
+
+embedded('a datafile is compacted when the collection is opened again', async () => {
+  const dataDir = await tempDir();
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    const c = store.collection<Doc & { v: number }>('counters');
+    await c.insertOne({ _id: 'n', v: 0 });
+    for (let i = 0; i < 200; i++) await c.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
+    await c.insertOne({ _id: 'gone', v: 0 });
+    await c.deleteOne({ _id: 'gone' });
+    await store.close();
+
+    const file = join(dataDir, 'store', 'counters.db');
+    const sizeBefore = (await stat(file)).size;
+    assert.ok((await lineCount(file)) > 200, 'every write appended a line');
+
+    store = await openEmbeddedStore({ dataDir });
+    assert.is((await store.collection<Doc & { v: number }>('counters').findById('n'))?.v, 200); // first use loads it
+    assert.is(await lineCount(file), 1, 'one line per live document');
+    assert.ok((await stat(file)).size < sizeBefore / 50, 'the file shrank');
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('a store directory cannot be opened twice at once, and again after close', async () => {
+  const dataDir = await tempDir();
+  try {
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      await openEmbeddedStore({ dataDir });
+      assert.unreachable('second open should fail');
+    } catch (err) {
+      assert.instance(err, StoreUnavailableError);
+    }
+    await store.close();
+    await store.close(); // idempotent
+    const again = await openEmbeddedStore({ dataDir });
+    await again.ping();
+    await again.close();
+    try {
+      await again.ping();
+      assert.unreachable('ping after close should fail');
+    } catch (err) {
+      assert.instance(err, StoreUnavailableError);
+    }
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('close waits for writes that are still queued', async () => {
+  const dataDir = await tempDir();
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    const c = store.collection<Doc & { n: number }>('pending');
+    const writes = Array.from({ length: 30 }, (_, i) => c.insertOne({ _id: `d${i}`, n: i }));
+    await store.close(); // not awaiting the inserts first
+    // close() resolved, so every queued insert is already on disk
+    assert.is(await lineCount(join(dataDir, 'store', 'pending.db')), 30);
+    await Promise.all(writes);
+    store = await openEmbeddedStore({ dataDir });
+    assert.is(await store.collection('pending').count(), 30);
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('invalid collection names and field names are rejected', async () => {
+  const dataDir = await tempDir();
+  try {
+    const store = await openEmbeddedStore({ dataDir });
+    for (const name of ['../escape', 'a/b', '', '.hidden']) {
+      try {
+        store.collection(name);
+        assert.unreachable(`collection name ${JSON.stringify(name)} should be rejected`);
+      } catch (err) {
+        assert.instance(err, InvalidQueryError);
+      }
+    }
+    try {
+      await store.collection('fields').insertOne({ _id: 'x', ['a.b']: 1 } as Doc);
+      assert.unreachable('dotted field name should be rejected');
+    } catch (err) {
+      assert.instance(err, InvalidQueryError);
+    }
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('openStore picks the embedded backend without a MongoDB URI', async () => {
+  const dataDir = await tempDir();
+  try {
+    const store = await openStore({ dataDir, mongodbUri: '' });
+    assert.is(store.kind, 'embedded');
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded.run();
+
+// -- instrumentation --------------------------------------------------------------------------------
+
+const instrumented = suite('instrumentStore');
+
+instrumented('times every collection call, reports failures, caches wrappers', async () => {
+  const dataDir = await tempDir();
+  try {
+    const calls: Array<{ collection: string; op: string; seconds: number; ok: boolean }> = [];
+    const store = instrumentStore(await openEmbeddedStore({ dataDir }), (collection, op, seconds, ok) =>
+      calls.push({ collection, op, seconds, ok }),
+    );
+    assert.is(store.kind, 'embedded');
+    const c = store.collection<Doc & { n?: number }>('things');
+    assert.is(store.collection('things'), c, 'wrapper is cached');
+    assert.is(c.name, 'things');
+    await c.insertOne({ _id: 'a', n: 1 });
+    assert.equal(await c.findById('a'), { _id: 'a', n: 1 });
+    try {
+      await c.insertOne({ _id: 'a' });
+    } catch (err) {
+      assert.instance(err, DuplicateKeyError);
+    }
+    await c.updateOne({ _id: 'a' }, { $inc: { n: 1 } });
+    assert.equal(
+      calls.map((x) => `${x.collection}.${x.op}:${x.ok}`),
+      ['things.insertOne:true', 'things.findById:true', 'things.insertOne:false', 'things.updateOne:true'],
+    );
+    assert.ok(calls.every((x) => x.seconds >= 0 && x.seconds < 10));
+    await store.ping();
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+instrumented('a throwing observer does not break store calls', async () => {
+  const dataDir = await tempDir();
+  try {
+    const store = instrumentStore(await openEmbeddedStore({ dataDir }), () => {
+      throw new Error('observer broke');
+    });
+    await store.collection('x').insertOne({ _id: '1' });
+    assert.is(await store.collection('x').count(), 1);
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+instrumented.run();
+
+// -- MongoDB pieces that need no server ---------------------------------------------------------------
+
+const mongoOffline = suite('mongo backend (no server needed)');
+
+mongoOffline('parseMongoUri reads the database and option names', () => {
+  assert.equal(parseMongoUri('mongodb://localhost:27017/fleet?maxPoolSize=5&w=majority'), {
+    dbName: 'fleet',
+    optionNames: new Set(['maxpoolsize', 'w']),
+  });
+  assert.equal(parseMongoUri('mongodb+srv://u:p%40ss@cluster.example.net/?retryWrites=true'), {
+    dbName: undefined,
+    optionNames: new Set(['retrywrites']),
+  });
+  assert.equal(parseMongoUri('mongodb://h1:27017,h2:27017/my%2Ddb'), { dbName: 'my-db', optionNames: new Set() });
+  assert.equal(parseMongoUri('mongodb://localhost'), { dbName: undefined, optionNames: new Set() });
+});
+
+mongoOffline('client options keep URI settings and add defaults otherwise', () => {
+  const fromUri = clientOptions('mongodb://localhost/db?maxPoolSize=7&appName=x');
+  assert.is(fromUri.maxPoolSize, undefined, 'the URI value is left to the driver');
+  assert.is(fromUri.appName, undefined);
+  assert.is(fromUri.ignoreUndefined, true);
+  const defaults = clientOptions('mongodb://localhost/db');
+  assert.is(defaults.maxPoolSize, 50);
+  assert.is(defaults.appName, 'steward');
+  assert.is(defaults.serverSelectionTimeoutMS, 10_000);
+});
+
+mongoOffline('redactUri hides credentials', () => {
+  assert.is(redactUri('mongodb://user:secret@db.example:27017/x'), 'mongodb://***@db.example:27017/x');
+  assert.is(redactUri('mongodb://db.example/x'), 'mongodb://db.example/x');
+});
+
+mongoOffline('server errors map to Store errors', () => {
+  const dup = mapMongoError(
+    new MongoServerError({
+      code: 11000,
+      errmsg: 'E11000 duplicate key error collection: steward.users index: email_unique dup key: { email: "a@x" }',
+    }),
+    'users',
+  );
+  assert.instance(dup, DuplicateKeyError);
+  assert.is((dup as DuplicateKeyError).index, 'email_unique');
+  assert.is((dup as DuplicateKeyError).collection, 'users');
+  assert.instance(mapMongoError(new MongoServerError({ code: 51091, errmsg: 'Regular expression is invalid' })), InvalidQueryError);
+  assert.instance(mapMongoError(new MongoServerError({ code: 2, errmsg: 'unknown operator: $bogus' })), InvalidQueryError);
+  assert.instance(mapMongoError(new MongoServerError({ code: 91, errmsg: 'shutdown in progress' })), StoreUnavailableError);
+  const plain = new TypeError('not a driver error');
+  assert.is(mapMongoError(plain), plain);
+});
+
+mongoOffline('an unreachable server fails to open with StoreUnavailableError, without leaking credentials', async () => {
+  const started = Date.now();
+  try {
+    await openMongoStore({ uri: 'mongodb://user:secret@127.0.0.1:1/x?serverSelectionTimeoutMS=300&connectTimeoutMS=300' });
+    assert.unreachable('open should fail');
+  } catch (err) {
+    assert.instance(err, StoreUnavailableError);
+    assert.not.match((err as Error).message, 'secret');
+    assert.match((err as Error).message, '127.0.0.1:1');
+  }
+  assert.ok(Date.now() - started < 5000, 'fails fast');
+});
+
+mongoOffline.run();
