@@ -161,6 +161,25 @@ export interface AuditDoc {
   details: Record<string, unknown>;
 }
 
+/**
+ * An agent, keyed by its DID. Created at registration (status pending) and owned by the agent
+ * actor afterwards; the fleet (src/services/fleet*, src/actors/agent.ts) extends this shape.
+ */
+export interface AgentDoc {
+  _id: string; // the DID
+  name: string;
+  /** Raw Ed25519 public key, base64url. */
+  publicKey: string;
+  version: string;
+  status: 'pending' | 'active' | 'rejected';
+  /** Capabilities approved at registration. */
+  capabilities: Capability[];
+  requestedCapabilities: Capability[];
+  registeredAt: string;
+  lastSeen: string | null;
+  isOnline: boolean;
+}
+
 export interface Collections {
   settings: Collection<SettingDoc>;
   users: Collection<UserDoc>;
@@ -174,6 +193,7 @@ export interface Collections {
   invitations: Collection<InvitationDoc>;
   grants: Collection<GrantDoc>;
   audit: Collection<AuditDoc>;
+  agents: Collection<AgentDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -190,6 +210,7 @@ export function collections(store: Store): Collections {
     invitations: store.collection('invitations'),
     grants: store.collection('grants'),
     audit: store.collection('audit'),
+    agents: store.collection('agents'),
   };
 }
 
