@@ -5,6 +5,7 @@
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { startSteward, StartupError, type Steward } from './server.js';
+import { announceOwnerClaim } from './services/claims.js';
 
 export { startSteward, type Steward } from './server.js';
 export { loadConfig, type Config } from './config.js';
@@ -36,6 +37,9 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
     setTimeout(() => process.exit(1), 50);
     return;
   }
+  // An unclaimed owner gets a fresh claim on the console after every start (docs/identity.md);
+  // it is printed before the 'listening' line, so whoever waits for that line has it too.
+  await announceOwnerClaim(steward.ctx).catch((err: unknown) => log.error({ err }, 'printing the owner claim failed'));
   log.info({ port: steward.port, host: config.host, publicUrl: config.publicUrl }, `Steward listening on http://${config.host}:${steward.port}`);
 
   let stopping = false;

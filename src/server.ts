@@ -17,6 +17,7 @@ import { SecretBox, loadSecretKey } from './domain/secrets.js';
 import { systemRoutes } from './http/routes/system.js';
 import { authRoutes } from './http/routes/auth.js';
 import { claimRoutes } from './http/routes/claims.js';
+import { invitationRoutes } from './http/routes/invitations.js';
 import { userRoutes } from './http/routes/users.js';
 import { workspaceRoutes } from './http/routes/workspaces.js';
 import { grantRoutes } from './http/routes/grants.js';
@@ -25,6 +26,8 @@ import { collections, ensureIndexes, type Collections } from './store/collection
 import { ServerIdentity } from './services/server-identity.js';
 import { Sessions } from './services/sessions.js';
 import { AuditLog } from './services/audit.js';
+import { UserService } from './services/users.js';
+import { WorkspaceService } from './services/workspaces.js';
 import { ensureDefaultWorkspace, ensureOwner } from './services/bootstrap.js';
 import { createAuthPolicy, type AgentLookup } from './http/auth.js';
 import type { UserDoc, WorkspaceDoc } from './store/collections.js';
@@ -79,6 +82,10 @@ export interface AppContext {
   identity: ServerIdentity;
   sessions: Sessions;
   audit: AuditLog;
+  /** Deletes people; later areas subscribe with onUserDeleted. */
+  userService: UserService;
+  /** Deletes workspaces; later areas subscribe with onWorkspaceDeleted. */
+  workspaceService: WorkspaceService;
   /** The default workspace as it was at start (its id never changes). */
   defaultWorkspace: WorkspaceDoc;
   /** The owner created by this start (null when users already existed). */
@@ -156,6 +163,7 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   const bootstrappedOwner = await ensureOwner(c, defaultWorkspace, config.ownerDid);
   log.info({ serverDid: identity.did }, 'server identity loaded');
 
+  const sessions = new Sessions(c, config.sessionTtlMs);
   const ctx: AppContext = {
     config,
     log,
@@ -166,8 +174,10 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
     secrets,
     c,
     identity,
-    sessions: new Sessions(c, config.sessionTtlMs),
+    sessions,
     audit: new AuditLog(c, log),
+    userService: new UserService(c, sessions, log),
+    workspaceService: new WorkspaceService(c, log),
     defaultWorkspace,
     bootstrappedOwner,
     agentLookup: async () => null,
@@ -186,6 +196,7 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
     ...systemRoutes(ctx),
     ...authRoutes(ctx),
     ...claimRoutes(ctx),
+    ...invitationRoutes(ctx),
     ...userRoutes(ctx),
     ...workspaceRoutes(ctx),
     ...grantRoutes(ctx),

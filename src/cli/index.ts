@@ -2,22 +2,30 @@
 /**
  * The `steward` command.
  *   steward serve        run the server (configuration from the environment; see README)
+ *   steward wallet ...   a key file for people: create, did, claim, login (src/cli/wallet.ts)
  *   steward help         this text
  */
-import { serve } from '../main.js';
-
 const USAGE = `usage: steward <command>
 
 commands:
   serve      run the Steward server (configured by environment variables, see README)
+  wallet     create a wallet key, claim an account, log in (steward wallet help)
   help       show this text
 `;
 
 async function main(argv: string[]): Promise<void> {
   const [cmd = 'serve', ...rest] = argv;
   switch (cmd) {
-    case 'serve':
+    case 'serve': {
+      // Imported on use, so that `steward wallet` does not load the server.
+      const { serve } = await import('../main.js');
       return serve();
+    }
+    case 'wallet': {
+      const { wallet } = await import('./wallet.js');
+      process.exitCode = await wallet(rest);
+      return;
+    }
     case 'help':
     case '--help':
     case '-h':

@@ -163,7 +163,7 @@ export interface AuditDoc {
 
 /**
  * An agent, keyed by its DID. Created at registration (status pending) and owned by the agent
- * actor afterwards; the fleet (src/services/fleet*, src/actors/agent.ts) extends this shape.
+ * actor afterwards (src/actors/agent.ts, src/services/fleet.ts).
  */
 export interface AgentDoc {
   _id: string; // the DID
@@ -176,8 +176,95 @@ export interface AgentDoc {
   capabilities: Capability[];
   requestedCapabilities: Capability[];
   registeredAt: string;
+  /** Last frame received, written in batches (at most every AGENT_LAST_SEEN_WRITE_SECONDS while connected, and at disconnect). */
   lastSeen: string | null;
-  isOnline: boolean;
+  /** Not maintained in the store: whether an agent is online is the gateway's live state (FleetService.isOnline). */
+  isOnline?: boolean;
+  /** The registration this agent came from. */
+  registrationId?: string;
+  /** Set by the model-configuration area; null until then. */
+  llmProvider?: string | null;
+  llmModel?: string | null;
+  llmSystemPrompt?: string | null;
+}
+
+/** A registration request (interface §2.6); pending ones are listed by GET /api/registrations. */
+export interface RegistrationDoc {
+  _id: string;
+  agentDid: string;
+  name: string;
+  publicKey: string;
+  version: string;
+  requestedCapabilities: Capability[];
+  /** The workspace named at registration, else the default workspace; primary at approval. */
+  workspaceId: string;
+  requestedAt: string;
+  via: 'websocket' | 'http';
+  status: 'pending' | 'approved' | 'rejected';
+  approvedCapabilities: Capability[] | null;
+  reason: string | null;
+  decidedAt: string | null;
+  decidedBy: string | null;
+}
+
+export interface PolicyResourceLimits {
+  maxTokensPerDay?: number;
+  maxRequestsPerHour?: number;
+  allowedDomains?: string[];
+}
+
+/** A policy (interface §2.4): agent-scoped when agentDid is set, else workspace-scoped. */
+export interface PolicyDoc {
+  _id: string;
+  agentDid: string | null;
+  workspaceId: string | null;
+  capabilities: Capability[];
+  resourceLimits: PolicyResourceLimits | null;
+  expiresAt: string | null;
+  createdBy: string;
+  createdAt: string;
+}
+
+/**
+ * A co-signed certificate, keyed by its serial. Append-only (written in batches); an agent's
+ * current certificate is its newest one, older ones are deleted once superseded.
+ */
+export interface CertificateDoc {
+  _id: string; // the serial
+  agentDid: string;
+  /** The certificate object exactly as signed (schemas/certificate.schema.json). */
+  certificate: Record<string, unknown>;
+  serverSignature: string;
+  agentSignature: string;
+  acceptedAt: string;
+}
+
+/**
+ * Token usage (interface §4.13). Per agent (`_id` = the DID): allTime plus daily (UTC
+ * YYYY-MM-DD) and monthly (YYYY-MM) buckets; the global aggregate lives in `_id` `global`.
+ * Written by the roll-up of token_ledger (src/services/token-usage.ts).
+ */
+export interface TokenUsageDoc {
+  _id: string;
+  allTime: { promptTokens: number; completionTokens: number };
+  days: Record<string, { promptTokens: number; completionTokens: number }>;
+  months: Record<string, { promptTokens: number; completionTokens: number }>;
+  /** _id of the last ledger document folded into this one. */
+  rolledUpTo: string;
+  updatedAt: string;
+}
+
+/** One batch of acknowledged heartbeat deltas, written in one store operation before the acks go out. */
+export interface TokenLedgerDoc {
+  _id: string; // time-ordered
+  at: string;
+  day: string;
+  month: string;
+  /** Sum of the entries. */
+  promptTokens: number;
+  completionTokens: number;
+  /** [agentDid, promptTokens, completionTokens] per heartbeat. */
+  entries: Array<[string, number, number]>;
 }
 
 export interface Collections {
@@ -194,6 +281,11 @@ export interface Collections {
   grants: Collection<GrantDoc>;
   audit: Collection<AuditDoc>;
   agents: Collection<AgentDoc>;
+  registrations: Collection<RegistrationDoc>;
+  policies: Collection<PolicyDoc>;
+  certificates: Collection<CertificateDoc>;
+  tokenUsage: Collection<TokenUsageDoc>;
+  tokenLedger: Collection<TokenLedgerDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -211,6 +303,11 @@ export function collections(store: Store): Collections {
     grants: store.collection('grants'),
     audit: store.collection('audit'),
     agents: store.collection('agents'),
+    registrations: store.collection('registrations'),
+    policies: store.collection('policies'),
+    certificates: store.collection('certificates'),
+    tokenUsage: store.collection('token_usage'),
+    tokenLedger: store.collection('token_ledger'),
   };
 }
 
@@ -229,5 +326,8 @@ export async function ensureIndexes(c: Collections): Promise<void> {
     c.invitations.createIndex({ fields: { emailLower: 1 } }),
     c.grants.createIndex({ fields: { userId: 1 } }),
     c.audit.createIndex({ fields: { at: -1 } }),
+    c.registrations.createIndex({ fields: { agentDid: 1 } }),
+    c.policies.createIndex({ fields: { agentDid: 1 } }),
+    c.certificates.createIndex({ fields: { agentDid: 1 } }),
   ]);
 }

@@ -1,6 +1,104 @@
-import type { RouteDef } from '../router.js';
+/**
+ * Login and logout of people (DESIGN §3): POST /api/auth/challenge, /api/auth/login,
+ * /api/auth/logout. See docs/identity.md.
+ */
+import { z } from 'zod';
+import { route, type Cookie, type RouteDef } from '../router.js';
+import { forbidden, HttpError } from '../errors.js';
+import { isSameOrigin, SESSION_COOKIE, tokenOf } from '../auth.js';
+import { isDid } from '../../domain/did.js';
+import { actingAs, LoginService, loginUserView } from '../../services/login.js';
 import type { AppContext } from '../../server.js';
 
-export function authRoutes(_ctx: AppContext): RouteDef[] {
-  return [];
+const SWEEP_EVERY_MS = 10 * 60_000;
+
+const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' });
+
+/** One answer for every refused login, so that nothing tells which check failed. */
+const invalidLogin = () => new HttpError(401, 'invalid_login', 'the login could not be verified; ask for a new challenge and sign it again');
+
+const userView = z.object({
+  id: z.string(),
+  did: z.string().nullable(),
+  name: z.string(),
+  email: z.string(),
+  isOwner: z.boolean(),
+  isAdmin: z.boolean(),
+  role: z.string(),
+  registeredAt: z.string(),
+});
+
+export function authRoutes(ctx: AppContext): RouteDef[] {
+  const login = new LoginService(ctx.c, ctx.sessions);
+  const timer = setInterval(() => {
+    login.sweep().catch((err: unknown) => ctx.log.warn({ err }, 'sweeping expired challenges and sessions failed'));
+  }, SWEEP_EVERY_MS);
+  timer.unref();
+  ctx.onClose(() => clearInterval(timer));
+
+  const sessionCookie = (value: string, maxAgeSeconds: number): Cookie => ({
+    name: SESSION_COOKIE,
+    value,
+    maxAgeSeconds,
+    httpOnly: true,
+    sameSite: 'Lax',
+    path: '/',
+    secure: ctx.config.publicUrl.startsWith('https:'),
+  });
+
+  return [
+    route({
+      method: 'POST',
+      path: '/api/auth/challenge',
+      auth: 'public',
+      summary: 'Start a DID login: a nonce to sign as `steward-login:<nonce>` (valid 5 minutes, single use)',
+      tags: ['auth'],
+      body: z.object({ did }),
+      response: z.object({ challengeId: z.string(), nonce: z.string() }),
+      handler: async ({ body }) => ({ body: await login.challenge(body.did) }),
+    }),
+    route({
+      method: 'POST',
+      path: '/api/auth/login',
+      auth: 'public',
+      summary: 'Answer a challenge with an Ed25519 signature; sets the session cookie and returns a bearer token',
+      tags: ['auth'],
+      body: z.object({
+        challengeId: z.string().min(1).max(100),
+        did,
+        signature: z.string().min(1).max(200),
+      }),
+      response: z.object({ token: z.string(), user: userView }),
+      handler: async ({ body, headers }) => {
+        // The answer sets a cookie: a page on another origin must not log a browser in.
+        if (headers.origin && !isSameOrigin(headers.origin, ctx.config.publicUrl, headers.host)) {
+          throw forbidden('cross-origin login refused', 'cross_origin');
+        }
+        const result = await login.login(body.challengeId, body.did, body.signature);
+        if (!result) throw invalidLogin();
+        const { token, user } = result;
+        await ctx.audit.record(actingAs(user), { action: 'auth.login', targetType: 'user', target: user._id });
+        return {
+          body: { token, user: loginUserView(user) },
+          cookies: [sessionCookie(token, Math.floor(ctx.config.sessionTtlMs / 1000))],
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/api/auth/logout',
+      auth: 'session',
+      summary: 'End the session of this request (cookie or bearer token) and clear the cookie',
+      tags: ['auth'],
+      response: z.object({ ok: z.literal(true) }),
+      handler: async (req) => {
+        const presented = tokenOf(req);
+        if (presented) await ctx.sessions.end(presented.token);
+        const p = req.principal!;
+        await ctx.audit.record(p, { action: 'auth.logout', targetType: p.kind, target: p.kind === 'user' ? p.userId : p.did });
+        return { body: { ok: true }, cookies: [sessionCookie('', 0)] };
+      },
+    }),
+  ];
 }
+

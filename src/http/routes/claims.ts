@@ -1,6 +1,128 @@
-import type { RouteDef } from '../router.js';
+/**
+ * Claim sessions over HTTP (DESIGN §3, interface §4.12): the two wallet calls, the QR image,
+ * listen, send-qr and the open invite link. See docs/identity.md.
+ */
+import { z } from 'zod';
+import { route, type RouteDef } from '../router.js';
+import { notFound } from '../errors.js';
+import { isDid } from '../../domain/did.js';
+import { claimServiceOf } from '../../services/claims.js';
 import type { AppContext } from '../../server.js';
 
-export function claimRoutes(_ctx: AppContext): RouteDef[] {
-  return [];
+const tokenParam = z.object({ token: z.string().min(1).max(100) });
+const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
+
+export function claimRoutes(ctx: AppContext): RouteDef[] {
+  const claims = claimServiceOf(ctx);
+
+  return [
+    route({
+      method: 'GET',
+      path: '/api/user/claim/:token',
+      auth: 'public',
+      summary: 'What a wallet signs to claim: the nonce and the server DID (404 unless pending)',
+      tags: ['claims'],
+      params: tokenParam,
+      response: z.object({ nonce: z.string(), serverDid: z.string(), expiresAt: z.string() }),
+      handler: async ({ params }) => {
+        const s = await claims.pending(params.token);
+        if (!s) throw notPending();
+        return { body: { nonce: s.nonce, serverDid: ctx.identity.did, expiresAt: s.expiresAt } };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/api/user/claim/:token',
+      auth: 'public',
+      summary: 'Claim with a signature over `steward-claim:<token>:<nonce>` (401 wrong signature, 409 DID taken)',
+      tags: ['claims'],
+      params: tokenParam,
+      body: z.object({
+        did: z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' }),
+        publicKey: z.string().max(100).optional(),
+        signature: z.string().min(1).max(200),
+        name: z.string().trim().min(1).max(200).optional(),
+      }),
+      response: z.object({ ok: z.literal(true), did: z.string() }),
+      handler: async ({ params, body }) => {
+        const { did } = await claims.complete(params.token, body);
+        return { body: { ok: true, did } };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/api/user/claim/:token/qr.svg',
+      auth: 'public',
+      summary: 'The wallet QR code of a pending claim session, as an SVG image',
+      tags: ['claims'],
+      params: tokenParam,
+      handler: async ({ params }) => {
+        const svg = await claims.qrSvg(params.token);
+        if (!svg) throw notPending();
+        return { raw: { contentType: 'image/svg+xml; charset=utf-8', data: svg } };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/api/user/listen/:token',
+      auth: 'public',
+      summary: 'Status of a claim session: -1 pending, 2 success (with did), -2 failed or expired',
+      tags: ['claims'],
+      params: tokenParam,
+      response: z.object({ status: z.number().int(), did: z.string().optional(), expiresAt: z.string() }),
+      handler: async ({ params }) => {
+        const s = await claims.find(params.token);
+        if (!s) throw notFound('no claim session for this token');
+        const status = claims.statusOf(s);
+        return { body: { status, ...(status === 2 && s.claimedDid ? { did: s.claimedDid } : {}), expiresAt: s.expiresAt } };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/api/server/directory/send-qr',
+      auth: 'admin',
+      summary: 'Open a claim session for an unclaimed user and optionally mail it (404 unknown or claimed user)',
+      tags: ['claims'],
+      body: z.object({ userId: z.string().min(1).max(100), sendByEmail: z.boolean().default(false) }),
+      response: z.object({ qrUrl: z.string(), token: z.string(), serverDid: z.string(), emailSent: z.boolean() }),
+      handler: async ({ body, principal }) => {
+        const user = await ctx.c.users.findById(body.userId);
+        if (!user || user.did) throw notFound('no unclaimed user with this id');
+        const session = await claims.open('send-qr', { userId: user._id });
+        const emailSent = body.sendByEmail ? await claims.mailClaim(session, user) : false;
+        await ctx.audit.record(principal!, {
+          action: 'claim.created',
+          targetType: 'user',
+          target: user._id,
+          details: { kind: session.kind, expiresAt: session.expiresAt, sendByEmail: body.sendByEmail, emailSent },
+        });
+        return { body: { qrUrl: claims.qrUrl(session._id), token: session._id, serverDid: ctx.identity.did, emailSent } };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/api/users/invite',
+      auth: 'owner',
+      summary: 'Open an invite link: whoever claims it becomes a new member (key = the nonce to sign)',
+      tags: ['claims'],
+      response: z.object({ connectionString: z.string(), token: z.string(), key: z.string(), serverDid: z.string() }),
+      handler: async ({ principal }) => {
+        const session = await claims.open('invite-link', { userId: null });
+        await ctx.audit.record(principal!, {
+          action: 'claim.created',
+          targetType: 'claim_session',
+          target: null,
+          details: { kind: session.kind, expiresAt: session.expiresAt },
+        });
+        return {
+          body: {
+            connectionString: claims.connectionString(session._id),
+            token: session._id,
+            key: session.nonce,
+            serverDid: ctx.identity.did,
+          },
+        };
+      },
+    }),
+  ];
 }

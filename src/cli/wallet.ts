@@ -1,0 +1,227 @@
+/**
+ * `steward wallet`: a minimal wallet for people (DESIGN §3). It keeps one Ed25519 key in a file
+ * (default ~/.steward/wallet.json, or STEWARD_WALLET_FILE; mode 0600), claims accounts from a
+ * connection string, a wallet QR text or an invitation link, and logs in. The private key never
+ * leaves the file: nothing here prints it or sends it.
+ *
+ * Exit codes: 0 done, 1 failed (the reason on stderr).
+ */
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { didKeyFromPublicKey, generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
+import { claimMessage, loginMessage, parseClaimTarget } from '../domain/claims.js';
+
+export const WALLET_USAGE = `usage: steward wallet <command> [options]
+
+commands:
+  create [--force]             create a new Ed25519 key and print its did:key
+  did                          print the DID of the wallet
+  claim <text> [--name NAME]   claim an account; <text> is a connection string (claim URL),
+                               a wallet QR text ({walletUrl}/#<connectionString>&protocol=p2p&...)
+                               or an invitation link ({server}/api/invitations/<token>)
+  login <server URL>           log in and print only the session token (TOKEN=$(steward wallet login URL))
+
+options:
+  --file F                     the wallet file (default: $STEWARD_WALLET_FILE, else ~/.steward/wallet.json)
+`;
+
+interface WalletFile {
+  version: 1;
+  did: string;
+  /** Raw Ed25519 public key, base64url. */
+  publicKey: string;
+  /** Raw Ed25519 private seed, base64url. */
+  privateKey: string;
+  createdAt: string;
+}
+
+class WalletError extends Error {}
+
+interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+}
+
+const stdio: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
+
+/** Runs `steward wallet ...`; resolves to the exit code. */
+export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = stdio): Promise<number> {
+  try {
+    const { positional, flags } = parseArgs(argv, ['file', 'name'], ['force', 'help']);
+    const [cmd, ...args] = positional;
+    const file = resolve(flags.file ?? env.STEWARD_WALLET_FILE ?? join(homedir(), '.steward', 'wallet.json'));
+    if (!cmd || cmd === 'help' || flags.help) {
+      io.out(WALLET_USAGE);
+      return cmd || flags.help ? 0 : 1;
+    }
+    switch (cmd) {
+      case 'create': {
+        const keys = await createWallet(file, Boolean(flags.force));
+        io.out(`${keys.did}\n`);
+        io.err(`wallet written to ${file}\n`);
+        return 0;
+      }
+      case 'did':
+        io.out(`${(await loadWallet(file)).did}\n`);
+        return 0;
+      case 'claim': {
+        if (args.length !== 1) throw new WalletError('claim needs exactly one argument: the connection string, QR text or invitation link');
+        const keys = await loadWallet(file);
+        const r = await claim(keys, args[0]!, flags.name);
+        io.out(`claimed ${r.did} on ${r.base}\n`);
+        return 0;
+      }
+      case 'login': {
+        if (args.length !== 1) throw new WalletError('login needs exactly one argument: the server URL');
+        const keys = await loadWallet(file);
+        io.out(`${await login(keys, args[0]!)}\n`);
+        return 0;
+      }
+      default:
+        throw new WalletError(`unknown wallet command '${cmd}'\n\n${WALLET_USAGE}`);
+    }
+  } catch (err) {
+    io.err(`steward wallet: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+function parseArgs(argv: string[], valued: string[], booleans: string[]) {
+  const positional: string[] = [];
+  const flags: Record<string, string | undefined> & { force?: string; help?: string } = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '-h') {
+      flags.help = 'true';
+      continue;
+    }
+    if (!a.startsWith('--')) {
+      positional.push(a);
+      continue;
+    }
+    const [name, inline] = a.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    if (booleans.includes(name)) flags[name] = 'true';
+    else if (valued.includes(name)) {
+      const v = inline ?? argv[++i];
+      if (v === undefined) throw new WalletError(`--${name} needs a value`);
+      flags[name] = v;
+    } else throw new WalletError(`unknown option --${name}`);
+  }
+  return { positional, flags };
+}
+
+export async function createWallet(file: string, force: boolean): Promise<Ed25519KeyPair> {
+  const keys = generateKeyPair();
+  const doc: WalletFile = { version: 1, ...keys, createdAt: new Date().toISOString() };
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: force ? 'w' : 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+      throw new WalletError(`${file} already exists; use --force to replace it (the old key is then lost)`);
+    }
+    throw err;
+  }
+  await chmod(file, 0o600); // an overwritten file keeps its old mode otherwise
+  return keys;
+}
+
+export async function loadWallet(file: string): Promise<Ed25519KeyPair> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw new WalletError(`no wallet at ${file}; create one with 'steward wallet create'`);
+    }
+    throw err;
+  }
+  let doc: Partial<WalletFile>;
+  try {
+    doc = JSON.parse(text) as Partial<WalletFile>;
+  } catch {
+    throw new WalletError(`${file} is not a wallet file (not JSON)`);
+  }
+  if (typeof doc.did !== 'string' || typeof doc.publicKey !== 'string' || typeof doc.privateKey !== 'string') {
+    throw new WalletError(`${file} is not a wallet file (did, publicKey and privateKey expected)`);
+  }
+  const pub = Buffer.from(doc.publicKey, 'base64url');
+  if (pub.length !== 32 || didKeyFromPublicKey(pub) !== doc.did) {
+    throw new WalletError(`${file} is damaged: its DID does not match its public key`);
+  }
+  return { did: doc.did, publicKey: doc.publicKey, privateKey: doc.privateKey };
+}
+
+/** Claims an account with the wallet's key; follows an invitation link through from-email first. */
+export async function claim(keys: Ed25519KeyPair, input: string, name?: string): Promise<{ did: string; base: string }> {
+  let target;
+  try {
+    target = parseClaimTarget(input);
+  } catch (err) {
+    throw new WalletError((err as Error).message);
+  }
+  if (target.kind === 'invitation') {
+    const r = await call<{ connectionString: string; serverDid: string }>('POST', `${target.base}/api/users/invite/from-email`, {
+      token: target.token,
+    });
+    const next = parseClaimTarget(r.connectionString);
+    if (next.kind !== 'claim') throw new WalletError('the server answered with an unexpected connection string');
+    target = { ...next, serverDid: r.serverDid };
+  }
+  const info = await call<{ nonce: string; serverDid: string; expiresAt: string }>('GET', target.claimUrl);
+  if (target.serverDid && info.serverDid !== target.serverDid) {
+    throw new WalletError(`refusing to claim: the server says its DID is ${info.serverDid}, but the QR names ${target.serverDid}`);
+  }
+  const signature = signMessage(keys, claimMessage(target.token, info.nonce));
+  const r = await call<{ ok: boolean; did: string }>('POST', target.claimUrl, {
+    did: keys.did,
+    publicKey: keys.publicKey,
+    signature,
+    ...(name ? { name } : {}),
+  });
+  return { did: r.did, base: target.base };
+}
+
+/** Logs in with the wallet's key; returns the session token. */
+export async function login(keys: Ed25519KeyPair, serverUrl: string): Promise<string> {
+  let base: string;
+  try {
+    const u = new URL(serverUrl);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
+    base = (u.origin + u.pathname).replace(/\/+$/, '');
+  } catch {
+    throw new WalletError(`not a server URL: ${serverUrl}`);
+  }
+  const ch = await call<{ challengeId: string; nonce: string }>('POST', `${base}/api/auth/challenge`, { did: keys.did });
+  const signature = signMessage(keys, loginMessage(ch.nonce));
+  const r = await call<{ token: string }>('POST', `${base}/api/auth/login`, { challengeId: ch.challengeId, did: keys.did, signature });
+  return r.token;
+}
+
+async function call<T>(method: 'GET' | 'POST', url: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new WalletError(`cannot reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+  }
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (!res.ok) {
+    const e = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
+    throw new WalletError(`${method} ${new URL(url).pathname.replace(/\/api\/(user\/claim|invitations)\/[^/]+/, '/api/$1/…')} failed: ${res.status}${e ? ` ${e.code}: ${e.message}` : ''}`);
+  }
+  if (json === undefined) throw new WalletError(`${method} ${new URL(url).pathname} answered ${res.status} without JSON`);
+  return json as T;
+}

@@ -1,0 +1,86 @@
+/**
+ * Email invitations over HTTP (interface §4.12): invite, look up, turn into a claim session,
+ * delete. See docs/identity.md.
+ */
+import { z } from 'zod';
+import { route, type RouteDef } from '../router.js';
+import { notFound } from '../errors.js';
+import { InvitationService } from '../../services/invitations.js';
+import { claimServiceOf } from '../../services/claims.js';
+import type { AppContext } from '../../server.js';
+import type { UserPrincipal } from '../../domain/principal.js';
+
+const ROLES = ['owner', 'admin', 'manager', 'operator', 'member'] as const;
+const tokenParam = z.object({ token: z.string().min(1).max(100) });
+
+export function invitationRoutes(ctx: AppContext): RouteDef[] {
+  const invitations = new InvitationService(ctx);
+  const claims = claimServiceOf(ctx);
+
+  return [
+    route({
+      method: 'POST',
+      path: '/api/users/invite/email',
+      auth: 'owner',
+      summary: 'Invite an email address: an unclaimed user and a 7-day invitation (replaces an earlier one)',
+      tags: ['invitations'],
+      body: z.object({
+        email: z.email().max(320),
+        name: z.string().trim().min(1).max(200),
+        role: z.enum(ROLES),
+      }),
+      response: z.object({ token: z.string(), userId: z.string() }),
+      handler: async ({ body, principal }) => {
+        const { token, userId } = await invitations.invite(principal as UserPrincipal, body);
+        return { body: { token, userId } };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/api/invitations/:token',
+      auth: 'public',
+      summary: 'An active invitation (404 when unknown or 7 days old)',
+      tags: ['invitations'],
+      params: tokenParam,
+      response: z.object({ email: z.string(), name: z.string(), role: z.string() }),
+      handler: async ({ params }) => {
+        const inv = await invitations.lookup(params.token);
+        if (!inv) throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
+        return { body: { email: inv.email, name: inv.name, role: inv.role } };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/api/users/invite/from-email',
+      auth: 'public',
+      summary: 'Turn an invitation into a claim session for the wallet (404 when unknown or expired)',
+      tags: ['invitations'],
+      body: z.object({ token: z.string().min(1).max(100) }),
+      response: z.object({ qrUrl: z.string(), connectionString: z.string(), inviteToken: z.string(), serverDid: z.string() }),
+      handler: async ({ body }) => {
+        const session = await invitations.openClaim(body.token);
+        return {
+          body: {
+            qrUrl: claims.qrUrl(session._id),
+            connectionString: claims.connectionString(session._id),
+            inviteToken: session._id,
+            serverDid: ctx.identity.did,
+          },
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/api/invitations/:token/delete',
+      auth: 'public',
+      summary: 'Delete (decline) an invitation; idempotent: an unknown token also answers success',
+      tags: ['invitations'],
+      params: tokenParam,
+      response: z.object({ success: z.literal(true) }),
+      handler: async ({ params }) => {
+        await invitations.remove(params.token);
+        return { body: { success: true } };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,318 @@
+/**
+ * Claim sessions (DESIGN §3, interface §4.12): how a wallet proves a key and becomes the DID of
+ * a user.
+ *
+ * A session has a token; its connection string is the claim URL `{PUBLIC_URL}/api/user/claim/{token}`
+ * and its wallet QR encodes `{WALLET_URL}/#<connectionString>&protocol=p2p&service=auth&did=<serverDid>`.
+ * The wallet reads `{nonce, serverDid, expiresAt}` there and posts `{did, publicKey?, signature}`
+ * with the signature over `steward-claim:<token>:<nonce>`.
+ *
+ * Status: -1 pending, 2 success, -2 failed or expired (a pending session past expiresAt reads -2).
+ * A wrong signature leaves the session pending; a DID that someone else holds fails it.
+ * Completing is serialised per session by taking it atomically (`claimedDid: null` -> did), and a
+ * DID is made unique by reserving it in `userDids` before `users.did` is set.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { nanoid } from 'nanoid';
+import QRCode from 'qrcode';
+import type { ClaimSessionDoc, UserDoc } from '../store/collections.js';
+import { DuplicateKeyError } from '../store/types.js';
+import { encodeBase64Url, PURPOSE, resolvePublicKey, verifySignature } from '../domain/did.js';
+import { claimMessage, connectionStringOf, walletQrText } from '../domain/claims.js';
+import { HttpError, notFound } from '../http/errors.js';
+import { Mailer, claimMail } from '../integrations/mail.js';
+import { actingAs } from './login.js';
+import type { AppContext } from '../server.js';
+
+export type ClaimKind = ClaimSessionDoc['kind'];
+export type ClaimStatus = ClaimSessionDoc['status'];
+
+/** An owner-bootstrap session lives at least this long (the operator may read the console later). */
+export const OWNER_CLAIM_MIN_TTL_MS = 24 * 3600_000;
+
+/** The absolute URL of a session's QR code image. */
+export const qrImageUrlOf = (publicUrl: string, token: string) => `${connectionStringOf(publicUrl, token)}/qr.svg`;
+
+type Deps = Pick<AppContext, 'c' | 'config' | 'identity' | 'audit' | 'log' | 'defaultWorkspace'>;
+
+export interface ClaimBody {
+  did: string;
+  publicKey?: string;
+  signature: string;
+  /** Name of the new user when an open invite link is claimed. */
+  name?: string;
+}
+
+/** A claim that cannot complete: the session fails (status -2) with this reason. */
+class ClaimFailure extends HttpError {}
+
+export class ClaimService {
+  readonly mailer: Mailer;
+
+  constructor(
+    private readonly ctx: Deps,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.mailer = new Mailer({ smtpUrl: ctx.config.smtpUrl, mailFrom: ctx.config.mailFrom }, ctx.log);
+  }
+
+  connectionString(token: string): string {
+    return connectionStringOf(this.ctx.config.publicUrl, token);
+  }
+
+  qrUrl(token: string): string {
+    return qrImageUrlOf(this.ctx.config.publicUrl, token);
+  }
+
+  qrText(token: string): string {
+    return walletQrText(this.ctx.config.walletUrl, this.connectionString(token), this.ctx.identity.did);
+  }
+
+  /** Opens a pending session for an unclaimed user (or, with userId null, for a new user). */
+  async open(kind: ClaimKind, opts: { userId: string | null; invitationToken?: string | null; ttlMs?: number }): Promise<ClaimSessionDoc> {
+    const t = this.now();
+    const doc: ClaimSessionDoc = {
+      _id: randomBytes(24).toString('base64url'),
+      userId: opts.userId,
+      nonce: randomBytes(32).toString('base64url'),
+      status: -1,
+      kind,
+      invitationToken: opts.invitationToken ?? null,
+      createdAt: new Date(t).toISOString(),
+      expiresAt: new Date(t + (opts.ttlMs ?? this.ctx.config.claimTtlMs)).toISOString(),
+      completedAt: null,
+      claimedDid: null,
+      failure: null,
+    };
+    await this.ctx.c.claimSessions.insertOne(doc);
+    return doc;
+  }
+
+  /** The status a session reads as now: a pending session past its expiry is -2. */
+  statusOf(s: ClaimSessionDoc): ClaimStatus {
+    return s.status === -1 && Date.parse(s.expiresAt) <= this.now() ? -2 : s.status;
+  }
+
+  async find(token: string): Promise<ClaimSessionDoc | null> {
+    if (!token || token.length > 100) return null;
+    return this.ctx.c.claimSessions.findById(token);
+  }
+
+  /** The session when it can still be claimed; null when unknown, expired or finished. */
+  async pending(token: string): Promise<ClaimSessionDoc | null> {
+    const s = await this.find(token);
+    return s && this.statusOf(s) === -1 ? s : null;
+  }
+
+  async qrSvg(token: string): Promise<string | null> {
+    const s = await this.pending(token);
+    if (!s) return null;
+    return QRCode.toString(this.qrText(s._id), { type: 'svg', margin: 2 });
+  }
+
+  /**
+   * Completes a claim. Throws 404 (not pending), 400 (no usable public key), 401 (wrong
+   * signature; the session stays pending), 409 (the DID is taken or the user already claimed; the
+   * session fails).
+   */
+  async complete(token: string, body: ClaimBody): Promise<{ did: string; userId: string }> {
+    const session = await this.pending(token);
+    if (!session) throw notFound('no pending claim session for this token (unknown, expired or finished)');
+    const key = resolvePublicKey(body.did, body.publicKey);
+    if (!key) {
+      throw new HttpError(
+        400,
+        'invalid_public_key',
+        'publicKey (base64url of the raw 32-byte Ed25519 key) is required unless the DID is an Ed25519 did:key, and must match it when given',
+      );
+    }
+    if (!verifySignature(key, claimMessage(session._id, session.nonce), body.signature)) {
+      throw new HttpError(401, 'invalid_signature', `the signature does not verify over ${PURPOSE.claim}<token>:<nonce> with this key`);
+    }
+
+    const nowIso = new Date(this.now()).toISOString();
+    const taken = await this.ctx.c.claimSessions.findOneAndUpdate(
+      { _id: session._id, status: -1, claimedDid: null, expiresAt: { $gt: nowIso } },
+      { $set: { claimedDid: body.did } },
+    );
+    if (!taken) {
+      const again = await this.pending(session._id);
+      if (!again) throw notFound('no pending claim session for this token (unknown, expired or finished)');
+      throw new HttpError(409, 'claim_in_progress', 'another claim of this session is in progress');
+    }
+
+    let user: UserDoc;
+    try {
+      user = await this.bind(taken, body.did, encodeBase64Url(key), body.name);
+    } catch (err) {
+      if (err instanceof ClaimFailure) {
+        await this.ctx.c.claimSessions.updateOne(
+          { _id: taken._id },
+          { $set: { status: -2, failure: err.code, completedAt: new Date(this.now()).toISOString() } },
+        );
+        await this.ctx.audit.record('system', {
+          action: 'claim.failed',
+          targetType: 'user',
+          target: taken.userId,
+          details: { kind: taken.kind, did: body.did, reason: err.code },
+        });
+      } else {
+        // Not the claimant's fault (the store): give the session back.
+        await this.ctx.c.claimSessions.updateOne({ _id: taken._id }, { $set: { claimedDid: null } }).catch(() => undefined);
+      }
+      throw err;
+    }
+
+    const doneAt = new Date(this.now()).toISOString();
+    await this.ctx.c.claimSessions.updateOne({ _id: taken._id }, { $set: { status: 2, completedAt: doneAt } });
+    // Other ways to claim the same account are moot now.
+    await this.ctx.c.claimSessions.updateMany(
+      { userId: user._id, status: -1 },
+      { $set: { status: -2, failure: 'user_claimed', completedAt: doneAt } },
+    );
+    await this.ctx.c.invitations.deleteMany({ userId: user._id });
+    await this.ctx.audit.record(actingAs(user), {
+      action: 'claim.completed',
+      targetType: 'user',
+      target: user._id,
+      details: { kind: taken.kind, did: body.did, newUser: taken.userId === null },
+    });
+    return { did: body.did, userId: user._id };
+  }
+
+  /** Makes `did` the DID of the session's user (a new member for an open invite link). */
+  private async bind(session: ClaimSessionDoc, did: string, publicKey: string, name: string | undefined): Promise<UserDoc> {
+    const c = this.ctx.c;
+    const nowIso = new Date(this.now()).toISOString();
+    const claimed = { did, publicKey, claimedAt: nowIso };
+    if (await c.agents.findById(did)) throw new ClaimFailure(409, 'did_taken', 'this DID belongs to an agent');
+
+    if (session.userId === null) {
+      const user: UserDoc = {
+        _id: randomUUID(),
+        ...claimed,
+        name: name?.trim() || 'New user',
+        email: '',
+        emailLower: '',
+        isOwner: false,
+        isAdmin: false,
+        role: 'member',
+        registeredAt: nowIso,
+        directoryId: null,
+        reportsTo: null,
+        description: null,
+      };
+      await this.reserve(did, user._id, nowIso);
+      await c.users.insertOne(user);
+      await c.workspaceMembers.insertOne({
+        _id: nanoid(),
+        workspaceId: this.ctx.defaultWorkspace._id,
+        userId: user._id,
+        role: 'member',
+        isPrimary: true,
+        joinedAt: nowIso,
+      });
+      return user;
+    }
+
+    const user = await c.users.findById(session.userId);
+    if (!user) throw new ClaimFailure(404, 'user_not_found', 'the account this session was for no longer exists');
+    if (user.did) throw new ClaimFailure(409, 'already_claimed', 'this account has already been claimed');
+    await this.reserve(did, user._id, nowIso);
+    const r = await c.users.updateOne({ _id: user._id, did: null }, { $set: claimed });
+    if (r.matched === 0) {
+      await c.userDids.deleteOne({ _id: did, userId: user._id });
+      throw new ClaimFailure(409, 'already_claimed', 'this account has already been claimed');
+    }
+    return { ...user, ...claimed };
+  }
+
+  /** Reserves a DID for a user before `users.did` is set (the reservation is what makes it unique). */
+  private async reserve(did: string, userId: string, nowIso: string): Promise<void> {
+    try {
+      await this.ctx.c.userDids.insertOne({ _id: did, userId, createdAt: nowIso });
+    } catch (err) {
+      if (!(err instanceof DuplicateKeyError)) throw err;
+      // A reservation of this very user left behind by an interrupted claim is no conflict.
+      const holder = await this.ctx.c.userDids.findById(did);
+      if (holder?.userId !== userId) throw new ClaimFailure(409, 'did_taken', 'this DID already belongs to another user');
+    }
+  }
+
+  /** Sends the claim mail of a session to the user's address; true when the SMTP server accepted it. */
+  async mailClaim(session: ClaimSessionDoc, user: UserDoc): Promise<boolean> {
+    if (!this.mailer.configured || !user.email) return false;
+    const msg = await claimMail({
+      to: user.email,
+      name: user.name,
+      publicUrl: this.ctx.config.publicUrl,
+      connectionString: this.connectionString(session._id),
+      qrText: this.qrText(session._id),
+      walletUrl: this.ctx.config.walletUrl,
+      expiresAt: session.expiresAt,
+    });
+    return this.mailer.send(msg);
+  }
+}
+
+const services = new WeakMap<object, ClaimService>();
+
+/** The claim service of a running server (one per server, so one mail transport). */
+export function claimServiceOf(ctx: Deps): ClaimService {
+  let s = services.get(ctx);
+  if (!s) services.set(ctx, (s = new ClaimService(ctx)));
+  return s;
+}
+
+/**
+ * Owner bootstrap: while the owner is unclaimed, opens a fresh 'owner-bootstrap' claim session
+ * (earlier ones stop working) and prints how to claim it — the connection string (the claim URL),
+ * the wallet link and a QR code for the terminal. Called by `steward serve` after every start;
+ * returns the session, or null when the owner is already claimed.
+ */
+export async function announceOwnerClaim(
+  ctx: Deps,
+  write: (text: string) => void = (t) => process.stdout.write(t),
+): Promise<ClaimSessionDoc | null> {
+  const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
+  if (!owner) return null;
+  const claims = claimServiceOf(ctx);
+  await ctx.c.claimSessions.updateMany(
+    { userId: owner._id, kind: 'owner-bootstrap', status: -1 },
+    { $set: { status: -2, failure: 'superseded', completedAt: new Date().toISOString() } },
+  );
+  const session = await claims.open('owner-bootstrap', {
+    userId: owner._id,
+    ttlMs: Math.max(ctx.config.claimTtlMs, OWNER_CLAIM_MIN_TTL_MS),
+  });
+  await ctx.audit.record('system', {
+    action: 'claim.created',
+    targetType: 'user',
+    target: owner._id,
+    details: { kind: session.kind, expiresAt: session.expiresAt },
+  });
+  const cs = claims.connectionString(session._id);
+  const qrText = claims.qrText(session._id);
+  const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
+  write(
+    [
+      '',
+      'Steward has no claimed owner yet. Claim the owner account with a wallet before',
+      `${session.expiresAt} (a restart prints a new claim and cancels this one).`,
+      '',
+      `  Connection string (claim URL): ${cs}`,
+      `  Wallet link:                   ${qrText}`,
+      '',
+      '  With the bundled wallet:',
+      '    npm run steward -- wallet create',
+      `    npm run steward -- wallet claim '${cs}'`,
+      `    npm run steward -- wallet login ${ctx.config.publicUrl}`,
+      '',
+      '  Or scan this QR code with a wallet app:',
+      '',
+      qr,
+      '',
+    ].join('\n'),
+  );
+  return session;
+}

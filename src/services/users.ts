@@ -1,0 +1,264 @@
+/**
+ * People as the interface shows them (§2.13, §4.12): the User shape, the directory listing, edits
+ * and deletion.
+ *
+ * - A user is addressed by DID, or by their id (UUID) — the only handle an unclaimed user has.
+ * - Lists and profiles are assembled in batches: one query each for the page of users, their
+ *   memberships, those workspaces and their grants, whatever the page size.
+ * - Deleting a user removes the user, their DID reservation, memberships, grants, sessions, open
+ *   invitations and pending claim sessions (which then fail), and clears `reportsTo` of people
+ *   who reported to them. Later areas (channel memberships, ...) subscribe with `onUserDeleted`.
+ */
+import type { Collections, UserDoc, WorkspaceRole } from '../store/collections.js';
+import type { GlobalRole } from '../domain/principal.js';
+import type { Filter } from '../store/types.js';
+import type { Sessions } from './sessions.js';
+import type { Logger } from '../log.js';
+import { toGrantView, type GrantView } from './grants.js';
+
+export interface UserWorkspaceRef {
+  id: string;
+  name: string;
+  slug: string;
+  color: string;
+  isPrimary: boolean;
+}
+
+export interface UserView {
+  id: string;
+  did: string | null;
+  name: string;
+  email: string;
+  isOwner: boolean;
+  isAdmin: boolean;
+  role: GlobalRole;
+  registeredAt: string;
+  directoryId: string | null;
+  claimedAt: string | null;
+  reportsTo: string | null;
+  description: string | null;
+  workspaces: UserWorkspaceRef[];
+  grants: GrantView[];
+}
+
+export interface MeView {
+  user: { id: string; did: string | null; name: string; email: string; isAdmin: boolean; registeredAt: string };
+  workspaces: Array<{ id: string; name: string; slug: string; color: string; role: WorkspaceRole }>;
+  grants: GrantView[];
+}
+
+export const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A user by DID (`did:...`) or by id. */
+export async function findUserByRef(c: Collections, ref: string): Promise<UserDoc | null> {
+  return ref.startsWith('did:') ? c.users.findOne({ did: ref }) : c.users.findById(ref);
+}
+
+/** Memberships (primary first, then oldest first) with their workspaces, and grants, of many users at once. */
+async function relationsOf(c: Collections, userIds: string[]) {
+  const [memberships, grants] = await Promise.all([
+    c.workspaceMembers.find({ userId: { $in: userIds } }, { sort: { joinedAt: 1, _id: 1 } }),
+    c.grants.find({ userId: { $in: userIds } }, { sort: { createdAt: -1, _id: 1 } }),
+  ]);
+  const workspaces = await c.workspaces.find({ _id: { $in: [...new Set(memberships.map((m) => m.workspaceId))] } });
+  const wsById = new Map(workspaces.map((w) => [w._id, w]));
+  const byUser = groupBy(memberships, (m) => m.userId);
+  const grantsByUser = groupBy(grants, (g) => g.userId);
+  const membershipsOf = (userId: string) =>
+    (byUser.get(userId) ?? [])
+      .filter((m) => wsById.has(m.workspaceId))
+      .sort((a, b) => Number(b.isPrimary) - Number(a.isPrimary))
+      .map((m) => ({ m, ws: wsById.get(m.workspaceId)! }));
+  const grantsOf = (userId: string) => (grantsByUser.get(userId) ?? []).map(toGrantView);
+  return { membershipsOf, grantsOf };
+}
+
+function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const t of items) {
+    const k = key(t);
+    const list = out.get(k);
+    if (list) list.push(t);
+    else out.set(k, [t]);
+  }
+  return out;
+}
+
+/** The full User shape of §2.13 for each user, in the given order. */
+export async function userViews(c: Collections, users: UserDoc[]): Promise<UserView[]> {
+  if (users.length === 0) return [];
+  const rel = await relationsOf(c, users.map((u) => u._id));
+  return users.map((u) => ({
+    id: u._id,
+    did: u.did,
+    name: u.name,
+    email: u.email,
+    isOwner: u.isOwner,
+    isAdmin: u.isAdmin,
+    role: u.role,
+    registeredAt: u.registeredAt,
+    directoryId: u.directoryId,
+    claimedAt: u.claimedAt,
+    reportsTo: u.reportsTo,
+    description: u.description,
+    workspaces: rel.membershipsOf(u._id).map(({ m, ws }) => ({
+      id: ws._id,
+      name: ws.name,
+      slug: ws.slug,
+      color: ws.color,
+      isPrimary: m.isPrimary,
+    })),
+    grants: rel.grantsOf(u._id),
+  }));
+}
+
+export async function userView(c: Collections, user: UserDoc): Promise<UserView> {
+  return (await userViews(c, [user]))[0]!;
+}
+
+/** GET /api/users/me: workspaces carry the caller's role instead of isPrimary. */
+export async function meView(c: Collections, u: UserDoc): Promise<MeView> {
+  const rel = await relationsOf(c, [u._id]);
+  return {
+    user: { id: u._id, did: u.did, name: u.name, email: u.email, isAdmin: u.isAdmin, registeredAt: u.registeredAt },
+    workspaces: rel.membershipsOf(u._id).map(({ m, ws }) => ({ id: ws._id, name: ws.name, slug: ws.slug, color: ws.color, role: m.role })),
+    grants: rel.grantsOf(u._id),
+  };
+}
+
+export type UserSortBy = 'name' | 'email' | 'registeredAt';
+
+export interface ListUsersQuery {
+  q?: string;
+  role?: GlobalRole;
+  /** Only members of this workspace (already resolved from an id or slug). */
+  workspaceId?: string;
+  isAdmin?: boolean;
+  /** true: claimed users; false: unclaimed ones. */
+  hasAccount?: boolean;
+  page: number;
+  pageSize: number;
+  sortBy: UserSortBy;
+  sortDir: 'asc' | 'desc';
+}
+
+const collator = new Intl.Collator('en', { sensitivity: 'base', numeric: true });
+const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * One page of the user directory and the number of matches.
+ *
+ * Sorting happens here rather than in the store because the store has no collation, and a
+ * directory sorted by name is expected to put "alice" beside "Alice". Only the sort keys of the
+ * matches are read for that (a projection); the page itself is then fetched and assembled in
+ * one batch. Ties are broken by id, so paging is stable.
+ */
+export async function listUsers(c: Collections, query: ListUsersQuery): Promise<{ users: UserView[]; total: number }> {
+  const and: Filter[] = [];
+  if (query.q) {
+    const re = { $regex: escapeRegex(query.q), $options: 'i' };
+    and.push({ $or: [{ name: re }, { email: re }, { did: re }] });
+  }
+  if (query.role) and.push({ role: query.role });
+  if (query.isAdmin !== undefined) and.push({ isAdmin: query.isAdmin });
+  if (query.hasAccount !== undefined) and.push({ did: query.hasAccount ? { $ne: null } : null });
+  if (query.workspaceId !== undefined) {
+    const members = await c.workspaceMembers.find({ workspaceId: query.workspaceId }, { projection: { userId: 1 } });
+    and.push({ _id: { $in: members.map((m) => m.userId) } });
+  }
+  const keys = await c.users.find(and.length > 0 ? { $and: and } : {}, { projection: { name: 1, emailLower: 1, registeredAt: 1 } });
+  const field = query.sortBy === 'email' ? 'emailLower' : query.sortBy;
+  const dir = query.sortDir === 'desc' ? -1 : 1;
+  const compare = field === 'registeredAt' ? byCodePoint : collator.compare;
+  keys.sort((a, b) => (compare(a[field] ?? '', b[field] ?? '') || byCodePoint(a._id, b._id)) * dir);
+  const start = (query.page - 1) * query.pageSize;
+  const pageIds = keys.slice(start, start + query.pageSize).map((k) => k._id);
+  const docs = pageIds.length > 0 ? await c.users.find({ _id: { $in: pageIds } }) : [];
+  const byId = new Map(docs.map((d) => [d._id, d]));
+  const ordered = pageIds.map((id) => byId.get(id)).filter((d): d is UserDoc => d !== undefined);
+  return { users: await userViews(c, ordered), total: keys.length };
+}
+
+export interface UserPatch {
+  name?: string;
+  email?: string;
+  role?: GlobalRole;
+  reportsTo?: string | null;
+  description?: string | null;
+}
+
+/**
+ * Why `reportsTo` may not be set on `user` (it must name another existing user, and not one who
+ * reports, directly or further up, to `user`), or null when it may.
+ */
+export async function reportsToProblem(c: Collections, user: UserDoc, reportsTo: string): Promise<string | null> {
+  if (reportsTo === user._id) return 'a user cannot report to themselves';
+  let next: string | null = reportsTo;
+  for (let depth = 0; next !== null && depth < 100; depth++) {
+    const boss: UserDoc | null = await c.users.findById(next);
+    if (!boss) return depth === 0 ? `reportsTo names no user (${reportsTo})` : null;
+    if (boss.reportsTo === user._id) return 'reportsTo would make a reporting cycle';
+    next = boss.reportsTo;
+  }
+  return null;
+}
+
+/** Whether another user already uses this email address (case-insensitively). */
+export async function emailTaken(c: Collections, email: string, exceptUserId: string): Promise<boolean> {
+  return (await c.users.count({ emailLower: email.toLowerCase(), _id: { $ne: exceptUserId } })) > 0;
+}
+
+/** Applies a patch (already checked) and returns the stored user. */
+export async function updateUser(c: Collections, user: UserDoc, patch: UserPatch): Promise<UserDoc> {
+  const set: Partial<UserDoc> = {};
+  if (patch.name !== undefined) set.name = patch.name;
+  if (patch.email !== undefined) {
+    set.email = patch.email;
+    set.emailLower = patch.email.toLowerCase();
+  }
+  if (patch.role !== undefined) set.role = patch.role;
+  if (patch.reportsTo !== undefined) set.reportsTo = patch.reportsTo;
+  if (patch.description !== undefined) set.description = patch.description;
+  if (Object.keys(set).length === 0) return user;
+  return (await c.users.findOneAndUpdate({ _id: user._id }, { $set: set })) ?? { ...user, ...set };
+}
+
+export type UserDeletedHook = (user: UserDoc) => Promise<void> | void;
+
+/** Deletion of people and the hooks later areas hang their own clean-up on. */
+export class UserService {
+  private readonly deletedHooks: UserDeletedHook[] = [];
+
+  constructor(
+    private readonly c: Collections,
+    private readonly sessions: Sessions,
+    private readonly log: Logger,
+  ) {}
+
+  /** Runs `fn` after a user is deleted. A failing hook is logged; the deletion stands. */
+  onUserDeleted(fn: UserDeletedHook): void {
+    this.deletedHooks.push(fn);
+  }
+
+  async delete(user: UserDoc): Promise<void> {
+    const c = this.c;
+    // Sessions first and the user next: from then on no request authenticates as them.
+    await this.sessions.endAllOf(user._id);
+    await c.users.deleteOne({ _id: user._id });
+    await Promise.all([
+      c.userDids.deleteMany({ userId: user._id }),
+      c.workspaceMembers.deleteMany({ userId: user._id }),
+      c.grants.deleteMany({ userId: user._id }),
+      c.invitations.deleteMany({ userId: user._id }),
+      c.claimSessions.updateMany({ userId: user._id, status: -1 }, { $set: { status: -2, failure: 'user deleted' } }),
+      c.users.updateMany({ reportsTo: user._id }, { $set: { reportsTo: null } }),
+    ]);
+    for (const fn of this.deletedHooks) {
+      try {
+        await fn(user);
+      } catch (err) {
+        this.log.error({ err, userId: user._id }, 'user-deleted hook failed');
+      }
+    }
+  }
+}
