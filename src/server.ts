@@ -8,6 +8,7 @@ import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { loadUws, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
 import { Router } from './http/router.js';
+import { HttpError } from './http/errors.js';
 import { attachHttp } from './http/adapter.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { openStore, instrumentStore } from './store/index.js';
@@ -31,6 +32,7 @@ import { WorkspaceService } from './services/workspaces.js';
 import { ensureDefaultWorkspace, ensureOwner } from './services/bootstrap.js';
 import { createAuthPolicy, type AgentLookup } from './http/auth.js';
 import type { UserDoc, WorkspaceDoc } from './store/collections.js';
+import { offlinePush, type AgentIntents, type AgentPush } from './services/agent-push.js';
 
 export class StartupError extends Error {
   override name = 'StartupError';
@@ -90,6 +92,10 @@ export interface AppContext {
   defaultWorkspace: WorkspaceDoc;
   /** The owner created by this start (null when users already existed). */
   bootstrappedOwner: UserDoc | null;
+  /** Reaches connected agents (provided by the fleet gateway). */
+  agentPush: AgentPush;
+  /** Sends intents with all their checks (provided by the fleet). */
+  agentIntents: AgentIntents;
   /** Resolves agent sessions to agents; replaced by the fleet. */
   agentLookup: AgentLookup;
   version: string;
@@ -180,6 +186,12 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
     workspaceService: new WorkspaceService(c, log),
     defaultWorkspace,
     bootstrappedOwner,
+    agentPush: offlinePush,
+    agentIntents: {
+      send: async () => {
+        throw new HttpError(409, 'agent_offline', 'the agent is not connected');
+      },
+    },
     agentLookup: async () => null,
     sockets,
     uws,

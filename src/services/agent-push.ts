@@ -1,0 +1,48 @@
+/**
+ * The narrow interface other areas use to reach connected agents, so that models, skills,
+ * channels and workflows do not depend on the gateway's internals. The fleet gateway provides
+ * the implementation (AppContext.agentPush); until it is attached, every agent is offline.
+ */
+export interface PushFrame {
+  type: string;
+  [field: string]: unknown;
+}
+
+export interface IntentRequest {
+  action: string;
+  params: Record<string, unknown>;
+  /** DID of the person (or `workflow:<runId>`) on whose behalf the intent is sent. */
+  requestedBy: string;
+  timeoutMs?: number;
+}
+
+export interface IntentResult {
+  intentId: string;
+  ok: boolean;
+  output?: unknown;
+  error?: string;
+}
+
+export interface AgentPush {
+  /** Whether the agent has an authenticated, ready socket now. */
+  isOnline(did: string): boolean;
+  /** Sends one frame to the agent's live socket; false when it is offline (nothing queued). */
+  push(did: string, frame: PushFrame): boolean;
+  /** Called after an agent completes its handshake (ready), so areas can send it their state. */
+  onReady(listener: (did: string) => void): () => void;
+}
+
+export const offlinePush: AgentPush = {
+  isOnline: () => false,
+  push: () => false,
+  onReady: () => () => undefined,
+};
+
+/**
+ * Sending an intent to an agent with every check of POST /api/agents/{did}/intents: the caller's
+ * workspace role (operator or higher) and capability grant unless a global admin, the agent
+ * online (else HttpError 409), an answer in time (else HttpError 504). The fleet provides it.
+ */
+export interface AgentIntents {
+  send(caller: import('../domain/principal.js').UserPrincipal, agentDid: string, request: Omit<IntentRequest, 'requestedBy'>): Promise<IntentResult>;
+}
