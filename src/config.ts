@@ -119,6 +119,128 @@ export const VARIABLES = {
     default: 'Steward <steward@localhost>',
     description: 'Sender of the mails Steward sends.',
   },
+  AGENT_SEND_BUFFER_LIMIT_BYTES: {
+    schema: int(4096, 256 * 1024 * 1024),
+    default: String(1024 * 1024),
+    description: 'Largest send buffer of an agent socket; an agent that reads too slowly and lets it grow past this is disconnected.',
+  },
+  AGENT_MAX_FRAME_BYTES: {
+    schema: int(1024, 64 * 1024 * 1024),
+    default: String(1024 * 1024),
+    description: 'Largest frame an agent may send on /ws/agent; a larger one closes the socket.',
+  },
+  AGENT_HANDSHAKE_TIMEOUT_MS: {
+    schema: int(100, 600_000),
+    default: '10000',
+    description: 'Time an agent socket has from opening (or from its approval) until `ready`; then it is closed with 4408. Waiting for approval does not count.',
+  },
+  AGENT_INVALID_FRAME_LIMIT: {
+    schema: int(1, 1000),
+    default: '3',
+    description: 'Invalid frames (binary, not JSON, failing their schema, out of order) an agent socket may send; the last one allowed closes it with 1008.',
+  },
+  AGENT_HEARTBEAT_INTERVAL_SECONDS: {
+    schema: int(1, 3600),
+    default: '30',
+    description: 'Heartbeat interval Steward asks of agents (sent in `ready`).',
+  },
+  AGENT_IDLE_TIMEOUT_SECONDS: {
+    schema: int(8, 960),
+    default: '120',
+    description: 'An agent socket with no traffic for this long is closed (Steward pings idle sockets, so a live agent never hits it).',
+  },
+  AGENT_OFFLINE_GRACE_MS: {
+    schema: int(0, 600_000),
+    default: '3000',
+    description: "An agent's actor records it offline only after it has been disconnected this long, so a quick reconnect is not two transitions (the API's isOnline follows the socket at once); 0 records every disconnection.",
+  },
+  AGENT_ACTOR_IDLE_SECONDS: {
+    schema: int(0, 7 * 24 * 3600),
+    default: '120',
+    description: "An agent's actor with no lifecycle event for this long leaves memory (its snapshot stays; heartbeats are not lifecycle events); 0 keeps agent actors in memory.",
+  },
+  AGENT_LAST_SEEN_WRITE_SECONDS: {
+    schema: int(1, 3600),
+    default: '60',
+    description: "How often agents' lastSeen is written to the store (one batch for all agents active since the last write).",
+  },
+  TOKEN_ROLLUP_INTERVAL_SECONDS: {
+    schema: int(1, 3600),
+    default: '10',
+    description: 'How often acknowledged heartbeat token deltas are folded from the ledger into per-agent and global totals.',
+  },
+  INTENT_TIMEOUT_MS: {
+    schema: int(100, 3_600_000),
+    default: '30000',
+    description: 'Default time POST /api/agents/{did}/intents waits for the agent to answer before 504.',
+  },
+  INTENT_MAX_TIMEOUT_MS: {
+    schema: int(100, 3_600_000),
+    default: '300000',
+    description: 'Largest `timeoutMs` a caller may ask for on POST /api/agents/{did}/intents.',
+  },
+  SKILLS_LIBRARY_URL: {
+    schema: httpUrl,
+    description:
+      'Address of the external skills catalogue read by GET /api/skills/library (a JSON list of entries, cached for 1 hour). Unset: the library answers 503.',
+    defaultText: 'unset',
+  },
+  SKILLS_CODE_HOST_URL: {
+    schema: httpUrl,
+    default: 'https://raw.githubusercontent.com',
+    description: 'Raw-content host that skill files are read from: `{SKILLS_CODE_HOST_URL}/{owner}/{repo}/{branch}/{path}`.',
+  },
+  PROXY_BASE_URL: {
+    schema: httpUrl,
+    description:
+      "Address of the model proxy (LiteLLM's management API, also the address agents use for workspace routing). Used only when PROXY_MASTER_KEY is set too.",
+    defaultText: 'unset (no proxy)',
+  },
+  PROXY_MASTER_KEY: {
+    schema: z.string().min(1),
+    description: 'Master key of the model proxy, sent as `Authorization: Bearer <key>` on management calls. A secret: never logged or returned.',
+    defaultText: 'unset',
+  },
+  PROXY_TIMEOUT_MS: {
+    schema: int(100, 600_000),
+    default: '10000',
+    description: 'Longest Steward waits for one model-proxy management call; a call that takes longer counts as the proxy failing (502).',
+  },
+  GRAPH_BASE_URL: {
+    schema: httpUrl,
+    default: 'https://graph.microsoft.com/v1.0',
+    description: "Base URL of the team-chat service's graph API; teams bridges post to `{GRAPH_BASE_URL}/teams/{teamId}/channels/{channelId}/messages`.",
+  },
+  BRIDGE_REPLAY_WINDOW_SECONDS: {
+    schema: int(1, 7 * 24 * 3600),
+    default: '300',
+    description: 'An incoming webhook delivery with the same signature (so the same body) as one accepted this recently is refused as a replay (409).',
+  },
+  BRIDGE_DELIVERY_ATTEMPTS: {
+    schema: int(1, 20),
+    default: '6',
+    description: 'Attempts at delivering one message to an outgoing bridge (webhook or graph API) before it is dropped and logged.',
+  },
+  BRIDGE_RETRY_BASE_MS: {
+    schema: int(1, 600_000),
+    default: '1000',
+    description: 'First wait before retrying a failed outgoing bridge delivery; each further wait doubles (exponential back-off).',
+  },
+  BRIDGE_DELIVERY_TIMEOUT_MS: {
+    schema: int(100, 600_000),
+    default: '10000',
+    description: 'Time one outgoing bridge request may take before it counts as failed.',
+  },
+  WORKFLOW_RETRY_BASE_MS: {
+    schema: int(1, 3_600_000),
+    default: '1000',
+    description: 'Back-off before the first retry of a workflow step with onError retry; each further wait doubles (with jitter), up to WORKFLOW_RETRY_MAX_MS.',
+  },
+  WORKFLOW_RETRY_MAX_MS: {
+    schema: int(1, 86_400_000),
+    default: '300000',
+    description: 'Longest back-off between two attempts of a workflow step.',
+  },
   SHUTDOWN_TIMEOUT_MS: {
     schema: int(100, 120_000),
     default: '5000',
@@ -150,6 +272,33 @@ export interface Config {
   claimTtlMs: number;
   smtpUrl?: string;
   mailFrom: string;
+  /** Model proxy base URL; set only when both PROXY_BASE_URL and PROXY_MASTER_KEY are. */
+  proxyBaseUrl?: string;
+  proxyMasterKey?: string;
+  proxyTimeoutMs: number;
+  /** When only one of the two proxy variables is set: the name of the missing one (the proxy stays off). */
+  proxyIncomplete?: 'PROXY_BASE_URL' | 'PROXY_MASTER_KEY';
+  skillsLibraryUrl?: string;
+  skillsCodeHostUrl: string;
+  agentSendBufferLimitBytes: number;
+  agentMaxFrameBytes: number;
+  agentHandshakeTimeoutMs: number;
+  agentInvalidFrameLimit: number;
+  agentHeartbeatIntervalMs: number;
+  agentIdleTimeoutSeconds: number;
+  agentLastSeenWriteMs: number;
+  agentOfflineGraceMs: number;
+  agentActorIdleMs: number;
+  tokenRollupIntervalMs: number;
+  intentTimeoutMs: number;
+  intentMaxTimeoutMs: number;
+  graphBaseUrl: string;
+  bridgeReplayWindowMs: number;
+  bridgeDeliveryAttempts: number;
+  bridgeRetryBaseMs: number;
+  bridgeDeliveryTimeoutMs: number;
+  workflowRetryBaseMs: number;
+  workflowRetryMaxMs: number;
 }
 
 export class ConfigError extends Error {
@@ -206,6 +355,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     claimTtlMs: p.CLAIM_TTL_MINUTES * 60_000,
     smtpUrl: p.SMTP_URL,
     mailFrom: p.MAIL_FROM,
+    proxyBaseUrl: p.PROXY_BASE_URL && p.PROXY_MASTER_KEY ? p.PROXY_BASE_URL : undefined,
+    proxyMasterKey: p.PROXY_BASE_URL && p.PROXY_MASTER_KEY ? p.PROXY_MASTER_KEY : undefined,
+    proxyTimeoutMs: p.PROXY_TIMEOUT_MS,
+    proxyIncomplete: p.PROXY_BASE_URL && !p.PROXY_MASTER_KEY ? 'PROXY_MASTER_KEY' : !p.PROXY_BASE_URL && p.PROXY_MASTER_KEY ? 'PROXY_BASE_URL' : undefined,
+    skillsLibraryUrl: p.SKILLS_LIBRARY_URL,
+    skillsCodeHostUrl: p.SKILLS_CODE_HOST_URL,
+    agentSendBufferLimitBytes: p.AGENT_SEND_BUFFER_LIMIT_BYTES,
+    agentMaxFrameBytes: p.AGENT_MAX_FRAME_BYTES,
+    agentHandshakeTimeoutMs: p.AGENT_HANDSHAKE_TIMEOUT_MS,
+    agentInvalidFrameLimit: p.AGENT_INVALID_FRAME_LIMIT,
+    agentHeartbeatIntervalMs: p.AGENT_HEARTBEAT_INTERVAL_SECONDS * 1000,
+    agentIdleTimeoutSeconds: p.AGENT_IDLE_TIMEOUT_SECONDS,
+    agentLastSeenWriteMs: p.AGENT_LAST_SEEN_WRITE_SECONDS * 1000,
+    agentOfflineGraceMs: p.AGENT_OFFLINE_GRACE_MS,
+    agentActorIdleMs: p.AGENT_ACTOR_IDLE_SECONDS * 1000,
+    tokenRollupIntervalMs: p.TOKEN_ROLLUP_INTERVAL_SECONDS * 1000,
+    intentTimeoutMs: p.INTENT_TIMEOUT_MS,
+    intentMaxTimeoutMs: p.INTENT_MAX_TIMEOUT_MS,
+    graphBaseUrl: p.GRAPH_BASE_URL,
+    bridgeReplayWindowMs: p.BRIDGE_REPLAY_WINDOW_SECONDS * 1000,
+    bridgeDeliveryAttempts: p.BRIDGE_DELIVERY_ATTEMPTS,
+    bridgeRetryBaseMs: p.BRIDGE_RETRY_BASE_MS,
+    bridgeDeliveryTimeoutMs: p.BRIDGE_DELIVERY_TIMEOUT_MS,
+    workflowRetryBaseMs: p.WORKFLOW_RETRY_BASE_MS,
+    workflowRetryMaxMs: p.WORKFLOW_RETRY_MAX_MS,
   };
 }
 

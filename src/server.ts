@@ -33,6 +33,24 @@ import { ensureDefaultWorkspace, ensureOwner } from './services/bootstrap.js';
 import { createAuthPolicy, type AgentLookup } from './http/auth.js';
 import type { UserDoc, WorkspaceDoc } from './store/collections.js';
 import { offlinePush, type AgentIntents, type AgentPush } from './services/agent-push.js';
+import { WorkflowService, channelPosterFrom } from './services/workflows.js';
+import { ScheduleService } from './services/schedules.js';
+import { workflowRoutes } from './http/routes/workflows.js';
+import { scheduleRoutes } from './http/routes/schedules.js';
+import { createFleet } from './services/fleet-module.js';
+import { agentRoutes } from './http/routes/agents.js';
+import { policyRoutes } from './http/routes/policies.js';
+import { fleetAdminRoutes } from './http/routes/fleet-admin.js';
+import { SkillService } from './services/skills.js';
+import { skillRoutes } from './http/routes/skills.js';
+import { ModelService } from './services/models.js';
+import { modelRoutes } from './http/routes/models.js';
+import { llmConfigRoutes } from './http/routes/llm-config.js';
+import { ChannelService } from './services/channels.js';
+import { BridgeService } from './services/bridges.js';
+import { channelRoutes } from './http/routes/channels.js';
+import { messageRoutes } from './http/routes/messages.js';
+import { bridgeRoutes } from './http/routes/bridges.js';
 
 export class StartupError extends Error {
   override name = 'StartupError';
@@ -98,6 +116,12 @@ export interface AppContext {
   agentIntents: AgentIntents;
   /** Resolves agent sessions to agents; replaced by the fleet. */
   agentLookup: AgentLookup;
+  /** Workspace skills, overrides, skills_config pushes and the external skills library. */
+  skills: SkillService;
+  /** Workflow definitions, runs and their executor (its `clock` is replaceable in tests). */
+  workflows: WorkflowService;
+  /** Cron schedules of workflows. */
+  schedules: ScheduleService;
   version: string;
   startedAt: string;
   /** Hooks run at close(), before the store closes, in reverse order of registration. */
@@ -193,6 +217,9 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
       },
     },
     agentLookup: async () => null,
+    skills: SkillService.create(c, config, log, () => ctx.agentPush),
+    workflows: new WorkflowService(),
+    schedules: new ScheduleService(),
     sockets,
     uws,
     app,
@@ -204,6 +231,22 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   router.setAuthPolicy(
     createAuthPolicy({ c, sessions: ctx.sessions, publicUrl: () => config.publicUrl, agent: () => ctx.agentLookup }),
   );
+  // The fleet registers /ws/agent and /ws/feed, and provides agentPush, agentIntents, agentLookup.
+  const fleet = await createFleet(ctx);
+  ctx.skills.attach(ctx);
+  ctx.workflows.attach(ctx);
+  ctx.schedules.attach(ctx, ctx.workflows);
+  // After the fleet: the model service subscribes to agents becoming ready through ctx.agentPush.
+  const models = new ModelService(ctx);
+  models.start();
+  // Channels, messages and bridges; the live feed asks the channel service who may subscribe.
+  const channels = new ChannelService(ctx);
+  ctx.workflows.channelPoster = channelPosterFrom(channels);
+  const bridges = new BridgeService(ctx, channels);
+  fleet.feed.channelAccess = channels.feedTopic;
+  channels.onAccessLost((channelId, did) => void fleet.feed.recheckChannel(channelId, did));
+  await bridges.start();
+  ctx.onClose(() => bridges.stop());
   router.add(
     ...systemRoutes(ctx),
     ...authRoutes(ctx),
@@ -213,7 +256,22 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
     ...workspaceRoutes(ctx),
     ...grantRoutes(ctx),
     ...auditRoutes(ctx),
+    ...agentRoutes(ctx, fleet),
+    ...policyRoutes(fleet),
+    ...fleetAdminRoutes(ctx, fleet),
+    ...skillRoutes(ctx),
+    ...modelRoutes(ctx, models),
+    ...llmConfigRoutes(ctx, models),
+    ...channelRoutes(ctx, channels),
+    ...messageRoutes(ctx, channels),
+    ...bridgeRoutes(ctx, channels, bridges),
+    ...workflowRoutes(ctx, ctx.workflows),
+    ...scheduleRoutes(ctx, ctx.schedules),
   );
+  // Running workflow runs resume and schedules are re-armed once every route exists. The workflow
+  // executor registers its close hook here, last, so that it stops first at shutdown.
+  await ctx.workflows.start();
+  await ctx.schedules.start();
 
   attachHttp(app, router, {
     bodyLimitBytes: config.bodyLimitBytes,

@@ -3,6 +3,7 @@
  * The `steward` command.
  *   steward serve        run the server (configuration from the environment; see README)
  *   steward wallet ...   a key file for people: create, did, claim, login (src/cli/wallet.ts)
+ *   steward agent ...    a demo agent on the SDK (src/cli/agent.ts)
  *   steward help         this text
  */
 const USAGE = `usage: steward <command>
@@ -10,6 +11,7 @@ const USAGE = `usage: steward <command>
 commands:
   serve      run the Steward server (configured by environment variables, see README)
   wallet     create a wallet key, claim an account, log in (steward wallet help)
+  agent      run a demo agent: registers, waits for approval, echoes intents (steward agent --help)
   help       show this text
 `;
 
@@ -24,6 +26,11 @@ async function main(argv: string[]): Promise<void> {
     case 'wallet': {
       const { wallet } = await import('./wallet.js');
       process.exitCode = await wallet(rest);
+      return;
+    }
+    case 'agent': {
+      const { agentCommand } = await import('./agent.js');
+      process.exitCode = await agentCommand(rest);
       return;
     }
     case 'help':

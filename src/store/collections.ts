@@ -186,6 +186,16 @@ export interface AgentDoc {
   llmProvider?: string | null;
   llmModel?: string | null;
   llmSystemPrompt?: string | null;
+  /** How the LLM config was set (PUT /api/agents/{did}/llm-config); null: none, the agent uses its environment. */
+  llmSource?: 'workspace' | 'registry' | 'manual' | null;
+  llmBaseUrl?: string | null;
+  /** Workspace routing: the workspace whose virtual key the agent uses. */
+  llmWorkspaceId?: string | null;
+  /** Workspace routing and registry shortcut: the registry model. */
+  llmRegistryModelId?: string | null;
+  /** Manual mode: the API key, sealed (associated data `agent-llm-key:<did>`). Never returned. */
+  llmApiKeySealed?: string | null;
+  llmUpdatedAt?: string | null;
 }
 
 /** A registration request (interface §2.6); pending ones are listed by GET /api/registrations. */
@@ -232,8 +242,8 @@ export interface PolicyDoc {
 export interface CertificateDoc {
   _id: string; // the serial
   agentDid: string;
-  /** The certificate object exactly as signed (schemas/certificate.schema.json). */
-  certificate: Record<string, unknown>;
+  /** The RFC 8785 canonical JSON of the certificate: exactly the bytes both parties signed. */
+  canonical: string;
   serverSignature: string;
   agentSignature: string;
   acceptedAt: string;
@@ -267,6 +277,225 @@ export interface TokenLedgerDoc {
   entries: Array<[string, number, number]>;
 }
 
+/**
+ * A workspace skill (interface §2.11), stored as the raw row the interface shows: snake_case,
+ * `is_required` 0 or 1, `config` JSON text (so that any key, dots and `$` included, survives
+ * every backend). `name_key` (the trimmed name in lower case) makes names unique per workspace.
+ */
+export interface SkillDoc {
+  _id: string;
+  workspace_id: string;
+  name: string;
+  name_key: string;
+  description: string | null;
+  version: string | null;
+  is_required: 0 | 1;
+  config: string;
+  /** Markdown; '' when the skill has none. */
+  content: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/**
+ * A per-agent override of a skill: opts the agent out (`enabled` false) and/or replaces the
+ * skill's config for it (`config`, JSON text; null keeps the workspace one).
+ */
+export interface SkillOverrideDoc {
+  _id: string;
+  skillId: string;
+  workspaceId: string;
+  agentDid: string;
+  enabled: boolean;
+  config: string | null;
+  createdAt: string;
+  updatedAt: string;
+  updatedBy: string;
+}
+
+/** A model registry entry (interface §2.2); src/services/models.ts. */
+export interface ModelDoc {
+  _id: string; // UUID
+  name: string;
+  description: string | null;
+  provider: string;
+  modelId: string;
+  baseUrl: string | null;
+  status: 'active' | 'inactive';
+  /** `{provider}/{slug of the name at creation}`; fixed for the model's life (the name the proxy knows). */
+  proxyModelName: string;
+  /** The provider API key, sealed (associated data `model-api-key:<id>`). Never returned. */
+  apiKeySealed: string | null;
+  /** Whether the model was registered with the model proxy at creation. */
+  proxySynced: boolean;
+  createdAt: string;
+  updatedAt: string;
+  createdBy: string | null;
+}
+
+/** A workspace's access to a registry model (interface §4.2). */
+export interface WorkspaceModelDoc {
+  _id: string;
+  workspaceId: string;
+  modelId: string;
+  grantedAt: string;
+  grantedBy: string;
+}
+
+/** A workspace's virtual key in the model proxy (`_id` is the workspace id). */
+export interface WorkspaceLlmKeyDoc {
+  _id: string;
+  /** The key, sealed (associated data `workspace-llm-key:<workspaceId>`). Never returned. */
+  keySealed: string;
+  keyAlias: string;
+  /** proxyModelNames the key was last scoped to. */
+  models: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A channel member's role (interface §2.8, §5.8). */
+export type ChannelRole = 'member' | 'moderator' | 'owner';
+export const CHANNEL_ROLES: readonly ChannelRole[] = ['member', 'moderator', 'owner'];
+
+/**
+ * A channel (interface §2.7); written only by its channel actor (src/actors/channel.ts) once
+ * created. `slugKey` (`<workspaceId or "global">/<slug>`) is unique, so a slug is unique within
+ * its workspace, and among global channels, on every backend.
+ */
+export interface ChannelDoc {
+  _id: string;
+  workspaceId: string | null;
+  name: string;
+  slug: string;
+  slugKey: string;
+  description: string;
+  topic: string;
+  isPublic: boolean;
+  isArchived: boolean;
+  creatorDid: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A channel member (interface §2.8). */
+export interface ChannelMemberDoc {
+  _id: string;
+  channelId: string;
+  memberDid: string;
+  memberType: 'user' | 'agent';
+  role: ChannelRole;
+  joinedAt: string;
+  invitedBy: string | null;
+}
+
+/**
+ * A channel message (interface §2.9). `seq` is the channel's total order, given by the channel
+ * actor. `metadata` is JSON text, so any key (dots and `$` included) survives every backend.
+ * A deleted message stays as a tombstone (content and metadata emptied, `deletedAt` set).
+ */
+export interface ChannelMessageDoc {
+  _id: string;
+  channelId: string;
+  seq: number;
+  threadId: string | null;
+  authorDid: string;
+  authorType: 'user' | 'agent';
+  content: string;
+  metadata: string;
+  /** Emoji -> DIDs who reacted (emoji are checked to be safe as field names). */
+  reactions: Record<string, string[]>;
+  editedAt: string | null;
+  deletedAt: string | null;
+  createdAt: string;
+  /** The bridge the message came in through (never sent back out through it); null otherwise. */
+  viaBridgeId: string | null;
+}
+
+/**
+ * A bridge between a channel and an outside service (interface §2.10). The configuration
+ * (secrets, access tokens) is sealed with the bridge id as associated data and never returned.
+ */
+export interface BridgeDoc {
+  _id: string;
+  channelId: string;
+  externalService: 'webhook' | 'teams';
+  externalChannelId: string;
+  externalChannelName: string;
+  externalWorkspaceId: string;
+  syncDirection: 'incoming' | 'outgoing' | 'bidirectional';
+  isSyncEnabled: boolean;
+  configSealed: string;
+  createdAt: string;
+  updatedAt: string;
+  createdBy: string;
+}
+
+/** An accepted incoming webhook delivery (`_id` = `<bridgeId>:<signature hex>`), kept to refuse replays. */
+export interface BridgeDeliveryDoc {
+  _id: string;
+  bridgeId: string;
+  expiresAt: string;
+}
+
+/**
+ * A workflow (interface §2.12). `definition` is the WorkflowDefinition as JSON text, so that any
+ * variable or param key (dots and `$` included) survives every backend. `nameKey` (the trimmed
+ * name in lower case) makes names unique per workspace.
+ */
+export interface WorkflowDoc {
+  _id: string;
+  name: string;
+  nameKey: string;
+  description: string;
+  workspaceId: string;
+  definition: string;
+  stepCount: number;
+  /** DID of the person who created it. */
+  createdBy: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Who started a workflow run: a person, or a schedule acting as the person who created it. */
+export interface WorkflowRunStarter {
+  type: 'person' | 'schedule';
+  userId: string;
+  did: string;
+  scheduleId?: string;
+}
+
+/**
+ * The listing record of a workflow run. The run itself (steps, outputs) is its actor's persisted
+ * snapshot (src/actors/workflow-run.ts); this record is written when the run starts and ends.
+ */
+export interface WorkflowRunDoc {
+  _id: string; // the run id
+  workflowId: string;
+  workspaceId: string;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  startedAt: string;
+  completedAt: string | null;
+  error: string | null;
+  startedBy: WorkflowRunStarter;
+}
+
+/** A cron schedule of a workflow (interface §4.10 rule 4). `params` is JSON text. */
+export interface WorkflowScheduleDoc {
+  _id: string;
+  workflowId: string;
+  workspaceId: string;
+  cron: string;
+  timezone: string;
+  params: string;
+  /** The person the scheduled runs act as. */
+  createdBy: string;
+  createdByUserId: string;
+  createdAt: string;
+  lastRunAt: string | null;
+  lastRunId: string | null;
+}
+
 export interface Collections {
   settings: Collection<SettingDoc>;
   users: Collection<UserDoc>;
@@ -286,6 +515,19 @@ export interface Collections {
   certificates: Collection<CertificateDoc>;
   tokenUsage: Collection<TokenUsageDoc>;
   tokenLedger: Collection<TokenLedgerDoc>;
+  models: Collection<ModelDoc>;
+  workspaceModels: Collection<WorkspaceModelDoc>;
+  workspaceLlmKeys: Collection<WorkspaceLlmKeyDoc>;
+  skills: Collection<SkillDoc>;
+  skillOverrides: Collection<SkillOverrideDoc>;
+  channels: Collection<ChannelDoc>;
+  channelMembers: Collection<ChannelMemberDoc>;
+  channelMessages: Collection<ChannelMessageDoc>;
+  bridges: Collection<BridgeDoc>;
+  bridgeDeliveries: Collection<BridgeDeliveryDoc>;
+  workflows: Collection<WorkflowDoc>;
+  workflowRuns: Collection<WorkflowRunDoc>;
+  workflowSchedules: Collection<WorkflowScheduleDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -308,6 +550,19 @@ export function collections(store: Store): Collections {
     certificates: store.collection('certificates'),
     tokenUsage: store.collection('token_usage'),
     tokenLedger: store.collection('token_ledger'),
+    models: store.collection('models'),
+    workspaceModels: store.collection('workspace_models'),
+    workspaceLlmKeys: store.collection('workspace_llm_keys'),
+    skills: store.collection('skills'),
+    skillOverrides: store.collection('skill_overrides'),
+    channels: store.collection('channels'),
+    channelMembers: store.collection('channel_members'),
+    channelMessages: store.collection('channel_messages'),
+    bridges: store.collection('bridges'),
+    bridgeDeliveries: store.collection('bridge_deliveries'),
+    workflows: store.collection('workflows'),
+    workflowRuns: store.collection('workflow_runs'),
+    workflowSchedules: store.collection('workflow_schedules'),
   };
 }
 
@@ -329,5 +584,24 @@ export async function ensureIndexes(c: Collections): Promise<void> {
     c.registrations.createIndex({ fields: { agentDid: 1 } }),
     c.policies.createIndex({ fields: { agentDid: 1 } }),
     c.certificates.createIndex({ fields: { agentDid: 1 } }),
+    c.models.createIndex({ fields: { proxyModelName: 1 }, unique: true, name: 'proxy_model_name_unique' }),
+    c.workspaceModels.createIndex({ fields: { workspaceId: 1, modelId: 1 }, unique: true, name: 'workspace_model_unique' }),
+    c.workspaceModels.createIndex({ fields: { modelId: 1 } }),
+    c.skills.createIndex({ fields: { workspace_id: 1, name_key: 1 }, unique: true, name: 'skill_name_unique' }),
+    c.skillOverrides.createIndex({ fields: { skillId: 1, agentDid: 1 }, unique: true, name: 'skill_override_unique' }),
+    c.skillOverrides.createIndex({ fields: { agentDid: 1 } }),
+    c.channels.createIndex({ fields: { slugKey: 1 }, unique: true, name: 'channel_slug_unique' }),
+    c.channels.createIndex({ fields: { workspaceId: 1 } }),
+    c.channelMembers.createIndex({ fields: { channelId: 1, memberDid: 1 }, unique: true, name: 'channel_member_unique' }),
+    c.channelMembers.createIndex({ fields: { channelId: 1 } }),
+    c.channelMembers.createIndex({ fields: { memberDid: 1 } }),
+    c.channelMessages.createIndex({ fields: { channelId: 1, seq: 1 }, unique: true, name: 'channel_message_seq_unique' }),
+    c.channelMessages.createIndex({ fields: { channelId: 1 } }),
+    c.bridges.createIndex({ fields: { channelId: 1, externalService: 1, externalChannelId: 1 }, unique: true, name: 'bridge_unique' }),
+    c.bridges.createIndex({ fields: { channelId: 1 } }),
+    c.bridges.createIndex({ fields: { externalChannelId: 1 } }),
+    c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
+    c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
+    c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
   ]);
 }

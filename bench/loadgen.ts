@@ -1,0 +1,233 @@
+/**
+ * A load generator process: many lightweight protocol clients (the `ws` package and
+ * node:crypto, not one SDK object each), driven over IPC by bench/run.ts.
+ *
+ * Each client does the real handshake — hello, a signed challenge, a co-signed certificate —
+ * and heartbeats with a token delta. Shortcuts, for the load generator only: it does not verify
+ * the server's certificate signature (the SDK does), and it re-uses its co-signature when the
+ * same certificate is offered again (Ed25519 is deterministic, so that is the same signature).
+ * Connections are spread over several loopback source addresses (127.0.0.2, ...) so the
+ * ephemeral port range is not the limit.
+ */
+import { sign } from 'node:crypto';
+import WebSocket from 'ws';
+import canonicalize from 'canonicalize';
+import { benchKey, type BenchKey } from './keys.js';
+
+interface Init {
+  cmd: 'init';
+  url: string;
+  seed: string;
+  from: number;
+  count: number;
+  localAddresses: string[];
+}
+
+type Cmd =
+  | Init
+  | { cmd: 'connect'; concurrency: number }
+  | { cmd: 'heartbeats'; intervalMs: number; durationMs?: number }
+  | { cmd: 'stopHeartbeats' }
+  | { cmd: 'watchPolicy'; policyId: string | null; timeoutMs: number }
+  | { cmd: 'reconnect'; concurrency: number }
+  | { cmd: 'count' }
+  | { cmd: 'close' };
+
+class Client {
+  ws: WebSocket | null = null;
+  ready = false;
+  seq = 0;
+  policyId: string | null = null;
+  readyAt = 0;
+  lastSerial = '';
+  lastSig = '';
+  sentAt = new Map<number, number>();
+  constructor(
+    readonly key: BenchKey,
+    readonly localAddress: string,
+  ) {}
+}
+
+let clients: Client[] = [];
+let url = '';
+let onReady: ((c: Client) => void) | null = null;
+const latencies: number[] = [];
+let acked = 0;
+let sent = 0;
+let hbTimers: NodeJS.Timeout[] = [];
+let connectErrors = 0;
+
+const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
+
+function open(c: Client, done: () => void): void {
+  const ws = new WebSocket(`${url}/ws/agent`, { localAddress: c.localAddress, perMessageDeflate: false });
+  c.ws = ws;
+  c.ready = false;
+  let finished = false;
+  const finish = () => {
+    if (!finished) {
+      finished = true;
+      done();
+    }
+  };
+  ws.on('open', () => {
+    ws.send(JSON.stringify({ type: 'hello', did: c.key.did, publicKey: c.key.publicKey, name: 'bench', version: '1.0.0', capabilities: ['api_call', 'file_access'] }));
+  });
+  ws.on('message', (data) => {
+    const f = JSON.parse(data.toString());
+    switch (f.type) {
+      case 'challenge':
+        ws.send(JSON.stringify({ type: 'auth', signature: sign(null, Buffer.from(`steward-agent-auth:${f.nonce}`), c.key.privateKey).toString('base64url') }));
+        return;
+      case 'certificate_offer': {
+        let sig = c.lastSig;
+        if (f.certificate.serial !== c.lastSerial) {
+          sig = sign(null, Buffer.from(canonicalize(f.certificate)!, 'utf8'), c.key.privateKey).toString('base64url');
+          c.lastSerial = f.certificate.serial;
+          c.lastSig = sig;
+        }
+        ws.send(JSON.stringify({ type: 'certificate_accept', agentSignature: sig }));
+        return;
+      }
+      case 'ready':
+        c.ready = true;
+        c.readyAt = Date.now();
+        c.policyId = f.certificate.policyId;
+        finish();
+        onReady?.(c);
+        return;
+      case 'heartbeat_ack': {
+        const t = c.sentAt.get(f.seq);
+        if (t !== undefined) {
+          c.sentAt.delete(f.seq);
+          latencies.push(performance.now() - t);
+          acked++;
+        }
+        return;
+      }
+      case 'registration':
+      case 'update_capabilities':
+        return;
+      case 'error':
+        process.stderr.write(`server error frame: ${JSON.stringify(f)}\n`);
+        return;
+    }
+  });
+  ws.on('error', () => {
+    connectErrors++;
+    finish();
+  });
+  ws.on('close', () => {
+    c.ready = false;
+    finish();
+  });
+}
+
+/** Opens every client with at most `concurrency` handshakes in flight; resolves when all are done. */
+function connectAll(list: Client[], concurrency: number): Promise<void> {
+  return new Promise((resolve) => {
+    let next = 0;
+    let inFlight = 0;
+    let done = 0;
+    if (list.length === 0) return resolve();
+    const pump = () => {
+      while (inFlight < concurrency && next < list.length) {
+        const c = list[next++]!;
+        inFlight++;
+        open(c, () => {
+          inFlight--;
+          done++;
+          if (done === list.length) resolve();
+          else pump();
+        });
+      }
+    };
+    pump();
+  });
+}
+
+function heartbeat(c: Client): void {
+  if (!c.ready || !c.ws) return;
+  const seq = ++c.seq;
+  c.sentAt.set(seq, performance.now());
+  sent++;
+  c.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 12, completionTokens: 3 } }));
+}
+
+process.on('message', async (m: { id: number } & Cmd) => {
+  const { id } = m;
+  switch (m.cmd) {
+    case 'init': {
+      url = m.url.replace(/^http/, 'ws');
+      clients = [];
+      for (let i = 0; i < m.count; i++) clients.push(new Client(benchKey(m.seed, m.from + i), m.localAddresses[i % m.localAddresses.length]!));
+      return reply(id, { ok: true });
+    }
+    case 'connect': {
+      const t0 = Date.now();
+      connectErrors = 0;
+      await connectAll(clients, m.concurrency);
+      return reply(id, { ready: clients.filter((c) => c.ready).length, errors: connectErrors, ms: Date.now() - t0, lastReadyAt: Math.max(...clients.map((c) => c.readyAt)) });
+    }
+    case 'heartbeats': {
+      latencies.length = 0;
+      acked = 0;
+      sent = 0;
+      for (const c of clients) {
+        // A random phase per client spreads the heartbeats evenly over the interval.
+        const t = setTimeout(() => {
+          heartbeat(c);
+          const iv = setInterval(() => heartbeat(c), m.intervalMs);
+          hbTimers.push(iv);
+        }, Math.random() * m.intervalMs);
+        hbTimers.push(t);
+      }
+      return reply(id, { ok: true });
+    }
+    case 'stopHeartbeats': {
+      for (const t of hbTimers) clearTimeout(t);
+      hbTimers = [];
+      return reply(id, { sent, acked, latencies });
+    }
+    case 'watchPolicy': {
+      // '*' waits for any policy (the id is not known before the POST answers).
+      const matches = (c: Client) => (m.policyId === '*' ? c.policyId !== null : c.policyId === m.policyId);
+      const pending = new Set(clients.filter((c) => !matches(c)));
+      if (pending.size === 0) return reply(id, { lastAt: 0, missing: 0 });
+      let lastAt = 0;
+      const timer = setTimeout(() => {
+        onReady = null;
+        reply(id, { lastAt, missing: pending.size });
+      }, m.timeoutMs);
+      onReady = (c) => {
+        if (matches(c) && pending.delete(c)) {
+          lastAt = c.readyAt;
+          if (pending.size === 0) {
+            clearTimeout(timer);
+            onReady = null;
+            reply(id, { lastAt, missing: 0 });
+          }
+        }
+      };
+      return;
+    }
+    case 'reconnect': {
+      // Every connection drops at once (as when a network path or a server restarts), then all reconnect.
+      for (const c of clients) c.ws?.terminate();
+      await new Promise((r) => setTimeout(r, 50));
+      const t0 = Date.now();
+      await connectAll(clients, m.concurrency);
+      return reply(id, { t0, ready: clients.filter((c) => c.ready).length, errors: connectErrors, lastReadyAt: Math.max(...clients.map((c) => c.readyAt)) });
+    }
+    case 'count':
+      return reply(id, { ready: clients.filter((c) => c.ready).length });
+    case 'close': {
+      for (const t of hbTimers) clearTimeout(t);
+      for (const c of clients) c.ws?.terminate();
+      reply(id, {});
+      setTimeout(() => process.exit(0), 50);
+      return;
+    }
+  }
+});
+process.send!({ id: 0, hello: true });

@@ -1,0 +1,256 @@
+/**
+ * Fleet benchmarks (not part of npm test). Each starts a fresh Steward in its own process and
+ * drives it with load-generator processes (bench/loadgen.ts), then prints a table.
+ *
+ *   npm run bench                                   every benchmark at the small default size
+ *   npm run bench -- memory --agents 18000          (a) N agents held, server memory per agent
+ *   npm run bench -- recert --agents 10000          (b) a workspace policy re-certifying N agents
+ *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
+ *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
+ *
+ * Options (or environment): --agents N (BENCH_AGENTS, default 500), --loadgens K (BENCH_LOADGENS,
+ * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
+ * default 35), --rate R heartbeats per second in (d) (BENCH_HB_RATE, default 2000), --seconds D
+ * duration of (d) (BENCH_HB_SECONDS, default 10), --concurrency C handshakes in flight per load
+ * generator (BENCH_CONCURRENCY, default 250).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+
+const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
+
+const argv = process.argv.slice(2);
+const flag = (name: string, env: string, def: number): number => {
+  const i = argv.indexOf(`--${name}`);
+  const v = i >= 0 ? argv[i + 1] : process.env[env];
+  return v === undefined ? def : Number(v);
+};
+const which = argv.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
+const N = flag('agents', 'BENCH_AGENTS', 500);
+const LOADGENS = Math.max(1, flag('loadgens', 'BENCH_LOADGENS', 2));
+const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 35);
+const RATE = flag('rate', 'BENCH_HB_RATE', 2000);
+const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
+const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
+/** Loopback source addresses per load generator. */
+const ADDRESSES_PER_LOADGEN = 4;
+
+class Proc {
+  private seq = 0;
+  private readonly waiting = new Map<number, (v: any) => void>();
+  readonly ready: Promise<void>;
+  constructor(readonly child: ChildProcess) {
+    let hello: () => void;
+    this.ready = new Promise((r) => (hello = r));
+    child.on('message', (m: { id: number; hello?: boolean; error?: string }) => {
+      if (m.hello) return hello();
+      const w = this.waiting.get(m.id);
+      this.waiting.delete(m.id);
+      w?.(m);
+    });
+  }
+  async call<T = any>(msg: object): Promise<T> {
+    await this.ready;
+    const id = ++this.seq;
+    const r = await new Promise<any>((resolve) => {
+      this.waiting.set(id, resolve);
+      this.child.send({ id, ...msg });
+    });
+    if (r.error) throw new Error(r.error);
+    return r as T;
+  }
+}
+
+function startProc(file: string, extraArgs: string[] = []): Proc {
+  const child = spawn(process.execPath, [...extraArgs, '--import', 'tsx', here(file)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return new Proc(child);
+}
+
+const MB = 1024 * 1024;
+const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+
+function table(title: string, rows: Array<[string, string]>): void {
+  const w = Math.max(...rows.map(([k]) => k.length), 6);
+  console.log(`\n### ${title}\n`);
+  console.log(`| ${'Measure'.padEnd(w)} | Value |`);
+  console.log(`|${'-'.repeat(w + 2)}|-------|`);
+  for (const [k, v] of rows) console.log(`| ${k.padEnd(w)} | ${v} |`);
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+interface Setup {
+  server: Proc;
+  loadgens: Proc[];
+  url: string;
+  token: string;
+  workspaceId: string;
+  mem0: any;
+  memRegistered: any;
+  connectMs: number;
+}
+
+/** A server with N pre-registered agents in one workspace, and load generators connected. */
+async function setup(n: number, env: Record<string, string> = {}): Promise<Setup> {
+  const server = startProc('./server.ts', ['--expose-gc', ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : [])]);
+  const started = await server.call<{ port: number; token: string; workspaceId: string; memory: any }>({ cmd: 'start', env });
+  const url = `http://127.0.0.1:${started.port}`;
+  const seed = randomBytes(8).toString('hex');
+  const reg = await server.call<{ ms: number; memory: any }>({ cmd: 'preregister', seed, count: n, workspaceId: started.workspaceId });
+  const loadgens: Proc[] = [];
+  const per = Math.ceil(n / LOADGENS);
+  for (let g = 0; g < LOADGENS; g++) {
+    const from = g * per;
+    const count = Math.max(0, Math.min(per, n - from));
+    const lg = startProc('./loadgen.ts');
+    const localAddresses = Array.from({ length: ADDRESSES_PER_LOADGEN }, (_, k) => `127.0.0.${2 + g * ADDRESSES_PER_LOADGEN + k}`);
+    await lg.call({ cmd: 'init', url, seed, from, count, localAddresses });
+    loadgens.push(lg);
+  }
+  const t0 = Date.now();
+  const pdir = process.env.BENCH_PROFILE_DIR;
+  if (pdir) await server.call({ cmd: 'profile' });
+  const results = await Promise.all(loadgens.map((lg) => lg.call<{ ready: number; errors: number }>({ cmd: 'connect', concurrency: CONCURRENCY })));
+  const connectMs = Date.now() - t0;
+  if (pdir) await server.call({ cmd: 'profile', file: `${pdir}/connect-${n}.cpuprofile` });
+  const ready = results.reduce((a, r) => a + r.ready, 0);
+  if (ready !== n) console.warn(`warning: ${ready} of ${n} agents ready after the first connection (${results.map((r) => r.errors).join('+')} socket errors)`);
+  return { server, loadgens, url, token: started.token, workspaceId: started.workspaceId, mem0: started.memory, memRegistered: reg.memory, connectMs };
+}
+
+async function teardown(s: Setup): Promise<void> {
+  await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'close' }).catch(() => undefined)));
+  await s.server.call({ cmd: 'stop' }).catch(() => undefined);
+}
+
+/** Runs fn with a CPU profile of the server when BENCH_PROFILE_DIR is set. */
+async function profiled<T>(s: Setup, name: string, fn: () => Promise<T>): Promise<T> {
+  const dir = process.env.BENCH_PROFILE_DIR;
+  if (!dir) return fn();
+  await s.server.call({ cmd: 'profile' });
+  try {
+    return await fn();
+  } finally {
+    await s.server.call({ cmd: 'profile', file: `${dir}/${name}-${N}.cpuprofile` });
+  }
+}
+
+async function online(s: Setup): Promise<number> {
+  return (await s.server.call<{ online: number }>({ cmd: 'online' })).online;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function benchMemory(): Promise<void> {
+  const s = await setup(N);
+  await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs: 30_000 })));
+  await new Promise((r) => setTimeout(r, HOLD_S * 1000));
+  const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
+  const m = await s.server.call<{ memory: any; sockets: Record<string, number>; actors: Record<string, number> }>({ cmd: 'memory' });
+  const on = await online(s);
+  const rss = m.memory.rss;
+  const heap = m.memory.heapUsed;
+  table(`(a) ${N} agents held, heartbeating every 30 s`, [
+    ['agents online (server)', String(on)],
+    ['first connection of all agents', `${fmt(s.connectMs / 1000, 1)} s`],
+    ['hold time', `${HOLD_S} s`],
+    ['heartbeats sent / acknowledged', `${hb.reduce((a, r) => a + r.sent, 0)} / ${hb.reduce((a, r) => a + r.acked, 0)}`],
+    ['live agent actors', String(m.actors.agent ?? 0)],
+    ['server RSS: empty / registered / connected', `${fmt(s.mem0.rss / MB)} / ${fmt(s.memRegistered.rss / MB)} / ${fmt(rss / MB)} MiB`],
+    ['server heap used: empty / registered / connected', `${fmt(s.mem0.heapUsed / MB)} / ${fmt(s.memRegistered.heapUsed / MB)} / ${fmt(heap / MB)} MiB`],
+    ['RSS per agent (connected − empty) / N', `${fmt((rss - s.mem0.rss) / N / 1024, 2)} KiB`],
+    ['heap per agent (connected − empty) / N', `${fmt((heap - s.mem0.heapUsed) / N / 1024, 2)} KiB`],
+    ['RSS per agent, connections only (connected − registered) / N', `${fmt((rss - s.memRegistered.rss) / N / 1024, 2)} KiB`],
+    ['heap per agent, connections only', `${fmt((heap - s.memRegistered.heapUsed) / N / 1024, 2)} KiB`],
+  ]);
+  await teardown(s);
+}
+
+async function benchRecert(): Promise<void> {
+  const s = await setup(N);
+  const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
+  await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
+  if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile' });
+  const t0 = Date.now();
+  const res = await fetch(`${s.url}/api/policies`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
+    body: JSON.stringify({ workspaceId: s.workspaceId, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 100000, maxRequestsPerHour: 1000 } }),
+  });
+  const tAnswer = Date.now();
+  const body = (await res.json()) as { sentTo?: string[] };
+  const watched = await watching;
+  if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile', file: `${process.env.BENCH_PROFILE_DIR}/recert-${N}.cpuprofile` });
+  const last = Math.max(...watched.map((w) => w.lastAt));
+  const missing = watched.reduce((a, w) => a + w.missing, 0);
+  table(`(b) a workspace policy re-certifying ${N} connected agents`, [
+    ['POST /api/policies status', String(res.status)],
+    ['sentTo', String(body.sentTo?.length ?? 0)],
+    ['POST answered after', `${tAnswer - t0} ms`],
+    ['last agent holds its co-signed certificate (ready) after', missing === 0 ? `${last - t0} ms` : `${missing} agents never did`],
+  ]);
+  await teardown(s);
+}
+
+async function benchReconnect(): Promise<void> {
+  const s = await setup(N);
+  const results = await profiled(s, 'reconnect', () =>
+    Promise.all(s.loadgens.map((lg) => lg.call<{ t0: number; ready: number; lastReadyAt: number; errors: number }>({ cmd: 'reconnect', concurrency: CONCURRENCY }))),
+  );
+  const t0 = Math.min(...results.map((r) => r.t0));
+  const last = Math.max(...results.map((r) => r.lastReadyAt));
+  const ready = results.reduce((a, r) => a + r.ready, 0);
+  const on = await online(s);
+  table(`(c) ${N} agents reconnecting at once`, [
+    ['agents ready again', `${ready} of ${N}`],
+    ['online on the server afterwards', String(on)],
+    ['socket errors', String(results.reduce((a, r) => a + r.errors, 0))],
+    ['handshakes in flight per load generator', String(CONCURRENCY)],
+    ['all online after', `${last - t0} ms`],
+  ]);
+  await teardown(s);
+}
+
+async function benchHeartbeat(): Promise<void> {
+  const s = await setup(N);
+  const intervalMs = Math.max(1, Math.round((N / RATE) * 1000));
+  const before = await s.server.call<{ tokens: { heartbeats: number; ledgerWrites: number }; loop: { p99: number; max: number } }>({ cmd: 'counters' });
+  const hb = await profiled(s, 'heartbeat', async () => {
+    await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
+    await new Promise((r) => setTimeout(r, HB_SECONDS * 1000));
+    return Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[] }>({ cmd: 'stopHeartbeats' })));
+  });
+  await new Promise((r) => setTimeout(r, 500));
+  const after = await s.server.call<{ tokens: { heartbeats: number; ledgerWrites: number }; loop: { p99: number; max: number } }>({ cmd: 'counters' });
+  const all = hb.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  const sent = hb.reduce((a, r) => a + r.sent, 0);
+  const acked = hb.reduce((a, r) => a + r.acked, 0);
+  table(`(d) heartbeats: ${N} agents, one every ${intervalMs} ms each (target ${RATE}/s), ${HB_SECONDS} s`, [
+    ['heartbeats sent', String(sent)],
+    ['acknowledged', String(acked)],
+    ['acknowledgements per second', fmt(acked / HB_SECONDS, 0)],
+    ['ack latency p50', `${fmt(percentile(all, 50), 2)} ms`],
+    ['ack latency p99', `${fmt(percentile(all, 99), 2)} ms`],
+    ['ack latency max', `${fmt(all[all.length - 1] ?? NaN, 2)} ms`],
+    ['ledger writes (store round trips) for them', String(after.tokens.ledgerWrites - before.tokens.ledgerWrites)],
+    ['server event-loop delay p99 / max', `${fmt(after.loop.p99, 1)} / ${fmt(after.loop.max, 1)} ms`],
+  ]);
+  await teardown(s);
+}
+
+const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat };
+const selected = which === 'all' ? Object.keys(benches) : [which];
+console.log(`Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}`);
+for (const name of selected) {
+  const fn = benches[name];
+  if (!fn) {
+    console.error(`unknown benchmark '${name}'; expected ${Object.keys(benches).join(', ')} or all`);
+    process.exit(2);
+  }
+  await fn();
+}
+process.exit(0);

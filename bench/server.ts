@@ -1,0 +1,125 @@
+/**
+ * The Steward under test, in its own process (started by bench/run.ts with --expose-gc), driven
+ * over IPC: start, pre-register agents directly through the store (fast), report memory, online
+ * count and token counters, stop.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { nanoid } from 'nanoid';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { startSteward, type Steward } from '../src/server.js';
+import { generateKeyPair } from '../src/domain/did.js';
+import { fleetOf } from '../src/services/fleet-module.js';
+import type { AgentDoc, WorkspaceAgentDoc } from '../src/store/collections.js';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Session } from 'node:inspector/promises';
+import { writeFile } from 'node:fs/promises';
+import { benchKey } from './keys.js';
+
+const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+loopDelay.enable();
+
+type Msg =
+  | { cmd: 'start'; env: Record<string, string> }
+  | { cmd: 'preregister'; seed: string; count: number; workspaceId: string }
+  | { cmd: 'memory' }
+  | { cmd: 'online' }
+  | { cmd: 'counters' }
+  | { cmd: 'profile'; file?: string }
+  | { cmd: 'stop' };
+
+let profiler: Session | undefined;
+
+let steward: Steward | undefined;
+let dataDir = '';
+
+const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
+
+function memory() {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  gc?.();
+  const m = process.memoryUsage();
+  return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers };
+}
+
+process.on('message', async (raw: { id: number } & Msg) => {
+  const { id } = raw;
+  try {
+    switch (raw.cmd) {
+      case 'start': {
+        dataDir = await mkdtemp(join(tmpdir(), 'steward-bench-'));
+        const owner = generateKeyPair();
+        const config = loadConfig({ PORT: '0', HOST: '0.0.0.0', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: owner.did, ...raw.env });
+        steward = await startSteward(config, createLogger(config.logLevel));
+        const ownerDoc = await steward.ctx.c.users.findOne({ isOwner: true });
+        const token = (await steward.ctx.sessions.create('user', ownerDoc!._id)).token;
+        const ws = { _id: nanoid(), name: 'Bench', slug: 'bench', color: '#000000', description: '', isDefault: false, createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(), createdBy: null };
+        await steward.ctx.c.workspaces.insertOne(ws);
+        return reply(id, { port: steward.port, token, workspaceId: ws._id, memory: memory() });
+      }
+      case 'preregister': {
+        const c = steward!.ctx.c;
+        const started = Date.now();
+        const now = new Date().toISOString();
+        for (let from = 0; from < raw.count; from += 2000) {
+          const agents: AgentDoc[] = [];
+          const members: WorkspaceAgentDoc[] = [];
+          for (let i = from; i < Math.min(raw.count, from + 2000); i++) {
+            const k = benchKey(raw.seed, i);
+            agents.push({
+              _id: k.did,
+              name: `bench-${i}`,
+              publicKey: k.publicKey,
+              version: '1.0.0',
+              status: 'active',
+              capabilities: ['api_call', 'file_access'],
+              requestedCapabilities: ['api_call', 'file_access'],
+              registeredAt: now,
+              lastSeen: null,
+            });
+            members.push({ _id: nanoid(), workspaceId: raw.workspaceId, agentDid: k.did, isPrimary: true, joinedAt: now });
+          }
+          await c.agents.insertMany(agents);
+          await c.workspaceAgents.insertMany(members);
+        }
+        return reply(id, { ms: Date.now() - started, memory: memory() });
+      }
+      case 'memory':
+        return reply(id, { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts() });
+      case 'online':
+        return reply(id, { online: fleetOf(steward!.ctx).gateway.onlineCount() });
+      case 'counters': {
+        const f = fleetOf(steward!.ctx);
+        const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
+        loopDelay.reset();
+        return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop });
+      }
+      case 'profile': {
+        // BENCH_PROFILE_DIR set: a CPU profile of the measured phase (start, then stop with a file name).
+        if (!raw.file) {
+          profiler = new Session();
+          profiler.connect();
+          await profiler.post('Profiler.enable');
+          await profiler.post('Profiler.start');
+          return reply(id, {});
+        }
+        const { profile } = await profiler!.post('Profiler.stop');
+        await writeFile(raw.file, JSON.stringify(profile));
+        profiler!.disconnect();
+        return reply(id, {});
+      }
+      case 'stop':
+        await steward?.close();
+        await rm(dataDir, { recursive: true, force: true });
+        reply(id, {});
+        setTimeout(() => process.exit(0), 50);
+        return;
+    }
+  } catch (err) {
+    reply(id, { error: (err as Error).stack ?? String(err) });
+  }
+});
+process.send!({ id: 0, hello: true });

@@ -1,0 +1,118 @@
+/**
+ * `steward agent`: a small demo agent on the SDK (src/agent/), to watch registration, approval,
+ * certificates and intents end to end. It keeps its key in a file (created when missing), prints
+ * its DID and every change of status, and answers intents by echoing their parameters.
+ *
+ * Exit codes: 0 stopped (Ctrl-C), 1 failed or refused (rejected, replaced, bad signature).
+ */
+import { resolve } from 'node:path';
+import { StewardAgent } from '../agent/agent.js';
+import { loadOrCreateKeys } from '../agent/keys.js';
+import { CAPABILITIES, type Capability } from '../store/collections.js';
+
+export const AGENT_USAGE = `usage: steward agent [options]
+
+Runs a demo agent that registers with a Steward server, waits for approval, co-signs its
+certificate, sends heartbeats and answers intents by echoing their parameters.
+
+options:
+  --url URL                 Steward's address (default $STEWARD_URL, else http://localhost:8080)
+  --key FILE                the agent's key file, created when missing (default ./steward-agent.json)
+  --name NAME               the agent's name (default demo-agent)
+  --capabilities a,b        capabilities to request (default api_call,file_access)
+  --workspace W             workspace id or slug to register into (default: the default workspace)
+`;
+
+interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+}
+
+const stdio: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
+
+function parse(argv: string[]): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--help' || a === '-h' || a === 'help') flags.help = '1';
+    else if (a.startsWith('--')) {
+      const [k, v] = a.includes('=') ? [a.slice(2, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a.slice(2), argv[++i]];
+      if (v === undefined) throw new Error(`--${k} needs a value`);
+      flags[k] = v;
+    } else throw new Error(`unexpected argument '${a}'`);
+  }
+  return flags;
+}
+
+/** Runs the demo agent until SIGINT/SIGTERM (or `signal` aborts); resolves to the exit code. */
+export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = stdio, signal?: AbortSignal): Promise<number> {
+  let flags: Record<string, string>;
+  try {
+    flags = parse(argv);
+  } catch (err) {
+    io.err(`steward agent: ${(err as Error).message}\n\n${AGENT_USAGE}`);
+    return 1;
+  }
+  if (flags.help) {
+    io.out(AGENT_USAGE);
+    return 0;
+  }
+  const capabilities = (flags.capabilities ?? 'api_call,file_access').split(',').map((c) => c.trim()).filter(Boolean);
+  const unknown = capabilities.filter((c) => !(CAPABILITIES as readonly string[]).includes(c));
+  if (unknown.length > 0) {
+    io.err(`steward agent: unknown capabilities ${unknown.join(', ')}; expected some of ${CAPABILITIES.join(', ')}\n`);
+    return 1;
+  }
+  const url = flags.url ?? env.STEWARD_URL ?? 'http://localhost:8080';
+  const keyFile = resolve(flags.key ?? 'steward-agent.json');
+  const { keys, created } = await loadOrCreateKeys(keyFile);
+  io.out(`${created ? 'created' : 'using'} key ${keyFile}\nDID ${keys.did}\n`);
+
+  const agent = new StewardAgent({
+    url,
+    keys,
+    name: flags.name ?? 'demo-agent',
+    version: '1.0.0',
+    capabilities: capabilities as Capability[],
+    workspace: flags.workspace,
+    onIntent: ({ action, params, requestedBy }) => {
+      io.out(`intent ${action} from ${requestedBy}: answering with an echo\n`);
+      return { echo: params, action, at: new Date().toISOString() };
+    },
+    onLlmConfig: (config) => io.out(`llm_config: ${config.provider ?? '?'} ${config.model ?? '?'}\n`),
+    onSkillsConfig: (skills) => io.out(`skills_config: ${skills.map((s) => s.name).join(', ') || '(none)'}\n`),
+    onChannelMessage: async ({ message, reply }) => {
+      io.out(`channel message: ${message.content}\n`);
+      await reply(`echo: ${message.content}`).catch((err: Error) => io.err(`reply failed: ${err.message}\n`));
+    },
+  });
+  agent.on('status', (s: string) => {
+    if (s === 'pending') {
+      io.out(
+        `status pending: registration ${agent.registrationId} awaits approval.\n` +
+          `  approve it: POST ${url}/api/registrations/${agent.registrationId}/approve {"capabilities": ${JSON.stringify(capabilities)}}\n`,
+      );
+    } else io.out(`status ${s}\n`);
+  });
+  agent.on('certificate', (c: { certificate: { serial: string; capabilities: string[]; policyId: string | null } }) =>
+    io.out(`certificate ${c.certificate.serial}: capabilities ${c.certificate.capabilities.join(', ') || '(none)'}; policy ${c.certificate.policyId ?? 'none'}\n`),
+  );
+  agent.on('intentRefused', (f: { action: string; error: string }) => io.out(`intent ${f.action} refused: ${f.error}\n`));
+  agent.on('close', (code: number, reason: string) => io.out(`socket closed ${code}${reason ? ` (${reason})` : ''}\n`));
+  agent.start();
+
+  return new Promise<number>((done) => {
+    const finish = (code: number) => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      void agent.stop().then(() => done(code));
+    };
+    const onSignal = () => finish(0);
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    signal?.addEventListener('abort', () => finish(0));
+    agent.on('status', (s: string) => {
+      if (s === 'rejected' || (s === 'stopped' && agent.lastClose)) finish(1);
+    });
+  });
+}

@@ -1,0 +1,121 @@
+/**
+ * Agent certificates (DESIGN §4): the identity certificate Steward issues to an agent and both
+ * parties sign. It carries the agent's effective policy, so limits cannot be altered in transit
+ * and the agent can enforce them locally.
+ *
+ * Signed bytes: the UTF-8 bytes of the RFC 8785 (JCS) canonical JSON of the certificate object,
+ * exactly the fields of schemas/certificate.schema.json. The server signs them with its Ed25519
+ * key (the key of its did:key `issuer`), the agent co-signs the same bytes with its own key;
+ * signatures are base64url without padding.
+ */
+import { createPublicKey, randomBytes, verify as cryptoVerify } from 'node:crypto';
+import canonicalize from 'canonicalize';
+import type { Capability } from '../store/collections.js';
+import { verifySignature } from './did.js';
+import { describeSchemaErrors, validateCertificateShape } from './wire-schemas.js';
+
+export const CERTIFICATE_VERSION = 1;
+
+export interface ResourceLimits {
+  /** Prompt plus completion tokens per UTC day. */
+  maxTokensPerDay?: number;
+  /** Intent executions per rolling 60 minutes. */
+  maxRequestsPerHour?: number;
+  /** Advisory list of outbound hostnames. */
+  allowedDomains?: string[];
+}
+
+export interface Certificate {
+  version: 1;
+  serial: string;
+  subject: string;
+  subjectPublicKey: string;
+  issuer: string;
+  issuedAt: string;
+  capabilities: Capability[];
+  resourceLimits: ResourceLimits | null;
+  policyId: string | null;
+  policyExpiresAt: string | null;
+  nonce: string;
+}
+
+/** What a certificate grants: the policy part of it. */
+export interface CertificateTerms {
+  capabilities: Capability[];
+  resourceLimits: ResourceLimits | null;
+  policyId: string | null;
+  policyExpiresAt: string | null;
+}
+
+export function termsOf(cert: CertificateTerms): CertificateTerms {
+  return {
+    capabilities: cert.capabilities,
+    resourceLimits: cert.resourceLimits,
+    policyId: cert.policyId,
+    policyExpiresAt: cert.policyExpiresAt,
+  };
+}
+
+/** The bytes both parties sign. */
+export function certificateBytes(cert: Certificate): Buffer {
+  const text = canonicalize(cert);
+  if (text === undefined) throw new Error('certificate cannot be canonicalised');
+  return Buffer.from(text, 'utf8');
+}
+
+export function newCertificate(input: {
+  subject: string;
+  subjectPublicKey: string;
+  issuer: string;
+  terms: CertificateTerms;
+  now?: Date;
+}): Certificate {
+  return {
+    version: CERTIFICATE_VERSION,
+    serial: randomBytes(16).toString('hex'),
+    subject: input.subject,
+    subjectPublicKey: input.subjectPublicKey,
+    issuer: input.issuer,
+    issuedAt: (input.now ?? new Date()).toISOString(),
+    capabilities: [...input.terms.capabilities],
+    resourceLimits: input.terms.resourceLimits,
+    policyId: input.terms.policyId,
+    policyExpiresAt: input.terms.policyExpiresAt,
+    nonce: randomBytes(18).toString('base64url'),
+  };
+}
+
+/** Whether two sets of terms grant the same thing (capability order does not matter). */
+export function sameTerms(a: CertificateTerms, b: CertificateTerms): boolean {
+  if (a.policyId !== b.policyId || a.policyExpiresAt !== b.policyExpiresAt) return false;
+  if (a.capabilities.length !== b.capabilities.length) return false;
+  const set = new Set(a.capabilities);
+  if (!b.capabilities.every((c) => set.has(c))) return false;
+  return canonicalize(a.resourceLimits ?? null) === canonicalize(b.resourceLimits ?? null);
+}
+
+/** Null when the object has the certificate's shape, else what is wrong. */
+export function certificateShapeError(value: unknown): string | null {
+  return validateCertificateShape(value) ? null : describeSchemaErrors(validateCertificateShape.errors);
+}
+
+export function verifyCertificateSignature(cert: Certificate, publicKey: Uint8Array, signature: string): boolean {
+  return verifySignature(publicKey, certificateBytes(cert), signature);
+}
+
+/**
+ * Ed25519 verification on the libuv thread pool, so that thousands of handshakes or
+ * re-certifications at once do not block the event loop (a verification costs ~0.2 ms of CPU).
+ */
+export function verifyEd25519Async(publicKey: Uint8Array, data: Uint8Array, signature: string): Promise<boolean> {
+  if (typeof signature !== 'string' || !/^[A-Za-z0-9_-]{86}$/.test(signature)) return Promise.resolve(false);
+  let key;
+  try {
+    key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKey).toString('base64url') }, format: 'jwk' });
+  } catch {
+    return Promise.resolve(false);
+  }
+  return new Promise((resolve) => {
+    cryptoVerify(null, data, key, Buffer.from(signature, 'base64url'), (err, ok) => resolve(!err && ok));
+  });
+}

@@ -1,0 +1,176 @@
+/**
+ * Agents and registrations (interface §4.5, §3) and intents (§5.6; the route is this server's
+ * design, docs/fleet.md):
+ *
+ *   GET  /api/agents                          user         list (filters, paging, visibility)
+ *   GET  /api/agents/search?q=                user         {agents: [{did, name, capabilities}]}
+ *   GET  /api/agents/:id                      user         detail
+ *   POST /api/agents/register                 optional     201 {agentId, message}
+ *   POST /api/agents/:did/intents             user         200 intent_result
+ *   GET  /api/registrations                   globalAdmin  pending registrations
+ *   POST /api/registrations/:id/approve       globalAdmin  {success, agentId}
+ *   POST /api/registrations/:id/reject        globalAdmin  {success}
+ */
+import { z } from 'zod';
+import { q, route, type RequestContext, type RouteDef } from '../router.js';
+import { HttpError } from '../errors.js';
+import type { AppContext } from '../../server.js';
+import type { Fleet } from '../../services/fleet-module.js';
+import type { UserPrincipal } from '../../domain/principal.js';
+import { CAPABILITIES, type Capability } from '../../store/collections.js';
+import { AVAILABLE_CAPABILITIES } from '../../domain/agent-protocol.js';
+import { RegistrationError, toPendingRegistrationView } from '../../services/registrations.js';
+import { AGENTS_PAGE_SIZE_DEFAULT, AGENTS_PAGE_SIZE_MAX } from '../../services/agent-views.js';
+
+const capability = z.enum(CAPABILITIES);
+const did = z.string().min(1).max(512);
+const personOf = (r: RequestContext): UserPrincipal => r.principal as UserPrincipal;
+
+const listQuery = z.object({
+  q: z.string().max(200).optional(),
+  online: q.bool().optional(),
+  workspace: z.string().min(1).max(200).optional(),
+  capabilities: z
+    .string()
+    .max(500)
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+    .pipe(z.array(capability))
+    .optional(),
+  page: q.int(1, 1_000_000).default(1),
+  pageSize: q.int(1, AGENTS_PAGE_SIZE_MAX).default(AGENTS_PAGE_SIZE_DEFAULT),
+  sortBy: z.enum(['name', 'registeredAt', 'lastSeen']).default('name'),
+  sortDir: z.enum(['asc', 'desc']).default('asc'),
+});
+
+export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
+
+  return [
+    route({
+      method: 'GET',
+      path: '/api/agents',
+      auth: 'user',
+      summary: `Agents the caller may see; pageSize default ${AGENTS_PAGE_SIZE_DEFAULT}, max ${AGENTS_PAGE_SIZE_MAX}; online counts the online agents among all matching ones`,
+      tags: ['agents'],
+      query: listQuery,
+      handler: async (r) => ({ body: await fleet.views.list(r.principal!, r.query) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/agents/search',
+      auth: 'user',
+      summary: 'Agents whose name or DID contains q (case-insensitive), at most 20',
+      tags: ['agents'],
+      query: z.object({ q: z.string().max(200).optional() }),
+      handler: async (r) => ({ body: await fleet.views.search(r.principal!, r.query.q) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/agents/:id',
+      auth: 'user',
+      summary: 'Agent detail: the list fields plus llmSystemPrompt, publicKey, workspaces, effective policy, current certificate, token usage',
+      tags: ['agents'],
+      params: z.object({ id: did }),
+      handler: async (r) => ({ body: { agent: await fleet.views.detail(r.principal!, r.params.id) } }),
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/agents/register',
+      auth: 'optional',
+      summary: 'Registers an agent; it awaits approval by a global admin. agentId is its DID (did:key of publicKey when no did is given)',
+      tags: ['agents'],
+      successStatus: 201,
+      body: z.strictObject({
+        name: z.string().trim().min(1).max(200),
+        version: z.string().trim().min(1).max(64),
+        capabilities: z.array(capability).max(CAPABILITIES.length * 2),
+        publicKey: z.string().min(1).max(100),
+        did: did.optional(),
+        workspace: z.string().min(1).max(200).optional(),
+      }),
+      handler: async (r) => {
+        try {
+          const { agent, created } = await fleet.service.register(r.body, 'http');
+          if (created) {
+            await ctx.audit.record(r.principal ?? 'system', {
+              action: 'agent.register',
+              targetType: 'agent',
+              target: agent._id,
+              details: { name: agent.name, requestedCapabilities: agent.requestedCapabilities, via: 'http' },
+            });
+          }
+          return {
+            status: 201,
+            body: { agentId: agent._id, message: created ? 'registration received; the agent awaits admin approval' : 'the agent already awaits admin approval' },
+          };
+        } catch (err) {
+          throw err instanceof RegistrationError ? new HttpError(err.status, err.code, err.message) : err;
+        }
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/agents/:id/intents',
+      auth: 'user',
+      summary: `Sends an intent to a connected agent and answers with its intent_result; timeoutMs default ${ctx.config.intentTimeoutMs}, max ${ctx.config.intentMaxTimeoutMs}`,
+      tags: ['agents'],
+      params: z.object({ id: did }),
+      body: z.strictObject({
+        action: capability,
+        params: z.record(z.string(), z.unknown()).default({}),
+        timeoutMs: z.number().int().min(100).max(ctx.config.intentMaxTimeoutMs).optional(),
+      }),
+      handler: async (r) => {
+        const answer = await fleet.intents.send(personOf(r), r.params.id, {
+          action: r.body.action,
+          params: r.body.params,
+          timeoutMs: r.body.timeoutMs,
+        });
+        return { body: answer };
+      },
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/registrations',
+      auth: 'globalAdmin',
+      summary: 'Pending registrations, oldest first, and the capabilities an admin may approve',
+      tags: ['agents'],
+      handler: async () => {
+        const pending = await ctx.c.registrations.find({ status: 'pending' }, { sort: { requestedAt: 1, _id: 1 } });
+        return { body: { registrations: pending.map(toPendingRegistrationView), availableCapabilities: [...AVAILABLE_CAPABILITIES] } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/registrations/:id/approve',
+      auth: 'globalAdmin',
+      summary: 'Approves a pending registration with a subset of the requested capabilities (400 otherwise, 409 when already decided)',
+      tags: ['agents'],
+      params: z.object({ id: z.string().min(1).max(100) }),
+      body: z.strictObject({ capabilities: z.array(capability).max(CAPABILITIES.length * 2) }),
+      handler: async (r) => {
+        const { agentId } = await fleet.service.approve(r.params.id, r.body.capabilities as Capability[], r.principal!);
+        return { body: { success: true, agentId } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/registrations/:id/reject',
+      auth: 'globalAdmin',
+      summary: 'Rejects a pending registration; the reason is stored and sent to a waiting agent (409 when already decided)',
+      tags: ['agents'],
+      params: z.object({ id: z.string().min(1).max(100) }),
+      body: z.strictObject({ reason: z.string().trim().min(1).max(2000) }),
+      handler: async (r) => {
+        await fleet.service.reject(r.params.id, r.body.reason, r.principal!);
+        return { body: { success: true } };
+      },
+    }),
+  ];
+}

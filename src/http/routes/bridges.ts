@@ -1,0 +1,148 @@
+/**
+ * Bridges (interface §2.10, §4.8): managing a channel's bridges, and the two public incoming
+ * endpoints. The rules live in src/services/bridges.ts; docs/channels.md describes them.
+ *
+ * The incoming endpoints read the raw body themselves (no `body` schema here), so the signature
+ * is checked over the exact bytes received and before anything else is said about the body.
+ */
+import { z } from 'zod';
+import { route, type RouteDef } from '../router.js';
+import { forbidden } from '../errors.js';
+import type { AppContext } from '../../server.js';
+import type { ChannelService } from '../../services/channels.js';
+import { toBridgeView, type BridgeService } from '../../services/bridges.js';
+import { channelParams } from './channels.js';
+
+const direction = z.enum(['incoming', 'outgoing', 'bidirectional']);
+const bridgeParams = channelParams.extend({ bridgeId: z.string().min(1).max(128) });
+
+const bridgeShape = z.object({
+  id: z.string(),
+  channelId: z.string(),
+  externalService: z.enum(['webhook', 'teams']),
+  externalChannelId: z.string(),
+  externalChannelName: z.string(),
+  externalWorkspaceId: z.string(),
+  syncDirection: direction,
+  isSyncEnabled: z.boolean(),
+  createdAt: z.string(),
+});
+const incomingAnswer = z.object({ ok: z.literal(true), messageId: z.string().nullable() });
+
+export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges: BridgeService): RouteDef[] {
+  return [
+    route({
+      method: 'GET',
+      path: '/api/channels/:channelId/bridges',
+      auth: 'session',
+      summary: "A channel's bridges (channel members and global admins); their configuration is never shown",
+      tags: ['bridges'],
+      params: channelParams,
+      response: z.object({ bridges: z.array(bridgeShape) }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        if (!a.member && !a.caller.isGlobalAdmin) throw forbidden("listing a channel's bridges needs membership of the channel", 'not_a_member');
+        return { body: { bridges: (await bridges.list(a.channel._id)).map(toBridgeView) } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/bridges',
+      auth: 'session',
+      summary: 'Creates a bridge (channel owner or global admin); its config is stored encrypted; 409 for the same service and external channel',
+      tags: ['bridges'],
+      params: channelParams,
+      successStatus: 201,
+      body: z.strictObject({
+        externalService: z.enum(['webhook', 'teams'], { message: "externalService must be 'webhook' or 'teams'" }),
+        externalChannelId: z.string({ message: 'required: the external channel id' }).min(1).max(512),
+        externalChannelName: z.string({ message: 'required: the external channel name' }).max(512),
+        externalWorkspaceId: z.string({ message: 'required: the external workspace id' }).min(1).max(512),
+        syncDirection: direction.optional(),
+        config: z.record(z.string(), z.unknown(), { message: 'required: the service configuration object' }),
+      }),
+      response: z.object({ bridge: bridgeShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        channels.requireOwner(a, 'creating a bridge');
+        const bridge = await bridges.create(a, r.body);
+        await ctx.audit.record(r.principal!, {
+          action: 'bridge.create',
+          targetType: 'bridge',
+          target: bridge._id,
+          details: {
+            channelId: bridge.channelId,
+            externalService: bridge.externalService,
+            externalChannelId: bridge.externalChannelId,
+            syncDirection: bridge.syncDirection,
+          },
+        });
+        return { status: 201, body: { bridge: toBridgeView(bridge) } };
+      },
+    }),
+
+    route({
+      method: 'PATCH',
+      path: '/api/channels/:channelId/bridges/:bridgeId',
+      auth: 'session',
+      summary: 'Enables or disables a bridge, or changes its direction (channel owner or global admin); its configuration is kept',
+      tags: ['bridges'],
+      params: bridgeParams,
+      body: z.strictObject({ isSyncEnabled: z.boolean().optional(), syncDirection: direction.optional() }),
+      response: z.object({ bridge: bridgeShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        channels.requireOwner(a, 'changing a bridge');
+        const bridge = await bridges.update(a.channel._id, r.params.bridgeId, r.body);
+        await ctx.audit.record(r.principal!, { action: 'bridge.update', targetType: 'bridge', target: bridge._id, details: { changes: r.body } });
+        return { body: { bridge: toBridgeView(bridge) } };
+      },
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/channels/:channelId/bridges/:bridgeId',
+      auth: 'session',
+      summary: 'Deletes a bridge with its encrypted configuration (channel owner or global admin); its incoming address then answers 404',
+      tags: ['bridges'],
+      params: bridgeParams,
+      response: z.object({ success: z.literal(true) }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        channels.requireOwner(a, 'deleting a bridge');
+        const bridge = await bridges.remove(a.channel._id, r.params.bridgeId);
+        await ctx.audit.record(r.principal!, {
+          action: 'bridge.delete',
+          targetType: 'bridge',
+          target: bridge._id,
+          details: { channelId: bridge.channelId, externalService: bridge.externalService },
+        });
+        return { body: { success: true } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/bridges/webhook/:bridgeId/incoming',
+      auth: 'public',
+      summary:
+        'A message from a webhook bridge: JSON {message, author?, metadata?} signed with X-Signature: sha256=<HMAC-SHA256 hex of the raw body>; a replay within the window is 409',
+      tags: ['bridges'],
+      params: z.object({ bridgeId: z.string().min(1).max(128) }),
+      response: incomingAnswer,
+      handler: async (r) => ({ body: { ok: true, messageId: await bridges.webhookIncoming(r.params.bridgeId, r.headers, r.rawBody) } }),
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/bridges/teams/incoming',
+      auth: 'public',
+      summary:
+        'A bot-framework activity from the team-chat service (its bearer token is NOT verified: do not expose publicly); messageId null for activities that are not messages',
+      tags: ['bridges'],
+      response: incomingAnswer,
+      handler: async (r) => ({ body: { ok: true, messageId: await bridges.teamsIncoming(r.headers, r.rawBody) } }),
+    }),
+  ];
+}

@@ -1,0 +1,215 @@
+/**
+ * Channels and their members (interface §2.7, §2.8, §4.6, §5.8). docs/channels.md describes every
+ * route, status and decision; the rules themselves live in src/services/channels.ts.
+ *
+ * A channel the caller may not read answers 404, as an unknown one does (a private channel never
+ * shows that it exists); one they may read but not change answers 403.
+ */
+import { z } from 'zod';
+import { q, route, type RouteDef } from '../router.js';
+import type { AppContext } from '../../server.js';
+import { CHANNEL_ROLES, type ChannelRole } from '../../store/collections.js';
+import { SLUG_RE } from '../../services/workspaces.js';
+import { toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
+
+const name = z.string().trim().min(1, { message: 'must not be blank' }).max(100);
+const description = z.string().max(1000);
+const topic = z.string().max(1000);
+const slug = z.string().max(64).regex(SLUG_RE, { message: 'lowercase letters and digits, words joined by single hyphens' });
+const did = z.string().max(512).regex(/^did:[a-z0-9]+:\S+$/, { message: 'expected a DID (did:<method>:<id>)' });
+
+export const channelParams = z.object({ channelId: z.string().min(1).max(128) });
+const memberParams = channelParams.extend({ memberDid: z.string().min(1).max(512).describe("The member's DID, percent-encoded") });
+
+const channelShape = z.object({
+  id: z.string(),
+  workspaceId: z.string().nullable(),
+  name: z.string(),
+  slug: z.string(),
+  description: z.string(),
+  topic: z.string(),
+  isPublic: z.boolean(),
+  isArchived: z.boolean(),
+  creatorDid: z.string(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+const memberShape = z.object({
+  id: z.string(),
+  channelId: z.string().optional(),
+  memberDid: z.string(),
+  memberType: z.enum(['user', 'agent']),
+  role: z.enum(['member', 'moderator', 'owner']),
+  joinedAt: z.string(),
+  invitedBy: z.string().nullable(),
+});
+const success = z.object({ success: z.literal(true) });
+
+export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteDef[] {
+  return [
+    route({
+      method: 'GET',
+      path: '/api/channels',
+      auth: 'session',
+      summary: "A workspace's channels the caller may see (non-archived unless includeArchived), plus global ones unless includeGlobal=false",
+      tags: ['channels'],
+      query: z.object({
+        workspace: z.string({ message: 'required: a workspace id or slug' }).min(1).max(200),
+        includeArchived: q.bool().optional(),
+        includeGlobal: q.bool().optional(),
+      }),
+      response: z.object({ channels: z.array(channelShape.extend({ memberCount: z.number(), messageCount: z.number() })) }),
+      handler: async (r) => ({
+        body: {
+          channels: await channels.list(r.principal!, r.query.workspace, {
+            includeArchived: r.query.includeArchived ?? false,
+            includeGlobal: r.query.includeGlobal ?? true,
+          }),
+        },
+      }),
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels',
+      auth: 'user',
+      summary: 'Creates a channel (global when workspaceId is omitted: global admins only); the creator becomes its owner',
+      tags: ['channels'],
+      successStatus: 201,
+      body: z.strictObject({
+        name,
+        workspaceId: z.string().min(1).max(200).nullable().optional(),
+        description: description.optional(),
+        topic: topic.optional(),
+        slug: slug.optional(),
+        isPublic: z.boolean().optional(),
+      }),
+      response: z.object({ channel: channelShape }),
+      handler: async (r) => {
+        const channel = await channels.create(r.principal!, r.body);
+        await ctx.audit.record(r.principal!, {
+          action: 'channel.create',
+          targetType: 'channel',
+          target: channel._id,
+          details: { name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId, isPublic: channel.isPublic },
+        });
+        return { status: 201, body: { channel: toChannelView(channel) } };
+      },
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/channels/:channelId',
+      auth: 'session',
+      summary: 'One channel with its members and stats (404 when it is private and the caller is not a member)',
+      tags: ['channels'],
+      params: channelParams,
+      response: z.object({
+        channel: channelShape,
+        members: z.array(memberShape),
+        stats: z.object({ messageCount: z.number(), memberCount: z.number() }),
+      }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const [members, stats] = await Promise.all([channels.members(a.channel._id), channels.stats(a.channel._id)]);
+        return {
+          body: {
+            channel: toChannelView(a.channel),
+            members: members.map((m) => toMemberView(m, false)),
+            stats: { messageCount: stats.messageCount, memberCount: stats.memberCount },
+          },
+        };
+      },
+    }),
+
+    route({
+      method: 'PATCH',
+      path: '/api/channels/:channelId',
+      auth: 'session',
+      summary: "Changes a channel's name, description, topic or archive state (channel owner or global admin)",
+      tags: ['channels'],
+      params: channelParams,
+      body: z.strictObject({ name: name.optional(), description: description.optional(), topic: topic.optional(), isArchived: z.boolean().optional() }),
+      response: z.object({ channel: channelShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        channels.requireOwner(a, 'changing the channel');
+        const { isArchived, ...rest } = r.body;
+        const fields: ChannelFields = rest;
+        const channel = await channels.update(a.channel._id, fields, isArchived);
+        await ctx.audit.record(r.principal!, {
+          action: isArchived === true && !a.channel.isArchived ? 'channel.archive' : isArchived === false && a.channel.isArchived ? 'channel.unarchive' : 'channel.update',
+          targetType: 'channel',
+          target: channel._id,
+          details: { changes: r.body },
+        });
+        return { body: { channel: toChannelView(channel) } };
+      },
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/channels/:channelId',
+      auth: 'session',
+      summary: 'Archives a channel (channel owner or global admin); its history stays readable',
+      tags: ['channels'],
+      params: channelParams,
+      response: success,
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        channels.requireOwner(a, 'archiving the channel');
+        await channels.update(a.channel._id, {}, true);
+        await ctx.audit.record(r.principal!, { action: 'channel.archive', targetType: 'channel', target: a.channel._id });
+        return { body: { success: true } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/members',
+      auth: 'session',
+      summary: 'Adds a member (owner, moderator or global admin; the owner and moderator roles only by an owner); 409 when already a member',
+      tags: ['channels'],
+      params: channelParams,
+      successStatus: 201,
+      body: z.strictObject({
+        memberDid: did,
+        memberType: z.enum(['user', 'agent']),
+        role: z.enum(CHANNEL_ROLES as [ChannelRole, ...ChannelRole[]]).optional(),
+      }),
+      response: z.object({ member: memberShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const member = await channels.addMember(a, { memberDid: r.body.memberDid, memberType: r.body.memberType, role: r.body.role ?? 'member' });
+        await ctx.audit.record(r.principal!, {
+          action: 'channel.member.add',
+          targetType: 'channel',
+          target: a.channel._id,
+          details: { memberDid: member.memberDid, memberType: member.memberType, role: member.role },
+        });
+        return { status: 201, body: { member: toMemberView(member) } };
+      },
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/channels/:channelId/members/:memberDid',
+      auth: 'session',
+      summary: 'Removes a member (owner or global admin; a moderator members with the member role; anyone themselves)',
+      tags: ['channels'],
+      params: memberParams,
+      response: success,
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const removed = await channels.removeMember(a, r.params.memberDid);
+        await ctx.audit.record(r.principal!, {
+          action: 'channel.member.remove',
+          targetType: 'channel',
+          target: a.channel._id,
+          details: { memberDid: removed.memberDid, role: removed.role },
+        });
+        return { body: { success: true } };
+      },
+    }),
+  ];
+}

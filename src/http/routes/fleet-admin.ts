@@ -1,0 +1,59 @@
+/**
+ * Fleet-wide reading for global admins:
+ *
+ *   GET /api/stats/tokens          {allTime, daily, monthly}, each {promptTokens, completionTokens} (§4.13)
+ *   GET /api/admin/actors          live actors: [{kind, id, state, status}] (optional ?kind=)
+ *   GET /api/admin/actors/:id      one actor's state and context (secrets left out). `id` is
+ *                                  `<kind>:<id>` (e.g. `agent:did:key:z6Mk...`, percent-encoded),
+ *                                  or the bare actor id with ?kind=agent. An actor that is not in
+ *                                  memory is read from its stored snapshot (`live: false`).
+ */
+import { z } from 'zod';
+import { route, type RouteDef } from '../router.js';
+import { notFound } from '../errors.js';
+import type { AppContext } from '../../server.js';
+import type { Fleet } from '../../services/fleet-module.js';
+
+export function fleetAdminRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
+  return [
+    route({
+      method: 'GET',
+      path: '/api/stats/tokens',
+      auth: 'globalAdmin',
+      summary: "Fleet token usage: all time, today's UTC bucket, this month's (offline agents included)",
+      tags: ['stats'],
+      handler: async () => ({ body: await fleet.tokens.totals() }),
+    }),
+    route({
+      method: 'GET',
+      path: '/api/admin/actors',
+      auth: 'globalAdmin',
+      summary: 'Live (in-memory) actors with their kind, id and state value',
+      tags: ['actors'],
+      query: z.object({ kind: z.string().min(1).max(50).optional() }),
+      handler: (r) => ({ body: { actors: ctx.actors.list(r.query.kind) } }),
+    }),
+    route({
+      method: 'GET',
+      path: '/api/admin/actors/:id',
+      auth: 'globalAdmin',
+      summary: 'One actor: state, status and context (secrets left out); id is `<kind>:<id>` or the bare id with ?kind=',
+      tags: ['actors'],
+      params: z.object({ id: z.string().min(1).max(600) }),
+      query: z.object({ kind: z.string().min(1).max(50).optional() }),
+      handler: async (r) => {
+        let kind = r.query.kind;
+        let id = r.params.id;
+        if (kind === undefined) {
+          const colon = id.indexOf(':');
+          if (colon <= 0) throw notFound(`name the actor as <kind>:<id> or pass ?kind=`);
+          kind = id.slice(0, colon);
+          id = id.slice(colon + 1);
+        }
+        const found = ctx.actors.kindNames().includes(kind) ? await ctx.actors.inspect(kind, id) : null;
+        if (!found) throw notFound(`no actor ${kind}:${id}`);
+        return { body: { actor: found } };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,181 @@
+/**
+ * Channel messages (interface §2.9, §4.7): history, posting, the agents' reply endpoint,
+ * reactions, and editing and deleting one's own messages. Every change goes through the channel
+ * actor (src/services/channels.ts); docs/channels.md describes the routes and decisions.
+ */
+import { z } from 'zod';
+import { q, route, type RouteDef } from '../router.js';
+import { badRequest } from '../errors.js';
+import type { AppContext } from '../../server.js';
+import { callerOf, toMessageView, type ChannelService } from '../../services/channels.js';
+import { channelParams } from './channels.js';
+
+/** Largest message content (characters). */
+export const MAX_CONTENT = 40_000;
+/** Largest metadata object (characters of its JSON). */
+export const MAX_METADATA = 16 * 1024;
+/** Largest page of GET messages; larger `limit` values are capped to it (§8). */
+export const MAX_PAGE = 100;
+
+export const content = z
+  .string({ message: 'required: the message content' })
+  .max(MAX_CONTENT, { message: `at most ${MAX_CONTENT} characters` })
+  .refine((s) => s.trim().length > 0, { message: 'must not be blank' });
+const threadId = z.string().min(1).max(128).nullable().optional();
+export const metadata = z.record(z.string(), z.unknown(), { message: 'expected a JSON object' }).optional();
+/** An emoji (or a short name like `:+1:`); it becomes a field name, so no dots, `$` first or `__proto__`. */
+const emoji = z
+  .string({ message: 'required: the emoji' })
+  .min(1)
+  .max(64)
+  .regex(/^[^\s.$][^\s.]*$/u, { message: 'an emoji or a short name without spaces or dots, not starting with $' })
+  .refine((e) => e !== '__proto__', { message: 'not a valid emoji' });
+
+const messageParams = channelParams.extend({ messageId: z.string().min(1).max(128) });
+
+const messageShape = z.object({
+  id: z.string(),
+  channelId: z.string(),
+  threadId: z.string().nullable(),
+  authorDid: z.string(),
+  authorType: z.enum(['user', 'agent']),
+  content: z.string(),
+  metadata: z.record(z.string(), z.unknown()),
+  reactions: z.record(z.string(), z.array(z.string())),
+  editedAt: z.string().nullable(),
+  deletedAt: z.string().nullable(),
+  createdAt: z.string(),
+});
+
+/** 400 when the metadata is too large once serialised. */
+export function checkMetadata(m: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!m) return {};
+  if (JSON.stringify(m).length > MAX_METADATA) throw badRequest(`metadata is larger than ${MAX_METADATA} characters of JSON`, 'metadata_too_large');
+  return m;
+}
+
+export function messageRoutes(_ctx: AppContext, channels: ChannelService): RouteDef[] {
+  return [
+    route({
+      method: 'GET',
+      path: '/api/channels/:channelId/messages',
+      auth: 'session',
+      summary: 'A page of messages, newest first: top-level ones, or the replies to threadId (limit default 50, capped at 100)',
+      tags: ['messages'],
+      params: channelParams,
+      query: z.object({ limit: q.int(1).optional(), offset: q.int(0).optional(), threadId: z.string().min(1).max(128).optional() }),
+      response: z.object({ messages: z.array(messageShape) }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const list = await channels.listMessages(a.channel._id, {
+          limit: Math.min(r.query.limit ?? 50, MAX_PAGE),
+          offset: r.query.offset ?? 0,
+          threadId: r.query.threadId,
+        });
+        return { body: { messages: list.map(toMessageView) } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/messages',
+      auth: 'session',
+      summary: 'Posts a message (channel members); @mentioned agent members that are online get channel_message_send',
+      tags: ['messages'],
+      params: channelParams,
+      successStatus: 201,
+      body: z.strictObject({ content, threadId, metadata }),
+      response: z.object({ message: messageShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const doc = await channels.post(a.channel._id, {
+          authorDid: a.caller.did,
+          authorType: a.caller.kind,
+          content: r.body.content,
+          threadId: r.body.threadId ?? null,
+          metadata: checkMetadata(r.body.metadata),
+          via: null,
+        });
+        return { status: 201, body: { message: toMessageView(doc) } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/messages/agent-response',
+      auth: 'session',
+      summary: "An agent's reply (a channel member whose type is agent, with its session); authorType is agent",
+      tags: ['messages'],
+      params: channelParams,
+      successStatus: 201,
+      body: z.strictObject({ content, threadId, metadata }),
+      response: z.object({ message: messageShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const doc = await channels.post(a.channel._id, {
+          authorDid: a.caller.did,
+          authorType: 'agent',
+          content: r.body.content,
+          threadId: r.body.threadId ?? null,
+          metadata: checkMetadata(r.body.metadata),
+          via: null,
+          asAgent: true,
+        });
+        return { status: 201, body: { message: toMessageView(doc) } };
+      },
+    }),
+
+    route({
+      method: 'PATCH',
+      path: '/api/channels/:channelId/messages/:messageId',
+      auth: 'session',
+      summary: "Edits one's own message (sets editedAt)",
+      tags: ['messages'],
+      params: messageParams,
+      body: z.strictObject({ content }),
+      response: z.object({ message: messageShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const doc = await channels.change(a.channel._id, { op: 'edit', messageId: r.params.messageId, caller: a.caller, content: r.body.content });
+        return { body: { message: toMessageView(doc) } };
+      },
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/channels/:channelId/messages/:messageId',
+      auth: 'session',
+      summary: "Deletes a message (its author, a channel owner or moderator, or a global admin); it stays as a tombstone",
+      tags: ['messages'],
+      params: messageParams,
+      response: z.object({ success: z.literal(true) }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        await channels.change(a.channel._id, { op: 'delete', messageId: r.params.messageId, caller: callerOf(r.principal!) });
+        return { body: { success: true } };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/messages/:messageId/reactions',
+      auth: 'session',
+      summary: "Adds (add true, the default) or removes (add false) the caller's reaction; answers the message",
+      tags: ['messages'],
+      params: messageParams,
+      body: z.strictObject({ emoji, add: z.boolean().optional() }),
+      response: z.object({ message: messageShape }),
+      handler: async (r) => {
+        const a = await channels.access(r.principal!, r.params.channelId);
+        const doc = await channels.change(a.channel._id, {
+          op: 'react',
+          messageId: r.params.messageId,
+          caller: a.caller,
+          emoji: r.body.emoji,
+          add: r.body.add ?? true,
+        });
+        return { body: { message: toMessageView(doc) } };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,211 @@
+/**
+ * The model registry (interface §4.1, Admin level) and workspace model access (§4.2, workspace
+ * admin of that workspace or global admin). The rules live in src/services/models.ts;
+ * docs/models.md describes both.
+ */
+import { z } from 'zod';
+import { route, type RouteDef } from '../router.js';
+import { forbidden, notFound } from '../errors.js';
+import type { AppContext } from '../../server.js';
+import type { UserPrincipal } from '../../domain/principal.js';
+import { atLeast } from '../../domain/permissions.js';
+import type { WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
+import { memberRole, resolveWorkspace } from '../../services/workspaces.js';
+import { OPENAI_COMPATIBLE, toModelEntry, type ModelService } from '../../services/models.js';
+import { personOf } from './users.js';
+
+/** Provider names: lower-cased, then letters, digits, `.`, `_`, `-` (they become the proxy name's prefix). */
+export const providerSchema = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, { message: "letters, digits, '.', '_' or '-' (e.g. openai, anthropic, openai-compatible)" });
+export const baseUrlSchema = z
+  .string()
+  .trim()
+  .max(2000)
+  .url({ message: 'an absolute http:// or https:// URL' })
+  .refine((u) => /^https?:\/\//i.test(u), { message: 'an absolute http:// or https:// URL' });
+const nameSchema = z.string().trim().min(1).max(100);
+const modelIdSchema = z.string().trim().min(1).max(200);
+const descriptionSchema = z.string().max(2000);
+export const apiKeySchema = z.string().min(1).max(8192);
+
+const createBody = z
+  .strictObject({
+    name: nameSchema,
+    provider: providerSchema,
+    modelId: modelIdSchema,
+    baseUrl: baseUrlSchema.optional(),
+    description: descriptionSchema.optional(),
+    apiKey: apiKeySchema.optional().describe('The provider API key; stored encrypted, never returned'),
+  })
+  .superRefine((b, ctx) => {
+    if (b.provider === OPENAI_COMPATIBLE && !b.baseUrl) {
+      ctx.addIssue({ code: 'custom', path: ['baseUrl'], message: `required when provider is ${OPENAI_COMPATIBLE}` });
+    }
+  });
+
+const updateBody = z.strictObject({
+  name: nameSchema.optional(),
+  description: descriptionSchema.nullable().optional(),
+  status: z.enum(['active', 'inactive']).optional(),
+  provider: providerSchema.optional(),
+  modelId: modelIdSchema.optional(),
+  baseUrl: baseUrlSchema.nullable().optional(),
+});
+
+const idParams = z.object({ id: z.string().min(1).max(100) });
+const wsParams = z.object({ workspace: z.string().min(1).max(200) });
+const modelRef = z.uuid({ message: 'the UUID of a registry model' });
+
+const entrySchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string().optional(),
+  provider: z.string(),
+  modelId: z.string(),
+  baseUrl: z.string().optional(),
+  status: z.enum(['active', 'inactive']),
+  proxyModelName: z.string(),
+  apiKeySet: z.boolean(),
+  createdAt: z.string(),
+});
+const ok = z.object({ ok: z.literal(true) });
+
+export function modelRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
+  const { c } = ctx;
+
+  /** The workspace, visible to the caller (else 404), with the caller's role there. */
+  const workspaceFor = async (p: UserPrincipal, ref: string): Promise<{ ws: WorkspaceDoc; role: WorkspaceRole | null }> => {
+    const ws = await resolveWorkspace(c, ref);
+    const role = ws ? await memberRole(c, p.userId, ws._id) : null;
+    if (!ws || (!p.isAdmin && role === null)) throw notFound(`workspace ${ref} not found`);
+    return { ws, role };
+  };
+  const needAdmin = (p: UserPrincipal, ws: WorkspaceDoc, role: WorkspaceRole | null) => {
+    if (!p.isAdmin && !atLeast(role, 'admin')) throw forbidden(`managing the models of workspace ${ws.slug} needs the admin role there (or global admin)`);
+  };
+
+  return [
+    route({
+      method: 'GET',
+      path: '/api/admin/models',
+      auth: 'admin',
+      summary: 'The model registry, oldest first (provider keys never shown: apiKeySet only)',
+      tags: ['models'],
+      response: z.object({ models: z.array(entrySchema) }),
+      handler: async () => ({ body: { models: (await models.list()).map(toModelEntry) } }),
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/admin/models',
+      auth: 'admin',
+      summary: 'Registers a model (active); with the proxy configured, registers it there too (502 and nothing kept when that fails)',
+      tags: ['models'],
+      successStatus: 201,
+      body: createBody,
+      response: z.object({ model: z.object({ id: z.string(), name: z.string() }) }),
+      handler: async (r) => {
+        const m = await models.create(personOf(r), r.body);
+        return { status: 201, body: { model: { id: m._id, name: m.name } } };
+      },
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/admin/models/:id',
+      auth: 'admin',
+      summary: 'One registry entry',
+      tags: ['models'],
+      params: idParams,
+      response: entrySchema,
+      handler: async (r) => ({ body: toModelEntry(await models.get(r.params.id)) }),
+    }),
+
+    route({
+      method: 'PUT',
+      path: '/api/admin/models/:id',
+      auth: 'admin',
+      summary: 'Updates name, description, status; provider, modelId and baseUrl are stored but not synced to the proxy',
+      tags: ['models'],
+      params: idParams,
+      body: updateBody,
+      response: ok,
+      handler: async (r) => {
+        await models.update(personOf(r), r.params.id, r.body);
+        return { body: { ok: true } };
+      },
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/admin/models/:id',
+      auth: 'admin',
+      summary: 'Deletes a model: from the proxy first (502 when that fails), then every workspace access to it',
+      tags: ['models'],
+      params: idParams,
+      response: ok,
+      handler: async (r) => {
+        await models.delete(personOf(r), r.params.id);
+        return { body: { ok: true } };
+      },
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/workspaces/:workspace/models',
+      auth: 'user',
+      summary: "The registry models granted to a workspace, and whether it has a virtual key (members)",
+      tags: ['models'],
+      params: wsParams,
+      handler: async (r) => {
+        const { ws } = await workspaceFor(personOf(r), r.params.workspace);
+        const list = await models.workspaceModels(ws._id);
+        return {
+          body: {
+            models: list.map((m) => ({ ...toModelEntry(m), grantedAt: m.grantedAt })),
+            hasVirtualKey: await models.hasVirtualKey(ws._id),
+          },
+        };
+      },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/workspaces/:workspace/models',
+      auth: 'user',
+      summary: "Grants a workspace a model; with the proxy, generates or refreshes its virtual key and pushes llm_config to its online agents",
+      tags: ['models'],
+      params: wsParams,
+      body: z.strictObject({ modelId: modelRef }),
+      response: ok,
+      handler: async (r) => {
+        const p = personOf(r);
+        const { ws, role } = await workspaceFor(p, r.params.workspace);
+        needAdmin(p, ws, role);
+        await models.grant(p, ws, r.body.modelId);
+        return { body: { ok: true } };
+      },
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/workspaces/:workspace/models',
+      auth: 'user',
+      summary: "Revokes a workspace's access to a model (query modelId); with the proxy, refreshes its virtual key first",
+      tags: ['models'],
+      params: wsParams,
+      query: z.object({ modelId: modelRef }),
+      response: ok,
+      handler: async (r) => {
+        const p = personOf(r);
+        const { ws, role } = await workspaceFor(p, r.params.workspace);
+        needAdmin(p, ws, role);
+        await models.revoke(p, ws, r.query.modelId);
+        return { body: { ok: true } };
+      },
+    }),
+  ];
+}

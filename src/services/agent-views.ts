@@ -1,0 +1,225 @@
+/**
+ * What the agents API shows (interface §2.5, §4.5): the list with its filters, paging and
+ * visibility, the detail, and the search. Only active agents are agents here; pending and
+ * rejected ones are registrations.
+ *
+ * Visibility: a global admin sees every agent; anyone else the agents that belong (primary or
+ * not) to a workspace they are a member of. An agent the caller cannot see answers 404, as an
+ * unknown one does.
+ *
+ * The list is computed from the matching agents in memory: `isOnline` and the online count come
+ * from the gateway's live sockets (never stored), and the lastSeen of a connected agent is its
+ * last frame. That costs one read of the matching agents per request (a projection of a few
+ * fields), which is fine up to tens of thousands of agents.
+ */
+import type { AppContext } from '../server.js';
+import type { AgentDoc, Capability, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
+import type { Principal } from '../domain/principal.js';
+import type { Filter } from '../store/types.js';
+import type { AgentGateway } from '../ws/agent-gateway.js';
+import type { FleetService } from './fleet.js';
+import type { TokenUsage } from './token-usage.js';
+import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
+import { toPolicyView } from './policies.js';
+import { notFound } from '../http/errors.js';
+
+export const AGENTS_PAGE_SIZE_DEFAULT = 20;
+export const AGENTS_PAGE_SIZE_MAX = 100;
+export const SEARCH_LIMIT = 20;
+
+export interface AgentListQuery {
+  q?: string;
+  online?: boolean;
+  workspace?: string;
+  capabilities?: Capability[];
+  page: number;
+  pageSize: number;
+  sortBy: 'name' | 'registeredAt' | 'lastSeen';
+  sortDir: 'asc' | 'desc';
+}
+
+export interface WorkspaceRef {
+  id: string;
+  name: string;
+  slug: string;
+  color: string;
+}
+
+export interface AgentListItem {
+  id: string;
+  name: string;
+  capabilities: Capability[];
+  llmProvider: string | null;
+  llmModel: string | null;
+  isOnline: boolean;
+  registeredAt: string;
+  lastSeen: string | null;
+  workspace: WorkspaceRef | null;
+}
+
+const LIST_FIELDS = { name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+export class AgentViews {
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly fleet: FleetService,
+    private readonly gateway: AgentGateway,
+    private readonly tokens: TokenUsage,
+  ) {}
+
+  /** DIDs of the agents the principal may see, or 'all'. */
+  async visibleAgents(principal: Principal): Promise<Set<string> | 'all'> {
+    const ws = await visibleWorkspaceIds(this.ctx.c, principal);
+    if (ws === 'all') return 'all';
+    if (ws.length === 0) return new Set();
+    const members = await this.ctx.c.workspaceAgents.find({ workspaceId: { $in: ws } }, { projection: { agentDid: 1 } });
+    return new Set(members.map((m) => m.agentDid));
+  }
+
+  /** The active agent if the principal may see it, else 404. */
+  async visibleAgent(principal: Principal, did: string): Promise<AgentDoc> {
+    const agent = await this.ctx.c.agents.findById(did);
+    if (!agent || agent.status !== 'active') throw notFound(`no agent ${did}`);
+    const visible = await this.visibleAgents(principal);
+    if (visible !== 'all' && !visible.has(did)) throw notFound(`no agent ${did}`);
+    return agent;
+  }
+
+  async list(principal: Principal, q: AgentListQuery) {
+    const { c } = this.ctx;
+    let visible = await this.visibleAgents(principal);
+    if (q.workspace !== undefined) {
+      const ws = await resolveWorkspace(c, q.workspace);
+      const seeable = ws && (visible === 'all' || (await visibleWorkspaceIds(c, principal)).includes(ws._id));
+      if (!ws || !seeable) throw notFound(`no workspace ${q.workspace}`);
+      const inWs = new Set((await c.workspaceAgents.find({ workspaceId: ws._id }, { projection: { agentDid: 1 } })).map((m) => m.agentDid));
+      visible = visible === 'all' ? inWs : new Set([...inWs].filter((d) => (visible as Set<string>).has(d)));
+    }
+    const filter: Filter = { status: 'active' };
+    if (q.q) {
+      const re = escapeRegex(q.q);
+      filter.$or = [{ name: { $regex: re, $options: 'i' } }, { _id: { $regex: re, $options: 'i' } }];
+    }
+    if (q.capabilities && q.capabilities.length > 0) filter.capabilities = { $all: q.capabilities };
+    let agents = await c.agents.find(filter, { projection: LIST_FIELDS });
+    if (visible !== 'all') {
+      const v = visible;
+      agents = agents.filter((a) => v.has(a._id));
+    }
+    const gw = this.gateway;
+    const rows = agents.map((a) => ({ a, online: gw.isOnline(a._id), lastSeen: this.lastSeenOf(a) }));
+    const online = rows.reduce((n, r) => n + (r.online ? 1 : 0), 0);
+    const filtered = q.online === undefined ? rows : rows.filter((r) => r.online === q.online);
+    const dir = q.sortDir === 'asc' ? 1 : -1;
+    const key =
+      q.sortBy === 'name'
+        ? (r: (typeof rows)[number]) => r.a.name.toLowerCase()
+        : q.sortBy === 'registeredAt'
+          ? (r: (typeof rows)[number]) => r.a.registeredAt
+          : (r: (typeof rows)[number]) => r.lastSeen ?? '';
+    filtered.sort((x, y) => {
+      const kx = key(x);
+      const ky = key(y);
+      if (kx !== ky) return kx < ky ? -dir : dir;
+      return x.a._id < y.a._id ? -1 : x.a._id > y.a._id ? 1 : 0;
+    });
+    const total = filtered.length;
+    const pageRows = filtered.slice((q.page - 1) * q.pageSize, q.page * q.pageSize);
+    const workspaces = await this.primaryWorkspaces(pageRows.map((r) => r.a._id));
+    return {
+      agents: pageRows.map((r): AgentListItem => this.item(r.a, r.online, r.lastSeen, workspaces.get(r.a._id) ?? null)),
+      total,
+      page: q.page,
+      pageSize: q.pageSize,
+      totalPages: Math.ceil(total / q.pageSize),
+      online,
+    };
+  }
+
+  async detail(principal: Principal, did: string) {
+    const agent = await this.visibleAgent(principal, did);
+    const { c } = this.ctx;
+    const memberships = await c.workspaceAgents.find({ agentDid: did }, { sort: { joinedAt: 1 } });
+    const wsDocs = memberships.length ? await c.workspaces.find({ _id: { $in: memberships.map((m) => m.workspaceId) } }) : [];
+    const byId = new Map(wsDocs.map((w) => [w._id, w]));
+    const primary = memberships.find((m) => m.isPrimary) ?? memberships[0];
+    const policy = this.fleet.policies.effective(did, primary?.workspaceId ?? null);
+    const [stored, tokenUsage] = await Promise.all([this.fleet.certificates.current(did), this.tokens.ofAgent(did)]);
+    const certificate = stored
+      ? { certificate: stored.certificate, serverSignature: stored.serverSignature, agentSignature: stored.agentSignature, acceptedAt: stored.acceptedAt }
+      : null;
+    const online = this.gateway.isOnline(did);
+    return {
+      ...this.item(agent, online, this.lastSeenOf(agent), primary && byId.has(primary.workspaceId) ? wsRef(byId.get(primary.workspaceId)!) : null),
+      llmSystemPrompt: agent.llmSystemPrompt ?? '',
+      publicKey: agent.publicKey,
+      version: agent.version,
+      workspaces: memberships
+        .filter((m) => byId.has(m.workspaceId))
+        .map((m) => ({ ...wsRef(byId.get(m.workspaceId)!), isPrimary: m.isPrimary })),
+      policy: policy ? policyRef(policy) : null,
+      certificate,
+      tokenUsage,
+    };
+  }
+
+  async search(principal: Principal, text: string | undefined) {
+    const filter: Filter = { status: 'active' };
+    if (text) {
+      const re = escapeRegex(text);
+      filter.$or = [{ name: { $regex: re, $options: 'i' } }, { _id: { $regex: re, $options: 'i' } }];
+    }
+    const visible = await this.visibleAgents(principal);
+    const found = await this.ctx.c.agents.find(filter, { projection: { name: 1, capabilities: 1 }, sort: { name: 1 } });
+    const agents = (visible === 'all' ? found : found.filter((a) => visible.has(a._id))).slice(0, SEARCH_LIMIT);
+    return { agents: agents.map((a) => ({ did: a._id, name: a.name, capabilities: a.capabilities })) };
+  }
+
+  private lastSeenOf(a: Pick<AgentDoc, '_id' | 'lastSeen'>): string | null {
+    const live = this.gateway.lastSeenOf(a._id);
+    if (live !== undefined) return new Date(live).toISOString();
+    return this.fleet.pendingLastSeen(a._id) ?? a.lastSeen ?? null;
+  }
+
+  private item(a: Pick<AgentDoc, '_id' | 'name' | 'capabilities' | 'registeredAt' | 'llmProvider' | 'llmModel'>, online: boolean, lastSeen: string | null, workspace: WorkspaceRef | null): AgentListItem {
+    return {
+      id: a._id,
+      name: a.name,
+      capabilities: a.capabilities,
+      llmProvider: a.llmProvider ?? null,
+      llmModel: a.llmModel ?? null,
+      isOnline: online,
+      registeredAt: a.registeredAt,
+      lastSeen,
+      workspace,
+    };
+  }
+
+  /** Primary workspace of each agent of a page. */
+  private async primaryWorkspaces(dids: string[]): Promise<Map<string, WorkspaceRef>> {
+    const out = new Map<string, WorkspaceRef>();
+    if (dids.length === 0) return out;
+    const { c } = this.ctx;
+    const memberships = await c.workspaceAgents.find({ agentDid: { $in: dids } }, { sort: { joinedAt: 1 } });
+    const primary = new Map<string, string>();
+    for (const m of memberships) if (m.isPrimary || !primary.has(m.agentDid)) primary.set(m.agentDid, m.workspaceId);
+    const wsDocs = await c.workspaces.find({ _id: { $in: [...new Set(primary.values())] } });
+    const byId = new Map(wsDocs.map((w) => [w._id, w]));
+    for (const [did, wsId] of primary) {
+      const ws = byId.get(wsId);
+      if (ws) out.set(did, wsRef(ws));
+    }
+    return out;
+  }
+}
+
+function wsRef(w: WorkspaceDoc): WorkspaceRef {
+  return { id: w._id, name: w.name, slug: w.slug, color: w.color };
+}
+
+/** The agent detail's `policy`: its effective policy with the scope it comes from (docs/fleet.md). */
+function policyRef(p: PolicyDoc) {
+  return { ...toPolicyView(p), scope: p.agentDid ? ('agent' as const) : ('workspace' as const) };
+}

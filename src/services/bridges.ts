@@ -1,0 +1,508 @@
+/**
+ * Bridges between channels and outside services (interface §2.10, §4.8): a signed generic
+ * webhook, and the team-chat service (bot-framework activities in, graph API posts out).
+ *
+ * - Configuration (`secret`, `outgoingUrl`; `accessToken`, `tenantId`, `botId`) is sealed with the
+ *   bridge id as associated data and never leaves the server: no answer, log line or error holds it.
+ * - Incoming webhook: the bridge must exist and be a webhook (404), the body must be JSON (415),
+ *   `X-Signature` must be the HMAC-SHA256 of the raw body under the secret (401), the bridge must
+ *   take incoming messages (403), the body must carry a non-empty `message` (400). A delivery whose
+ *   signature — so whose body — was accepted within BRIDGE_REPLAY_WINDOW_SECONDS is a replay (409).
+ * - Outgoing: each new message of a channel goes to its enabled outgoing and bidirectional bridges,
+ *   except the bridge it came in through. Deliveries run after the poster has its answer, up to
+ *   OUTGOING_CONCURRENCY at a time per bridge, each retried with exponential back-off
+ *   (BRIDGE_RETRY_BASE_MS, doubling) up to BRIDGE_DELIVERY_ATTEMPTS attempts when the failure may
+ *   pass (network errors, timeouts, 408, 429, 5xx). Pending deliveries live in memory: a restart
+ *   drops them.
+ */
+import { nanoid } from 'nanoid';
+import { z } from 'zod';
+import type { AppContext } from '../server.js';
+import type { BridgeDoc, ChannelDoc } from '../store/collections.js';
+import { DuplicateKeyError } from '../store/types.js';
+import { badRequest, conflict, forbidden, HttpError, notFound, unauthorized } from '../http/errors.js';
+import { SIGNATURE_HEADER, postJson, sign, verifySignature, type PostResult } from '../integrations/webhook.js';
+import { activityText, postChannelMessage, teamsChannelIdOf, toHtml, type TeamsActivity } from '../integrations/teams.js';
+import type { Access, ChannelService, MessageCreated } from './channels.js';
+
+export type ExternalService = BridgeDoc['externalService'];
+export type SyncDirection = BridgeDoc['syncDirection'];
+
+export interface WebhookConfig {
+  secret: string;
+  outgoingUrl?: string;
+  webhookUrl?: string;
+}
+export interface TeamsConfig {
+  accessToken: string;
+  tenantId: string;
+  botId: string;
+}
+
+const httpUrl = z
+  .string()
+  .url({ message: 'expected an absolute URL' })
+  .refine((u) => /^https?:\/\//i.test(u), { message: 'expected an http:// or https:// URL' });
+
+export const configSchemas = {
+  webhook: z.object({
+    secret: z.string({ message: 'required: the shared secret' }).min(1, { message: 'must not be empty' }).max(1024),
+    outgoingUrl: z.union([httpUrl, z.literal('')]).optional(),
+    webhookUrl: z.string().max(2048).optional(),
+  }),
+  teams: z.object({
+    accessToken: z.string({ message: 'required: the graph API access token' }).min(1).max(16 * 1024),
+    tenantId: z.string({ message: 'required: the tenant id' }).min(1).max(256),
+    botId: z.string({ message: 'required: the bot application id' }).min(1).max(256),
+  }),
+} as const;
+
+export interface BridgeView {
+  id: string;
+  channelId: string;
+  externalService: ExternalService;
+  externalChannelId: string;
+  externalChannelName: string;
+  externalWorkspaceId: string;
+  syncDirection: SyncDirection;
+  isSyncEnabled: boolean;
+  createdAt: string;
+}
+
+export function toBridgeView(b: BridgeDoc): BridgeView {
+  return {
+    id: b._id,
+    channelId: b.channelId,
+    externalService: b.externalService,
+    externalChannelId: b.externalChannelId,
+    externalChannelName: b.externalChannelName,
+    externalWorkspaceId: b.externalWorkspaceId,
+    syncDirection: b.syncDirection,
+    isSyncEnabled: b.isSyncEnabled,
+    createdAt: b.createdAt,
+  };
+}
+
+export interface CreateBridge {
+  externalService: ExternalService;
+  externalChannelId: string;
+  externalChannelName: string;
+  externalWorkspaceId: string;
+  syncDirection?: SyncDirection;
+  config: Record<string, unknown>;
+}
+
+/** Deliveries of one bridge in flight at once. */
+export const OUTGOING_CONCURRENCY = 4;
+/** Deliveries a bridge may have waiting; beyond it the oldest waiting one is dropped (and logged). */
+export const OUTGOING_QUEUE_LIMIT = 10_000;
+export const TEAMS_WARNING =
+  'POST /api/bridges/teams/incoming does not verify the bot framework bearer token; do not expose it to the public internet';
+
+interface Delivery {
+  id: string;
+  bridgeId: string;
+  service: ExternalService;
+  /** The webhook body, fixed at the first attempt so every retry carries the same bytes and signature. */
+  body: string;
+  /** For the graph API. */
+  html: string;
+  attempt: number;
+}
+
+interface Outbox {
+  waiting: Delivery[];
+  inflight: number;
+}
+
+const incoming = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'outgoing';
+const outgoing = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'incoming';
+
+export class BridgeService {
+  private readonly c: AppContext['c'];
+  private readonly outboxes = new Map<string, Outbox>();
+  /** Back-off waits in progress; stop() ends them. */
+  private readonly waits = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  private readonly abort = new AbortController();
+  private sweeper: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Outgoing attempts made, for tests and the benchmark. */
+  readonly stats = { attempts: 0, delivered: 0, dropped: 0 };
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly channels: ChannelService,
+  ) {
+    this.c = ctx.c;
+    channels.onMessageCreated((e) => this.onMessage(e));
+  }
+
+  /** Warns about an unverified teams endpoint, and starts sweeping expired replay records. */
+  async start(): Promise<void> {
+    const teams = await this.c.bridges.count({ externalService: 'teams' });
+    if (teams > 0) this.ctx.log.warn({ teamsBridges: teams }, TEAMS_WARNING);
+    const every = Math.max(1000, Math.min(this.ctx.config.bridgeReplayWindowMs, 3_600_000));
+    this.sweeper = setInterval(() => void this.sweep(), every);
+    this.sweeper.unref();
+  }
+
+  /** Stops retries and aborts deliveries in flight (what is still waiting is dropped). */
+  stop(): void {
+    this.stopped = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    for (const w of this.waits) {
+      clearTimeout(w.timer);
+      w.resolve();
+    }
+    this.waits.clear();
+    this.abort.abort();
+    let waiting = 0;
+    for (const box of this.outboxes.values()) waiting += box.waiting.length + box.inflight;
+    if (waiting > 0) this.ctx.log.warn({ deliveries: waiting }, 'outgoing bridge deliveries dropped at shutdown');
+    this.outboxes.clear();
+  }
+
+  private async sweep(): Promise<void> {
+    try {
+      await this.c.bridgeDeliveries.deleteMany({ expiresAt: { $lt: new Date().toISOString() } });
+    } catch (err) {
+      this.ctx.log.warn({ err }, 'sweeping replay records failed');
+    }
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Managing bridges
+
+  async list(channelId: string): Promise<BridgeDoc[]> {
+    return this.c.bridges.find({ channelId }, { sort: { createdAt: 1, _id: 1 } });
+  }
+
+  async create(a: Access, input: CreateBridge): Promise<BridgeDoc> {
+    const parsed = configSchemas[input.externalService].safeParse(input.config);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new HttpError(400, 'validation_failed', `body field 'config${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
+    }
+    const now = new Date().toISOString();
+    const id = nanoid();
+    const doc: BridgeDoc = {
+      _id: id,
+      channelId: a.channel._id,
+      externalService: input.externalService,
+      externalChannelId: input.externalChannelId,
+      externalChannelName: input.externalChannelName,
+      externalWorkspaceId: input.externalWorkspaceId,
+      syncDirection: input.syncDirection ?? 'bidirectional',
+      isSyncEnabled: true,
+      configSealed: this.ctx.secrets.sealJson(parsed.data, id),
+      createdAt: now,
+      updatedAt: now,
+      createdBy: a.caller.did,
+    };
+    try {
+      await this.c.bridges.insertOne(doc);
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) {
+        throw conflict(`this channel already has a ${input.externalService} bridge to ${input.externalChannelId}`, 'bridge_exists');
+      }
+      throw err;
+    }
+    if (doc.externalService === 'teams') this.ctx.log.warn({ bridgeId: id }, TEAMS_WARNING);
+    return doc;
+  }
+
+  async update(channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
+    const updated = await this.c.bridges.findOneAndUpdate(
+      { _id: bridgeId, channelId },
+      { $set: { ...patch, updatedAt: new Date().toISOString() } },
+    );
+    if (!updated) throw notFound(`bridge ${bridgeId} not found in this channel`);
+    return updated;
+  }
+
+  async remove(channelId: string, bridgeId: string): Promise<BridgeDoc> {
+    const bridge = await this.c.bridges.findOne({ _id: bridgeId, channelId });
+    if (!bridge) throw notFound(`bridge ${bridgeId} not found in this channel`);
+    await this.c.bridges.deleteOne({ _id: bridgeId });
+    await this.c.bridgeDeliveries.deleteMany({ bridgeId });
+    this.outboxes.delete(bridgeId);
+    return bridge;
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Incoming
+
+  /** POST /api/bridges/webhook/{bridgeId}/incoming. */
+  async webhookIncoming(bridgeId: string, headers: Record<string, string>, raw: Buffer): Promise<string> {
+    const bridge = await this.c.bridges.findById(bridgeId);
+    if (!bridge || bridge.externalService !== 'webhook') throw notFound(`no webhook bridge ${bridgeId}`);
+    requireJson(headers);
+    const config = this.config<WebhookConfig>(bridge);
+    const signature = headers[SIGNATURE_HEADER];
+    if (!signature) throw unauthorized('the X-Signature header is missing', 'signature_missing');
+    const digest = verifySignature(signature, raw, config.secret);
+    if (!digest) throw unauthorized('the X-Signature header does not match the body', 'invalid_signature');
+    refuseUnlessIncoming(bridge);
+
+    let body: unknown;
+    try {
+      body = JSON.parse(raw.toString('utf8'));
+    } catch {
+      throw badRequest('the request body is not valid JSON', 'invalid_json');
+    }
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body must be a JSON object', 'invalid_body');
+    const { message, author, metadata } = body as { message?: unknown; author?: unknown; metadata?: unknown };
+    if (typeof message !== 'string' || message.trim().length === 0) throw badRequest("body field 'message' is required and must be a non-empty string", 'message_required');
+    if (message.length > 40_000) throw badRequest("body field 'message' is longer than 40000 characters", 'validation_failed');
+    if (author !== undefined && author !== null && (typeof author !== 'string' || author.trim().length === 0 || author.length > 512)) {
+      throw badRequest("body field 'author' must be a non-empty string of at most 512 characters", 'validation_failed');
+    }
+    if (metadata !== undefined && metadata !== null && (typeof metadata !== 'object' || Array.isArray(metadata))) {
+      throw badRequest("body field 'metadata' must be an object", 'validation_failed');
+    }
+    if (metadata && JSON.stringify(metadata).length > 16 * 1024) throw badRequest('metadata is larger than 16384 characters of JSON', 'metadata_too_large');
+
+    const replayKey = `${bridge._id}:${digest}`;
+    await this.recordDelivery(bridge._id, replayKey);
+    try {
+      const doc = await this.channels.post(bridge.channelId, {
+        authorDid: typeof author === 'string' ? author.trim() : 'webhook:external',
+        authorType: 'user',
+        content: message,
+        threadId: null,
+        metadata: (metadata as Record<string, unknown> | null | undefined) ?? {},
+        via: { bridgeId: bridge._id, externalService: 'webhook' },
+      });
+      return doc._id;
+    } catch (err) {
+      // Not accepted: the same delivery may be sent again.
+      await this.c.bridgeDeliveries.deleteOne({ _id: replayKey }).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Records an accepted signature; 409 when it was accepted within the replay window. */
+  private async recordDelivery(bridgeId: string, key: string): Promise<void> {
+    const now = Date.now();
+    const expiresAt = new Date(now + this.ctx.config.bridgeReplayWindowMs).toISOString();
+    try {
+      await this.c.bridgeDeliveries.insertOne({ _id: key, bridgeId, expiresAt });
+      return;
+    } catch (err) {
+      if (!(err instanceof DuplicateKeyError)) throw err;
+    }
+    // Seen before: a replay unless that record has expired (then it is taken over atomically).
+    const taken = await this.c.bridgeDeliveries.findOneAndUpdate(
+      { _id: key, expiresAt: { $lte: new Date(now).toISOString() } },
+      { $set: { expiresAt } },
+    );
+    if (!taken) throw conflict('this delivery (same signature, so same body) was already accepted; a replay is refused', 'replayed_delivery');
+  }
+
+  /** POST /api/bridges/teams/incoming: one bot-framework activity. Answers the new message id (null when the activity is not a message). */
+  async teamsIncoming(headers: Record<string, string>, raw: Buffer): Promise<string | null> {
+    requireJson(headers);
+    let activity: TeamsActivity;
+    try {
+      activity = JSON.parse(raw.toString('utf8')) as TeamsActivity;
+    } catch {
+      throw badRequest('the request body is not valid JSON', 'invalid_json');
+    }
+    if (!activity || typeof activity !== 'object' || Array.isArray(activity)) throw badRequest('the body must be a bot-framework activity object', 'invalid_body');
+    if (activity.type !== undefined && activity.type !== 'message') return null; // typing, conversationUpdate, ...
+    const channelRef = teamsChannelIdOf(activity);
+    if (!channelRef) throw badRequest('the activity has no channelData.teamsChannelId', 'missing_channel');
+    const bridges = (await this.c.bridges.find({ externalChannelId: channelRef }, { sort: { createdAt: 1, _id: 1 } })).filter(
+      (b) => b.externalService === 'teams',
+    );
+    if (bridges.length === 0) throw notFound(`no teams bridge for channel ${channelRef}`);
+    const open = bridges.filter(incoming);
+    if (open.length === 0) refuseUnlessIncoming(bridges[0]!);
+    const text = typeof activity.text === 'string' ? activityText(activity.text) : '';
+    if (!text) throw badRequest('the activity has no text', 'message_required');
+    const from = activity.from ?? {};
+    const fromId = typeof from.aadObjectId === 'string' ? from.aadObjectId : typeof from.id === 'string' ? from.id : 'unknown';
+    const metadata = {
+      teams: {
+        activityId: typeof activity.id === 'string' ? activity.id : null,
+        from: { id: typeof from.id === 'string' ? from.id : null, name: typeof from.name === 'string' ? from.name : null },
+      },
+    };
+    let first: string | null = null;
+    for (const bridge of open) {
+      const doc = await this.channels.post(bridge.channelId, {
+        authorDid: `teams:${fromId}`.slice(0, 512),
+        authorType: 'user',
+        content: text.slice(0, 40_000),
+        threadId: null,
+        metadata,
+        via: { bridgeId: bridge._id, externalService: 'teams' },
+      });
+      first ??= doc._id;
+    }
+    return first;
+  }
+
+  private config<T>(bridge: BridgeDoc): T {
+    try {
+      return this.ctx.secrets.openJson<T>(bridge.configSealed, bridge._id);
+    } catch {
+      this.ctx.log.error({ bridgeId: bridge._id }, 'a bridge configuration does not open (wrong key, or copied from another bridge)');
+      throw new HttpError(500, 'bridge_config_unreadable', 'the bridge configuration cannot be read');
+    }
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Outgoing
+
+  private onMessage(e: MessageCreated): void {
+    if (this.stopped) return;
+    void this.fanOut(e).catch((err: unknown) => this.ctx.log.error({ err, channelId: e.channel._id }, 'outgoing bridge fan-out failed'));
+  }
+
+  private async fanOut(e: MessageCreated): Promise<void> {
+    const bridges = (await this.c.bridges.find({ channelId: e.channel._id })).filter((b) => outgoing(b) && b._id !== e.via?.bridgeId);
+    if (bridges.length === 0) return;
+    const authorName = await this.authorName(e.message.authorDid, e.message.authorType);
+    for (const bridge of bridges) {
+      const id = nanoid();
+      const body = JSON.stringify(webhookPayload(id, bridge, e.channel, e, authorName));
+      const html = `<b>${toHtml(authorName ?? e.message.authorDid)}</b>: ${toHtml(e.message.content)}`;
+      this.enqueue({ id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0 });
+    }
+  }
+
+  private async authorName(did: string, type: 'user' | 'agent'): Promise<string | null> {
+    if (type === 'agent') return (await this.c.agents.findById(did))?.name ?? null;
+    const ref = await this.c.userDids.findById(did);
+    return ref ? ((await this.c.users.findById(ref.userId))?.name ?? null) : null;
+  }
+
+  private enqueue(d: Delivery): void {
+    let box = this.outboxes.get(d.bridgeId);
+    if (!box) this.outboxes.set(d.bridgeId, (box = { waiting: [], inflight: 0 }));
+    box.waiting.push(d);
+    if (box.waiting.length > OUTGOING_QUEUE_LIMIT) {
+      const dropped = box.waiting.shift()!;
+      this.stats.dropped++;
+      this.ctx.log.warn({ bridgeId: d.bridgeId, deliveryId: dropped.id }, 'outgoing bridge queue full: oldest delivery dropped');
+    }
+    this.pump(d.bridgeId, box);
+  }
+
+  private pump(bridgeId: string, box: Outbox): void {
+    while (box.inflight < OUTGOING_CONCURRENCY && box.waiting.length > 0) {
+      const d = box.waiting.shift()!;
+      box.inflight++;
+      void this.attempt(d).finally(() => {
+        // A delivery keeps its slot through its back-off, so a failing endpoint is not flooded.
+        box.inflight--;
+        if (this.outboxes.get(bridgeId) !== box) return;
+        if (box.inflight === 0 && box.waiting.length === 0) this.outboxes.delete(bridgeId);
+        else this.pump(bridgeId, box);
+      });
+    }
+  }
+
+  /** Attempts a delivery until it succeeds, fails for good, or runs out of attempts. */
+  private async attempt(d: Delivery): Promise<void> {
+    const { config } = this.ctx;
+    for (;;) {
+      if (this.stopped) return;
+      const bridge = await this.c.bridges.findById(d.bridgeId).catch(() => null);
+      if (!bridge || !outgoing(bridge)) return; // deleted, disabled or turned incoming-only since
+      d.attempt++;
+      this.stats.attempts++;
+      const result = await this.send(bridge, d);
+      if (this.stopped) return;
+      if (result === 'skip' || result.ok) {
+        if (result !== 'skip') this.stats.delivered++;
+        return;
+      }
+      const last = !result.retryable || d.attempt >= config.bridgeDeliveryAttempts;
+      const info = { bridgeId: d.bridgeId, deliveryId: d.id, attempt: d.attempt, status: result.status, error: result.error };
+      if (last) {
+        this.stats.dropped++;
+        this.ctx.log.warn(info, 'outgoing bridge delivery failed for good');
+        return;
+      }
+      const waitMs = config.bridgeRetryBaseMs * 2 ** (d.attempt - 1);
+      this.ctx.log.info({ ...info, retryInMs: waitMs }, 'outgoing bridge delivery failed; will retry');
+      await new Promise<void>((resolve) => {
+        const wait = {
+          timer: setTimeout(() => {
+            this.waits.delete(wait);
+            resolve();
+          }, waitMs),
+          resolve,
+        };
+        wait.timer.unref();
+        this.waits.add(wait);
+      });
+    }
+  }
+
+  private async send(bridge: BridgeDoc, d: Delivery): Promise<PostResult | 'skip'> {
+    const opts = { timeoutMs: this.ctx.config.bridgeDeliveryTimeoutMs, signal: this.abort.signal };
+    let cfg: WebhookConfig | TeamsConfig;
+    try {
+      cfg = this.config<WebhookConfig | TeamsConfig>(bridge);
+    } catch {
+      return { ok: false, error: 'configuration unreadable', retryable: false };
+    }
+    if (bridge.externalService === 'webhook') {
+      const wh = cfg as WebhookConfig;
+      if (!wh.outgoingUrl) return 'skip'; // a webhook without an outgoing address only receives
+      return postJson(
+        wh.outgoingUrl,
+        d.body,
+        {
+          [SIGNATURE_HEADER]: sign(d.body, wh.secret),
+          'x-steward-delivery': d.id,
+          'x-steward-attempt': String(d.attempt),
+          'user-agent': `Steward/${this.ctx.version}`,
+        },
+        opts,
+      );
+    }
+    const teams = cfg as TeamsConfig;
+    return postChannelMessage(
+      this.ctx.config.graphBaseUrl,
+      { teamId: bridge.externalWorkspaceId, channelId: bridge.externalChannelId, accessToken: teams.accessToken },
+      { content: d.html, contentType: 'html' },
+      opts,
+    );
+  }
+}
+
+/** The JSON an outgoing webhook receives (docs/channels.md). */
+export function webhookPayload(deliveryId: string, bridge: BridgeDoc, channel: ChannelDoc, e: MessageCreated, authorName: string | null) {
+  const m = e.view;
+  return {
+    type: 'message.created',
+    deliveryId,
+    bridge: { id: bridge._id, externalChannelId: bridge.externalChannelId, externalWorkspaceId: bridge.externalWorkspaceId },
+    channel: { id: channel._id, name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId },
+    message: {
+      id: m.id,
+      channelId: m.channelId,
+      threadId: m.threadId,
+      authorDid: m.authorDid,
+      authorType: m.authorType,
+      authorName,
+      content: m.content,
+      metadata: m.metadata,
+      createdAt: m.createdAt,
+    },
+  };
+}
+
+function requireJson(headers: Record<string, string>): void {
+  const type = (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'Content-Type must be application/json');
+}
+
+function refuseUnlessIncoming(bridge: BridgeDoc): void {
+  if (!bridge.isSyncEnabled) throw forbidden('the bridge is disabled (isSyncEnabled false)', 'bridge_disabled');
+  if (bridge.syncDirection === 'outgoing') throw forbidden('the bridge only sends (syncDirection outgoing)', 'bridge_outgoing_only');
+}

@@ -1,0 +1,135 @@
+/**
+ * Co-signed certificates in the store. Writes are batched: every certificate accepted in the same
+ * turn of the event loop goes into one `insertMany` (one round trip, one append in the embedded
+ * store), and the caller is answered once it is durable — so ten thousand agents re-certified at
+ * once cost a handful of writes, not ten thousand. An agent's current certificate is its newest
+ * one; the ones it supersedes are deleted afterwards, also in batches.
+ */
+import type { CertificateDoc, Collections } from '../store/collections.js';
+import type { Certificate } from '../domain/certificate.js';
+
+export interface StoredCertificate {
+  certificate: Certificate;
+  serverSignature: string;
+  agentSignature: string;
+  acceptedAt: string;
+}
+
+/** A stored certificate with the exact bytes that were signed. */
+export interface StoredCertificateWithBytes extends StoredCertificate {
+  bytes: Buffer;
+}
+
+interface Pending {
+  doc: CertificateDoc;
+  supersedes: string | null;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+const DELETE_CHUNK = 256;
+
+export class CertificateStore {
+  private queue: Pending[] = [];
+  private scheduled = false;
+  private inflight: Promise<void> | null = null;
+  private superseded: string[] = [];
+
+  constructor(
+    private readonly c: Collections,
+    private readonly onError: (err: unknown, what: string) => void,
+  ) {}
+
+  /** The agent's current (newest) certificate, or null. */
+  async current(agentDid: string): Promise<StoredCertificateWithBytes | null> {
+    const [doc] = await this.c.certificates.find({ agentDid }, { sort: { acceptedAt: -1, _id: -1 }, limit: 1 });
+    return doc ? toStored(doc) : null;
+  }
+
+  /** Stores a co-signed certificate; resolves once it is durable. `supersedes` is deleted later. */
+  save(cert: StoredCertificateWithBytes, supersedes: string | null): Promise<void> {
+    const doc: CertificateDoc = {
+      _id: cert.certificate.serial,
+      agentDid: cert.certificate.subject,
+      canonical: cert.bytes.toString('utf8'),
+      serverSignature: cert.serverSignature,
+      agentSignature: cert.agentSignature,
+      acceptedAt: cert.acceptedAt,
+    };
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ doc, supersedes: supersedes !== cert.certificate.serial ? supersedes : null, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Resolves when every queued write has finished. */
+  async flush(): Promise<void> {
+    while (this.queue.length > 0 || this.inflight) {
+      if (this.inflight) await this.inflight;
+      else await this.write();
+    }
+    await this.prune();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inflight) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.write();
+    });
+  }
+
+  private write(): Promise<void> {
+    const batch = this.queue;
+    if (batch.length === 0) return Promise.resolve();
+    this.queue = [];
+    this.inflight = (async () => {
+      try {
+        await this.c.certificates.insertMany(batch.map((p) => p.doc));
+        for (const p of batch) {
+          if (p.supersedes) this.superseded.push(p.supersedes);
+          p.resolve();
+        }
+      } catch (err) {
+        this.onError(err, 'storing certificates');
+        for (const p of batch) p.reject(err);
+      }
+    })().finally(() => {
+      this.inflight = null;
+      if (this.queue.length > 0) this.schedule();
+      else if (this.superseded.length > 0) void this.prune();
+    });
+    return this.inflight;
+  }
+
+  private pruning = false;
+
+  /** Deletes superseded certificates, a chunk per store call. */
+  private async prune(): Promise<void> {
+    if (this.pruning) return;
+    this.pruning = true;
+    try {
+      while (this.superseded.length > 0) {
+        const chunk = this.superseded.splice(0, DELETE_CHUNK);
+        try {
+          await this.c.certificates.deleteMany({ _id: { $in: chunk } });
+        } catch (err) {
+          this.onError(err, 'deleting superseded certificates');
+        }
+      }
+    } finally {
+      this.pruning = false;
+    }
+  }
+}
+
+function toStored(doc: CertificateDoc): StoredCertificateWithBytes {
+  return {
+    certificate: JSON.parse(doc.canonical) as Certificate,
+    bytes: Buffer.from(doc.canonical, 'utf8'),
+    serverSignature: doc.serverSignature,
+    agentSignature: doc.agentSignature,
+    acceptedAt: doc.acceptedAt,
+  };
+}

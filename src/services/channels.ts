@@ -1,0 +1,933 @@
+/**
+ * Channels, their members and messages (interface §2.7–2.9, §4.6, §4.7, §5.8), @mention
+ * dispatch to agents (§6) and the channel events of the live feed (DESIGN §4b).
+ *
+ * Who may do what:
+ * - read (channel detail, messages, bridges list, feed): a channel member; a global admin; for a
+ *   public channel, every member of its workspace (people and agents), and for a public global
+ *   channel (workspaceId null) every authenticated principal. Anyone else gets 404, exactly as
+ *   for a channel that does not exist, so a private channel never shows it exists.
+ * - post, react: channel members only (explicit membership, global admins included).
+ * - edit a message: its author; delete a message: its author, a channel owner or moderator, or a
+ *   global admin.
+ * - change or archive the channel: a channel owner or a global admin.
+ * - add members: owner, moderator or global admin; the owner and moderator roles only by an
+ *   owner (or a global admin). Remove: owner or global admin anyone, a moderator members with
+ *   the member role, anyone themselves.
+ *
+ * Writes: every change of a channel or its messages is an event of the channel actor
+ * (src/actors/channel.ts), which numbers posts and refuses what an archived channel refuses; the
+ * commands it accepts run here, one channel's commands one at a time in the actor's order
+ * (`Writer`). That is where membership is checked, messages are stored, and — after the caller
+ * has its answer — events go out: to the live feed (uWS topic `channel:<id>`), to each
+ * mentioned agent that is online (`channel_message_send`), and to the message hooks (bridges).
+ */
+import { nanoid } from 'nanoid';
+import type { AnyActorRef } from 'xstate';
+import { fromPromise } from 'xstate';
+import type { AppContext } from '../server.js';
+import type { Principal } from '../domain/principal.js';
+import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type ChannelCommand, type LoadedChannel } from '../actors/channel.js';
+import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, ChannelRole, WorkspaceDoc } from '../store/collections.js';
+import { DuplicateKeyError, type Filter } from '../store/types.js';
+import { badRequest, conflict, forbidden, HttpError, notFound } from '../http/errors.js';
+import { resolveWorkspace, slugify } from './workspaces.js';
+
+// -------------------------------------------------------------------------------------------------
+// Views (the shapes of the interface)
+
+export interface ChannelView {
+  id: string;
+  workspaceId: string | null;
+  name: string;
+  slug: string;
+  description: string;
+  topic: string;
+  isPublic: boolean;
+  isArchived: boolean;
+  creatorDid: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface MemberView {
+  id: string;
+  channelId?: string;
+  memberDid: string;
+  memberType: 'user' | 'agent';
+  role: ChannelRole;
+  joinedAt: string;
+  invitedBy: string | null;
+}
+
+export interface MessageView {
+  id: string;
+  channelId: string;
+  threadId: string | null;
+  authorDid: string;
+  authorType: 'user' | 'agent';
+  content: string;
+  metadata: Record<string, unknown>;
+  reactions: Record<string, string[]>;
+  editedAt: string | null;
+  deletedAt: string | null;
+  createdAt: string;
+}
+
+export function toChannelView(ch: ChannelDoc): ChannelView {
+  return {
+    id: ch._id,
+    workspaceId: ch.workspaceId,
+    name: ch.name,
+    slug: ch.slug,
+    description: ch.description,
+    topic: ch.topic,
+    isPublic: ch.isPublic,
+    isArchived: ch.isArchived,
+    creatorDid: ch.creatorDid,
+    createdAt: ch.createdAt,
+    updatedAt: ch.updatedAt,
+  };
+}
+
+/** A member; in the channel detail the interface leaves `channelId` out. */
+export function toMemberView(m: ChannelMemberDoc, withChannelId = true): MemberView {
+  return {
+    id: m._id,
+    ...(withChannelId ? { channelId: m.channelId } : {}),
+    memberDid: m.memberDid,
+    memberType: m.memberType,
+    role: m.role,
+    joinedAt: m.joinedAt,
+    invitedBy: m.invitedBy,
+  };
+}
+
+export function toMessageView(m: ChannelMessageDoc): MessageView {
+  return {
+    id: m._id,
+    channelId: m.channelId,
+    threadId: m.threadId,
+    authorDid: m.authorDid,
+    authorType: m.authorType,
+    content: m.content,
+    metadata: parseMetadata(m.metadata),
+    reactions: m.reactions ?? {},
+    editedAt: m.editedAt,
+    deletedAt: m.deletedAt,
+    createdAt: m.createdAt,
+  };
+}
+
+function parseMetadata(text: string): Record<string, unknown> {
+  try {
+    const v = JSON.parse(text) as unknown;
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+// -------------------------------------------------------------------------------------------------
+// @mentions
+
+export interface AgentRef {
+  did: string;
+  name: string;
+}
+
+const NAME_CHAR = /[\p{L}\p{N}_-]/u;
+
+/**
+ * The agents a message mentions: `@<name>` (case-insensitive; the name may hold spaces) or
+ * `@<did>`, not preceded or followed by a letter, digit, `_` or `-`. Where two names match at one
+ * place (`@ops` and `@ops bot`), the longer one wins. Each agent counts once, in order of appearance.
+ */
+export function findMentions(content: string, agents: readonly AgentRef[]): AgentRef[] {
+  if (!content.includes('@') || agents.length === 0) return [];
+  const lower = content.toLowerCase();
+  const hits: Array<{ at: number; len: number; agent: AgentRef }> = [];
+  for (const agent of agents) {
+    for (const handle of [agent.name, agent.did]) {
+      const needle = `@${handle.toLowerCase()}`;
+      if (needle.length < 2) continue;
+      for (let i = lower.indexOf(needle); i >= 0; i = lower.indexOf(needle, i + 1)) {
+        const before = i > 0 ? lower[i - 1]! : '';
+        const after = lower[i + needle.length] ?? '';
+        if ((before === '' || !NAME_CHAR.test(before)) && (after === '' || !NAME_CHAR.test(after))) {
+          hits.push({ at: i, len: needle.length, agent });
+        }
+      }
+    }
+  }
+  // Longest match first at each position; a shorter match inside a longer one does not count.
+  hits.sort((a, b) => a.at - b.at || b.len - a.len);
+  const out: AgentRef[] = [];
+  let coveredTo = -1;
+  for (const h of hits) {
+    if (h.at < coveredTo) continue;
+    coveredTo = h.at + h.len;
+    if (!out.some((a) => a.did === h.agent.did)) out.push(h.agent);
+  }
+  return out;
+}
+
+// -------------------------------------------------------------------------------------------------
+// Commands
+
+export interface Caller {
+  did: string;
+  kind: 'user' | 'agent';
+  /** The person's user id; null for agents. */
+  userId: string | null;
+  isGlobalAdmin: boolean;
+}
+
+export function callerOf(p: Principal): Caller {
+  return p.kind === 'user'
+    ? { did: p.did, kind: 'user', userId: p.userId, isGlobalAdmin: p.isAdmin }
+    : { did: p.did, kind: 'agent', userId: null, isGlobalAdmin: false };
+}
+
+export interface MessageDraft {
+  authorDid: string;
+  authorType: 'user' | 'agent';
+  content: string;
+  threadId: string | null;
+  metadata: Record<string, unknown>;
+  /** The bridge a message comes in through: no membership check, and it is not sent back out there. */
+  via: { bridgeId: string; externalService: 'webhook' | 'teams' } | null;
+  /** agent-response: the author must be a member whose type is agent. */
+  asAgent?: boolean;
+}
+
+export type MessageChange =
+  | { op: 'edit'; messageId: string; caller: Caller; content: string }
+  | { op: 'delete'; messageId: string; caller: Caller }
+  | { op: 'react'; messageId: string; caller: Caller; emoji: string; add: boolean };
+
+export interface ChannelFields {
+  name?: string;
+  description?: string;
+  topic?: string;
+}
+
+/** What the message hooks (bridges) learn about a new message. */
+export interface MessageCreated {
+  channel: ChannelDoc;
+  message: ChannelMessageDoc;
+  view: MessageView;
+  mentions: AgentRef[];
+  via: MessageDraft['via'];
+}
+
+export type FeedEventType = 'message.created' | 'message.updated' | 'message.deleted' | 'reaction.updated';
+
+/** The answer of `access`: a channel the caller may read, and the caller's membership. */
+export interface Access {
+  channel: ChannelDoc;
+  member: ChannelMemberDoc | null;
+  caller: Caller;
+}
+
+export const channelTopic = (channelId: string) => `channel:${channelId}`;
+
+export const archivedError = () => new HttpError(403, 'channel_archived', 'the channel is archived: its history is readable, but nothing can be posted or changed');
+
+type PostCommand = Extract<ChannelCommand, { kind: 'post' }>;
+
+/** The command queue of one channel; exists only while it has work. */
+interface Writer {
+  queue: ChannelCommand[];
+  running: boolean;
+}
+
+type AfterWrite = () => void;
+
+/** Most channels (and member lists) kept in memory; beyond it the least recently loaded are dropped. */
+const CACHE_LIMIT = 10_000;
+const AGENT_NAME_TTL_MS = 60_000;
+
+/**
+ * Read-through caches of channels, member lists and agent names. They stay true because every
+ * write of a channel or its members goes through this service (channel documents through the
+ * channel actor): each write updates or drops the entry, and bumps a generation so that a load
+ * that started before the write does not store what it read.
+ */
+class ChannelCache {
+  private readonly channels = new Map<string, ChannelDoc>();
+  private readonly members = new Map<string, Map<string, ChannelMemberDoc>>();
+  private readonly agentNames = new Map<string, { name: string | null; at: number }>();
+  private channelGen = 0;
+  private memberGen = 0;
+
+  constructor(private readonly c: AppContext['c']) {}
+
+  async channel(id: string): Promise<ChannelDoc | null> {
+    const hit = this.channels.get(id);
+    if (hit) return hit;
+    const gen = this.channelGen;
+    const doc = await this.c.channels.findById(id);
+    if (doc && gen === this.channelGen) put(this.channels, id, doc);
+    return doc;
+  }
+
+  setChannel(doc: ChannelDoc): void {
+    this.channelGen++;
+    put(this.channels, doc._id, doc);
+  }
+
+  dropChannel(id: string): void {
+    this.channelGen++;
+    this.channels.delete(id);
+    this.dropMembers(id);
+  }
+
+  /** The channel's members by DID. */
+  async memberMap(channelId: string): Promise<Map<string, ChannelMemberDoc>> {
+    const hit = this.members.get(channelId);
+    if (hit) return hit;
+    const gen = this.memberGen;
+    const list = await this.c.channelMembers.find({ channelId });
+    const map = new Map(list.map((m) => [m.memberDid, m]));
+    if (gen === this.memberGen) put(this.members, channelId, map);
+    return map;
+  }
+
+  async member(channelId: string, did: string): Promise<ChannelMemberDoc | null> {
+    return (await this.memberMap(channelId)).get(did) ?? null;
+  }
+
+  dropMembers(channelId: string): void {
+    this.memberGen++;
+    this.members.delete(channelId);
+  }
+
+  /** Agent members with their names. */
+  async agents(channelId: string): Promise<AgentRef[]> {
+    const out: AgentRef[] = [];
+    const now = Date.now();
+    let missing: string[] | undefined;
+    for (const m of (await this.memberMap(channelId)).values()) {
+      if (m.memberType !== 'agent') continue;
+      const known = this.agentNames.get(m.memberDid);
+      if (known && now - known.at < AGENT_NAME_TTL_MS) {
+        if (known.name !== null) out.push({ did: m.memberDid, name: known.name });
+      } else {
+        (missing ??= []).push(m.memberDid);
+      }
+    }
+    if (missing) {
+      const found = new Map((await this.c.agents.find({ _id: { $in: missing } }, { projection: { name: 1 } })).map((a) => [a._id, a.name]));
+      for (const did of missing) {
+        const name = found.get(did) ?? null;
+        put(this.agentNames, did, { name, at: now });
+        if (name !== null) out.push({ did, name });
+      }
+    }
+    return out;
+  }
+}
+
+function put<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > CACHE_LIMIT) map.delete(map.keys().next().value!);
+}
+
+export class ChannelService {
+  private readonly c: AppContext['c'];
+  private readonly writers = new Map<string, Writer>();
+  private readonly cache: ChannelCache;
+  private readonly createdHooks: Array<(e: MessageCreated) => void> = [];
+  private readonly accessLostHooks: Array<(channelId: string, did: string | null) => void> = [];
+
+  constructor(private readonly ctx: AppContext) {
+    this.c = ctx.c;
+    this.cache = new ChannelCache(ctx.c);
+    ctx.actors.define(CHANNEL_ACTOR_KIND, {
+      machine: channelMachine.provide({
+        actors: {
+          loadChannel: fromPromise<LoadedChannel, { channelId: string }>(async ({ input }) => this.load(input.channelId)),
+        },
+        actions: {
+          write: ({ context }, command) => this.enqueue(context.channelId, command),
+          refuseArchived: (_args, reply) => reply.reject(archivedError()),
+        },
+      }),
+      input: (id) => ({ channelId: id }),
+      deleteWhenDone: true,
+    });
+    ctx.workspaceService.onWorkspaceDeleted(async (ws) => {
+      for (const ch of await this.c.channels.find({ workspaceId: ws._id }, { projection: { _id: 1 } })) await this.destroy(ch._id);
+    });
+    ctx.userService.onUserDeleted(async (user) => {
+      if (!user.did) return;
+      const gone = await this.c.channelMembers.find({ memberDid: user.did }, { projection: { channelId: 1 } });
+      await this.c.channelMembers.deleteMany({ memberDid: user.did });
+      for (const m of gone) {
+        this.cache.dropMembers(m.channelId);
+        this.accessLost(m.channelId, user.did);
+      }
+    });
+  }
+
+  /** Runs `fn` after each new message is stored and its author has the answer (bridges use it). */
+  onMessageCreated(fn: (e: MessageCreated) => void): void {
+    this.createdHooks.push(fn);
+  }
+
+  /**
+   * Runs `fn` when someone may have lost read access to a channel (a member removed; `did` null:
+   * the channel is gone), so that the live feed can re-check its subscriptions.
+   */
+  onAccessLost(fn: (channelId: string, did: string | null) => void): void {
+    this.accessLostHooks.push(fn);
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Access
+
+  /** The channel as the caller may read it; 404 when it does not exist or they may not read it. */
+  async access(p: Principal, channelId: string): Promise<Access> {
+    const caller = callerOf(p);
+    const channel = await this.cache.channel(channelId);
+    const member = channel ? await this.cache.member(channelId, caller.did) : null;
+    if (!channel || !(await this.mayRead(caller, channel, member))) throw notFound(`channel ${channelId} not found`);
+    return { channel, member, caller };
+  }
+
+  /** Whether a principal may read a channel (the live feed asks this before subscribing). */
+  async canRead(p: Principal, channelId: string): Promise<boolean> {
+    try {
+      await this.access(p, channelId);
+      return true;
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  private async mayRead(caller: Caller, channel: ChannelDoc, member: ChannelMemberDoc | null): Promise<boolean> {
+    if (member || caller.isGlobalAdmin) return true;
+    if (!channel.isPublic) return false;
+    if (channel.workspaceId === null) return true;
+    return this.inWorkspace(caller, channel.workspaceId);
+  }
+
+  private async inWorkspace(caller: Caller, workspaceId: string): Promise<boolean> {
+    if (caller.kind === 'agent') return (await this.c.workspaceAgents.count({ workspaceId, agentDid: caller.did })) > 0;
+    return (await this.c.workspaceMembers.count({ workspaceId, userId: caller.userId })) > 0;
+  }
+
+  /** 403 unless the caller owns the channel or is a global admin. */
+  requireOwner(a: Access, what: string): void {
+    if (!a.caller.isGlobalAdmin && a.member?.role !== 'owner') throw forbidden(`${what} needs the owner role in this channel (or global admin)`);
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Channels
+
+  /** Creates a channel; the creator becomes its owner. */
+  async create(
+    p: Principal,
+    input: { name: string; workspaceId?: string | null; description?: string; topic?: string; slug?: string; isPublic?: boolean },
+  ): Promise<ChannelDoc> {
+    const caller = callerOf(p);
+    let ws: WorkspaceDoc | null = null;
+    if (input.workspaceId) {
+      ws = await resolveWorkspace(this.c, input.workspaceId);
+      if (!ws || (!caller.isGlobalAdmin && !(await this.inWorkspace(caller, ws._id)))) throw notFound(`workspace ${input.workspaceId} not found`);
+    } else if (!caller.isGlobalAdmin) {
+      throw forbidden('a global channel (no workspaceId) can only be created by a global admin');
+    }
+    const slug = input.slug ?? slugify(input.name);
+    if (!slug) throw badRequest(`no slug can be derived from the name '${input.name}'; give one`, 'slug_required');
+    const now = new Date().toISOString();
+    const channel: ChannelDoc = {
+      _id: nanoid(),
+      workspaceId: ws?._id ?? null,
+      name: input.name,
+      slug,
+      slugKey: `${ws?._id ?? 'global'}/${slug}`,
+      description: input.description ?? '',
+      topic: input.topic ?? '',
+      isPublic: input.isPublic ?? true,
+      isArchived: false,
+      creatorDid: caller.did,
+      createdAt: now,
+      updatedAt: now,
+    };
+    try {
+      await this.c.channels.insertOne(channel);
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) throw conflict(`the slug '${slug}' is already taken ${ws ? `in workspace ${ws.slug}` : 'among global channels'}`, 'slug_taken');
+      throw err;
+    }
+    await this.c.channelMembers.insertOne({
+      _id: nanoid(),
+      channelId: channel._id,
+      memberDid: caller.did,
+      memberType: caller.kind,
+      role: 'owner',
+      joinedAt: now,
+      invitedBy: null,
+    });
+    this.cache.dropMembers(channel._id);
+    return channel;
+  }
+
+  /**
+   * Channels of a workspace the caller may see, plus (includeGlobal) global ones, each with
+   * memberCount and messageCount. 404 when the caller may not see the workspace.
+   */
+  async list(
+    p: Principal,
+    workspaceRef: string,
+    opts: { includeArchived: boolean; includeGlobal: boolean },
+  ): Promise<Array<ChannelView & { memberCount: number; messageCount: number }>> {
+    const caller = callerOf(p);
+    const ws = await resolveWorkspace(this.c, workspaceRef);
+    if (!ws || (!caller.isGlobalAdmin && !(await this.inWorkspace(caller, ws._id)))) throw notFound(`workspace ${workspaceRef} not found`);
+    const scope: Filter = opts.includeGlobal ? { workspaceId: { $in: [ws._id, null] } } : { workspaceId: ws._id };
+    const filter: Filter = opts.includeArchived ? scope : { ...scope, isArchived: false };
+    let channels = await this.c.channels.find(filter);
+    if (!caller.isGlobalAdmin) {
+      const mine = new Set(
+        (await this.c.channelMembers.find({ memberDid: caller.did }, { projection: { channelId: 1 } })).map((m) => m.channelId),
+      );
+      channels = channels.filter((ch) => ch.isPublic || mine.has(ch._id));
+    }
+    channels.sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || (a._id < b._id ? -1 : 1));
+    return Promise.all(channels.map(async (ch) => ({ ...toChannelView(ch), ...(await this.stats(ch._id)) })));
+  }
+
+  async stats(channelId: string): Promise<{ memberCount: number; messageCount: number }> {
+    const [memberCount, messageCount] = await Promise.all([
+      this.c.channelMembers.count({ channelId }),
+      this.c.channelMessages.count({ channelId, deletedAt: null }),
+    ]);
+    return { memberCount, messageCount };
+  }
+
+  async members(channelId: string): Promise<ChannelMemberDoc[]> {
+    return this.c.channelMembers.find({ channelId }, { sort: { joinedAt: 1, _id: 1 } });
+  }
+
+  /** Changes fields and/or the archive state, through the channel actor. */
+  async update(channelId: string, fields: ChannelFields, isArchived?: boolean): Promise<ChannelDoc> {
+    return this.command(channelId, (reply) => ({ type: 'UPDATE', fields, isArchived, reply })) as Promise<ChannelDoc>;
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Members
+
+  async addMember(a: Access, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
+    const role = a.member?.role;
+    const ga = a.caller.isGlobalAdmin;
+    if (!ga && role !== 'owner' && role !== 'moderator') throw forbidden('adding members needs the owner or moderator role in this channel (or global admin)');
+    if (input.role !== 'member' && !ga && role !== 'owner') throw forbidden(`only a channel owner (or a global admin) can give the ${input.role} role`);
+    if (input.memberType === 'user') {
+      if (!(await this.c.userDids.findById(input.memberDid))) throw badRequest(`no user has the DID ${input.memberDid}`, 'unknown_member');
+    } else {
+      const agent = await this.c.agents.findById(input.memberDid);
+      if (!agent || agent.status !== 'active') throw badRequest(`no active agent has the DID ${input.memberDid}`, 'unknown_member');
+    }
+    const doc: ChannelMemberDoc = {
+      _id: nanoid(),
+      channelId: a.channel._id,
+      memberDid: input.memberDid,
+      memberType: input.memberType,
+      role: input.role,
+      joinedAt: new Date().toISOString(),
+      invitedBy: a.caller.did,
+    };
+    try {
+      await this.c.channelMembers.insertOne(doc);
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) throw conflict(`${input.memberDid} is already a member of this channel`, 'already_member');
+      throw err;
+    } finally {
+      this.cache.dropMembers(a.channel._id);
+    }
+    return doc;
+  }
+
+  async removeMember(a: Access, memberDid: string): Promise<ChannelMemberDoc> {
+    const target = await this.cache.member(a.channel._id, memberDid);
+    if (!target) throw notFound(`${memberDid} is not a member of this channel`);
+    const self = memberDid === a.caller.did;
+    const role = a.member?.role;
+    const allowed = self || a.caller.isGlobalAdmin || role === 'owner' || (role === 'moderator' && target.role === 'member');
+    if (!allowed) {
+      throw forbidden(
+        role === 'moderator'
+          ? `a moderator can remove members with the member role, not a ${target.role}`
+          : 'removing members needs the owner or moderator role in this channel (or global admin)',
+      );
+    }
+    await this.c.channelMembers.deleteOne({ _id: target._id });
+    this.cache.dropMembers(a.channel._id);
+    this.accessLost(a.channel._id, memberDid);
+    return target;
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Messages
+
+  /** Posts a message through the channel actor; resolves once it is stored. */
+  async post(channelId: string, draft: MessageDraft): Promise<ChannelMessageDoc> {
+    return this.command(channelId, (reply) => ({ type: 'POST', draft, reply })) as Promise<ChannelMessageDoc>;
+  }
+
+  /** Edits, deletes or reacts to a message through the channel actor. */
+  async change(channelId: string, change: MessageChange): Promise<ChannelMessageDoc> {
+    return this.command(channelId, (reply) => ({ type: 'CHANGE', change, reply })) as Promise<ChannelMessageDoc>;
+  }
+
+  /**
+   * A page of messages, newest first: top-level messages, or with `threadId` the replies to that
+   * message. Deleted messages stay in place as tombstones.
+   */
+  async listMessages(channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
+    if (q.threadId !== undefined && !(await this.c.channelMessages.findOne({ _id: q.threadId, channelId }))) {
+      throw badRequest(`threadId ${q.threadId} names no message of this channel`, 'unknown_thread');
+    }
+    return this.c.channelMessages.find({ channelId, threadId: q.threadId ?? null }, { sort: { seq: -1 }, skip: q.offset, limit: q.limit });
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // The actor and its writer
+
+  private async load(channelId: string): Promise<LoadedChannel> {
+    const ch = await this.cache.channel(channelId);
+    if (!ch) throw new Error(`channel ${channelId} does not exist`);
+    const [last] = await this.c.channelMessages.find({ channelId }, { sort: { seq: -1 }, limit: 1, projection: { seq: 1 } });
+    return { isArchived: ch.isArchived, seq: last?.seq ?? 0 };
+  }
+
+  /** The channel's actor, booted (its archive state and sequence loaded). */
+  private async actor(channelId: string): Promise<AnyActorRef> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const actor = (await this.ctx.actors.get(CHANNEL_ACTOR_KIND, channelId)) as unknown as AnyActorRef;
+      const snap = await settled(actor);
+      if (snap.status === 'active') return actor;
+    }
+    if (!(await this.c.channels.findById(channelId))) throw notFound(`channel ${channelId} not found`);
+    throw new HttpError(503, 'channel_unavailable', 'the channel could not be loaded; try again');
+  }
+
+  private async command(channelId: string, make: (reply: { resolve(v: unknown): void; reject(e: unknown): void }) => ChannelActorEvent): Promise<unknown> {
+    const actor = await this.actor(channelId);
+    return new Promise((resolve, reject) => actor.send(make({ resolve, reject })));
+  }
+
+  private enqueue(channelId: string, command: ChannelCommand): void {
+    let w = this.writers.get(channelId);
+    if (!w) this.writers.set(channelId, (w = { queue: [], running: false }));
+    w.queue.push(command);
+    if (!w.running) {
+      w.running = true;
+      void this.drain(channelId, w);
+    }
+  }
+
+  /**
+   * Runs a channel's commands in the actor's order. A run of consecutive posts is stored with one
+   * insertMany (one disk append on the embedded store), then each poster gets its answer.
+   */
+  private async drain(channelId: string, w: Writer): Promise<void> {
+    while (w.queue.length > 0) {
+      const batch = w.queue;
+      w.queue = [];
+      for (let i = 0; i < batch.length; ) {
+        let j = i;
+        while (j < batch.length && batch[j]!.kind === 'post') j++;
+        if (j > i) {
+          await this.storePosts(channelId, batch.slice(i, j) as PostCommand[]);
+          i = j;
+          continue;
+        }
+        const command = batch[i++]!;
+        try {
+          const out = command.kind === 'change' ? await this.applyChange(channelId, command.change as MessageChange) : await this.storeUpdate(channelId, command);
+          command.reply.resolve(out.value);
+          if (out.after) setImmediate(this.runAfter, out.after, channelId);
+        } catch (err) {
+          command.reply.reject(err);
+        }
+      }
+    }
+    w.running = false;
+    this.writers.delete(channelId);
+  }
+
+  private readonly runAfter = (after: AfterWrite, channelId: string): void => {
+    try {
+      after();
+    } catch (err) {
+      this.ctx.log.error({ err, channelId }, 'dispatching a channel event failed');
+    }
+  };
+
+  private async storePosts(channelId: string, commands: PostCommand[]): Promise<void> {
+    const c = this.c;
+    const ready: Array<{ command: PostCommand; doc: ChannelMessageDoc; after: AfterWrite }> = [];
+    for (const command of commands) {
+      try {
+        ready.push({ command, ...(await this.preparePost(channelId, command.seq, command.draft as MessageDraft)) });
+      } catch (err) {
+        command.reply.reject(err);
+      }
+    }
+    if (ready.length === 0) return;
+    let stored = ready;
+    try {
+      await c.channelMessages.insertMany(ready.map((r) => r.doc));
+    } catch (err) {
+      if (!(err instanceof DuplicateKeyError)) {
+        for (const r of ready) r.command.reply.reject(err);
+        return;
+      }
+      stored = await this.storeOneByOne(channelId, ready);
+    }
+    for (const r of stored) {
+      r.command.reply.resolve(r.doc);
+      setImmediate(this.runAfter, r.after, channelId);
+    }
+  }
+
+  /**
+   * After a batch hit a duplicate sequence number — the store is ahead of the actor, whose last
+   * snapshot was lost in a crash — stores what it can one by one; a post whose number is taken
+   * goes back to the actor (after a RESYNC) for a new one.
+   */
+  private async storeOneByOne<T extends { command: PostCommand; doc: ChannelMessageDoc }>(channelId: string, ready: T[]): Promise<T[]> {
+    const c = this.c;
+    const stored: T[] = [];
+    for (const r of ready) {
+      try {
+        await c.channelMessages.insertOne(r.doc);
+        stored.push(r);
+      } catch (err) {
+        if (!(err instanceof DuplicateKeyError)) {
+          r.command.reply.reject(err);
+        } else if (await c.channelMessages.findById(r.doc._id)) {
+          stored.push(r); // the failed batch had stored this one
+        } else {
+          const [last] = await c.channelMessages.find({ channelId }, { sort: { seq: -1 }, limit: 1, projection: { seq: 1 } });
+          const actor = await this.actor(channelId);
+          actor.send({ type: 'RESYNC', seq: last?.seq ?? r.doc.seq } satisfies ChannelActorEvent);
+          actor.send({ type: 'POST', draft: r.command.draft, reply: r.command.reply } satisfies ChannelActorEvent);
+        }
+      }
+    }
+    return stored;
+  }
+
+  /** Checks a post (membership, thread) and builds its document with the mentions found. */
+  private async preparePost(channelId: string, seq: number, draft: MessageDraft): Promise<{ doc: ChannelMessageDoc; after: AfterWrite }> {
+    const channel = await this.cache.channel(channelId);
+    if (!channel) throw notFound(`channel ${channelId} not found`);
+    if (!draft.via) {
+      const member = await this.cache.member(channelId, draft.authorDid);
+      if (!member) throw forbidden('posting needs membership of the channel', 'not_a_member');
+      if (draft.asAgent && member.memberType !== 'agent') {
+        throw forbidden('agent-response is for members whose type is agent', 'not_an_agent');
+      }
+    }
+    if (draft.threadId !== null && !(await this.c.channelMessages.findOne({ _id: draft.threadId, channelId }))) {
+      throw badRequest(`threadId ${draft.threadId} names no message of this channel`, 'unknown_thread');
+    }
+    const mentions = findMentions(draft.content, await this.cache.agents(channelId));
+    const metadata = { ...draft.metadata };
+    delete metadata.mentions;
+    if (mentions.length > 0) metadata.mentions = mentions.map((a) => a.name);
+    const doc: ChannelMessageDoc = {
+      _id: nanoid(),
+      channelId,
+      seq,
+      threadId: draft.threadId,
+      authorDid: draft.authorDid,
+      authorType: draft.authorType,
+      content: draft.content,
+      metadata: JSON.stringify(metadata),
+      reactions: {},
+      editedAt: null,
+      deletedAt: null,
+      createdAt: new Date().toISOString(),
+      viaBridgeId: draft.via?.bridgeId ?? null,
+    };
+    return { doc, after: () => this.dispatchCreated({ channel, message: doc, view: toMessageView(doc), mentions, via: draft.via }) };
+  }
+
+  private async applyChange(channelId: string, change: MessageChange): Promise<{ value: unknown; after?: AfterWrite }> {
+    const c = this.c;
+    const msg = await c.channelMessages.findOne({ _id: change.messageId, channelId });
+    if (!msg || msg.deletedAt) throw notFound(`message ${change.messageId} not found in this channel`);
+    const member = await this.cache.member(channelId, change.caller.did);
+    const now = new Date().toISOString();
+    let set: Partial<ChannelMessageDoc>;
+    let event: FeedEventType;
+    let newMentions: AgentRef[] = [];
+    let channel: ChannelDoc | null = null;
+    switch (change.op) {
+      case 'edit': {
+        if (msg.authorDid !== change.caller.did) throw forbidden('only its author can edit a message', 'not_author');
+        const mentions = findMentions(change.content, await this.cache.agents(channelId));
+        const metadata = parseMetadata(msg.metadata);
+        const before = new Set(Array.isArray(metadata.mentions) ? (metadata.mentions as string[]) : []);
+        delete metadata.mentions;
+        if (mentions.length > 0) metadata.mentions = mentions.map((a) => a.name);
+        newMentions = mentions.filter((a) => !before.has(a.name));
+        if (newMentions.length > 0) channel = await this.cache.channel(channelId);
+        set = { content: change.content, metadata: JSON.stringify(metadata), editedAt: now };
+        event = 'message.updated';
+        break;
+      }
+      case 'delete': {
+        const mayModerate = change.caller.isGlobalAdmin || member?.role === 'owner' || member?.role === 'moderator';
+        if (msg.authorDid !== change.caller.did && !mayModerate) {
+          throw forbidden('only its author, a channel owner or moderator, or a global admin can delete a message', 'not_author');
+        }
+        set = { content: '', metadata: '{}', reactions: {}, deletedAt: now };
+        event = 'message.deleted';
+        break;
+      }
+      case 'react': {
+        if (!member) throw forbidden('reacting needs membership of the channel', 'not_a_member');
+        const reactions: Record<string, string[]> = { ...msg.reactions };
+        const dids = reactions[change.emoji] ?? [];
+        if (change.add) {
+          if (!dids.includes(change.caller.did)) reactions[change.emoji] = [...dids, change.caller.did];
+        } else {
+          const rest = dids.filter((d) => d !== change.caller.did);
+          if (rest.length > 0) reactions[change.emoji] = rest;
+          else delete reactions[change.emoji];
+        }
+        set = { reactions };
+        event = 'reaction.updated';
+        break;
+      }
+    }
+    const updated = await c.channelMessages.findOneAndUpdate({ _id: msg._id }, { $set: set });
+    if (!updated) throw notFound(`message ${change.messageId} not found in this channel`);
+    const view = toMessageView(updated);
+    return {
+      value: updated,
+      after: () => {
+        this.publish(channelId, event, view);
+        if (channel) this.pushMentions(channel, updated, view, newMentions, null);
+      },
+    };
+  }
+
+  private async storeUpdate(channelId: string, command: Extract<ChannelCommand, { kind: 'update' }>): Promise<{ value: ChannelDoc; after?: AfterWrite }> {
+    const set: Partial<ChannelDoc> = { ...(command.fields as ChannelFields), updatedAt: new Date().toISOString() };
+    if (command.isArchived !== undefined) set.isArchived = command.isArchived;
+    const updated = await this.c.channels.findOneAndUpdate({ _id: channelId }, { $set: set });
+    if (!updated) throw notFound(`channel ${channelId} not found`);
+    this.cache.setChannel(updated);
+    return { value: updated };
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  // Dispatch
+
+  private dispatchCreated(e: MessageCreated): void {
+    this.publish(e.channel._id, 'message.created', e.view);
+    this.pushMentions(e.channel, e.message, e.view, e.mentions, e.via);
+    for (const fn of this.createdHooks) {
+      try {
+        fn(e);
+      } catch (err) {
+        this.ctx.log.error({ err, channelId: e.channel._id }, 'message hook failed');
+      }
+    }
+  }
+
+  /** Sends channel_message_send to each mentioned agent that is online (never to the author). */
+  private pushMentions(channel: ChannelDoc, msg: ChannelMessageDoc, view: MessageView, mentions: AgentRef[], via: MessageDraft['via']): void {
+    for (const agent of mentions) {
+      if (agent.did === msg.authorDid || !this.ctx.agentPush.isOnline(agent.did)) continue;
+      this.ctx.agentPush.push(agent.did, {
+        type: 'channel_message_send',
+        channelId: channel._id,
+        channel: { id: channel._id, name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId },
+        message: {
+          id: view.id,
+          channelId: view.channelId,
+          threadId: view.threadId,
+          authorDid: view.authorDid,
+          authorType: view.authorType,
+          content: view.content,
+          metadata: view.metadata,
+          createdAt: view.createdAt,
+        },
+        mention: agent.name,
+        source: via?.externalService ?? 'channel',
+      });
+    }
+  }
+
+  /** Publishes a feed event to the channel's uWS topic (subscribers are live-feed sockets). */
+  publish(channelId: string, type: FeedEventType, message: MessageView): void {
+    const topic = channelTopic(channelId);
+    if (this.ctx.app.numSubscribers(topic) > 0) this.ctx.app.publish(topic, JSON.stringify({ type, channelId, message }));
+  }
+
+  /** For the live feed: the uWS topic of a channel the principal may read; null otherwise (unknown and hidden alike). */
+  readonly feedTopic = async (p: Principal, channelId: string): Promise<string | null> =>
+    (await this.canRead(p, channelId)) ? channelTopic(channelId) : null;
+
+  private accessLost(channelId: string, did: string | null): void {
+    for (const fn of this.accessLostHooks) {
+      try {
+        fn(channelId, did);
+      } catch (err) {
+        this.ctx.log.error({ err, channelId }, 'access-lost hook failed');
+      }
+    }
+  }
+
+  /** Removes a channel with its members, messages, bridges and actor (its workspace was deleted). */
+  private async destroy(channelId: string): Promise<void> {
+    const c = this.c;
+    await c.channels.deleteOne({ _id: channelId });
+    this.cache.dropChannel(channelId);
+    await this.ctx.actors.remove(CHANNEL_ACTOR_KIND, channelId);
+    const bridges = await c.bridges.find({ channelId }, { projection: { _id: 1 } });
+    await Promise.all([
+      c.channelMembers.deleteMany({ channelId }),
+      c.channelMessages.deleteMany({ channelId }),
+      c.bridges.deleteMany({ channelId }),
+      bridges.length > 0 ? c.bridgeDeliveries.deleteMany({ bridgeId: { $in: bridges.map((b) => b._id) } }) : Promise.resolve(0),
+    ]);
+    this.accessLost(channelId, null);
+  }
+}
+
+/** Resolves with the actor's snapshot once it has left `boot` (or stopped). */
+function settled(actor: AnyActorRef): Promise<{ status: string; value: unknown }> {
+  const done = (s: { status: string; value: unknown }) => s.status !== 'active' || s.value !== 'boot';
+  const now = actor.getSnapshot() as { status: string; value: unknown };
+  if (done(now)) return Promise.resolve(now);
+  return new Promise((resolve) => {
+    const sub = actor.subscribe({
+      next: (s: { status: string; value: unknown }) => {
+        if (done(s)) {
+          sub.unsubscribe();
+          resolve(s);
+        }
+      },
+      error: () => {
+        sub.unsubscribe();
+        resolve(actor.getSnapshot() as { status: string; value: unknown });
+      },
+      complete: () => {
+        sub.unsubscribe();
+        resolve(actor.getSnapshot() as { status: string; value: unknown });
+      },
+    });
+  });
+}

@@ -1,0 +1,297 @@
+/**
+ * The fleet: the agents' domain operations that the gateway, the routes and the policy service
+ * share.
+ *
+ * - Defines the agent actor kind on the actor host (src/actors/agent.ts) and provides its IO
+ *   (recording an approval or a rejection). After a restart every agent actor that was online is
+ *   restored and told it is offline: agents are offline until they reconnect.
+ * - Registration, approval and rejection (the decisions go through the agent's actor, which
+ *   serialises them: of two concurrent decisions, the second gets 409).
+ * - The certificate terms of an agent (its effective policy, src/domain/policy.ts), issuing and
+ *   signing certificates, storing co-signed ones (batched, src/services/certificates.ts), and
+ *   agent sessions (src/services/agent-sessions.ts).
+ * - lastSeen, written in batches every AGENT_LAST_SEEN_WRITE_SECONDS: the connected agents
+ *   active since the last batch, and those that disconnected meanwhile. Whether an agent is online
+ *   is never stored; it is the gateway's live state.
+ */
+import { fromPromise, type AnyActorRef } from 'xstate';
+import type { AppContext } from '../server.js';
+import type { AgentDoc, Capability, RegistrationDoc } from '../store/collections.js';
+import type { Principal } from '../domain/principal.js';
+import { AGENT_ACTOR_KIND, agentMachine, type AgentActorEvent, type ApprovalInput, type RejectionInput } from '../actors/agent.js';
+import { certificateBytes, newCertificate, type Certificate, type CertificateTerms } from '../domain/certificate.js';
+import { termsFor } from '../domain/policy.js';
+import { CertificateStore } from './certificates.js';
+import { AgentSessions } from './agent-sessions.js';
+import { addAgentToWorkspace } from './workspaces.js';
+import {
+  createRegistration,
+  pendingRegistrationOf,
+  type RegistrationInput,
+  type RegistrationOutcome,
+} from './registrations.js';
+import { HttpError, badRequest, conflict, notFound } from '../http/errors.js';
+import type { PolicyService } from './policies.js';
+
+export interface IssuedCertificate {
+  certificate: Certificate;
+  bytes: Buffer;
+  serverSignature: string;
+}
+
+/** What the gateway learns when a registration is decided. */
+export type Decision = { status: 'approved' } | { status: 'rejected'; reason: string };
+
+export interface DecisionListener {
+  (did: string, decision: Decision): void;
+}
+
+const DECISION_TIMEOUT_MS = 15_000;
+const LAST_SEEN_CHUNK = 500;
+
+export class FleetService {
+  readonly certificates: CertificateStore;
+  readonly agentSessions: AgentSessions;
+  /** Set by PolicyService at construction. */
+  policies!: PolicyService;
+  private readonly decisionListeners = new Set<DecisionListener>();
+  /** Where a brand-new actor starts, read synchronously by the actor kind's `input`. */
+  private readonly bootStatus = new Map<string, AgentDoc['status']>();
+  /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
+  private readonly lastSeenPending = new Map<string, string>();
+  /** Set by the gateway: [did, lastSeen ms] of connected agents active since the previous call. */
+  collectLiveSeen: () => Array<[string, number]> = () => [];
+  private lastSeenTimer: NodeJS.Timeout | undefined;
+  private lastSeenWriting: Promise<void> | null = null;
+
+  constructor(private readonly ctx: AppContext) {
+    const onError = (err: unknown, what: string) => ctx.log.error({ err }, `fleet: ${what} failed`);
+    this.certificates = new CertificateStore(ctx.c, onError);
+    this.agentSessions = new AgentSessions(ctx.c, ctx.config.sessionTtlMs, (m) => ctx.identity.sign(m));
+  }
+
+  /** Defines the agent actor kind, restores online actors as offline, installs the agent lookup. */
+  async start(): Promise<void> {
+    const { ctx } = this;
+    ctx.actors.define(AGENT_ACTOR_KIND, {
+      machine: agentMachine.provide({
+        actors: {
+          recordApproval: fromPromise<void, ApprovalInput>(({ input }) => this.recordApproval(input)),
+          recordRejection: fromPromise<void, RejectionInput>(({ input }) => this.recordRejection(input)),
+        },
+      }),
+      input: (id) => ({ did: id, status: this.bootStatus.get(id) ?? 'pending' }),
+      idleMs: ctx.config.agentActorIdleMs,
+    });
+    // A process that stopped without closing its sockets (a crash) left online snapshots behind.
+    const online = await ctx.actors.restoreAll(AGENT_ACTOR_KIND, (p) => {
+      const value = (p as { value?: { active?: { connection?: string } } }).value;
+      return value?.active?.connection === 'online';
+    });
+    for (const did of online) await ctx.actors.send(AGENT_ACTOR_KIND, did, { type: 'DISCONNECTED' });
+    ctx.agentLookup = async (did) => {
+      const agent = await ctx.c.agents.findById(did);
+      return agent && agent.status === 'active' ? { name: agent.name } : null;
+    };
+    this.lastSeenTimer = setInterval(() => void this.writeLastSeen(), ctx.config.agentLastSeenWriteMs);
+    this.lastSeenTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.lastSeenTimer) clearInterval(this.lastSeenTimer);
+    await this.writeLastSeen();
+    await this.certificates.flush();
+  }
+
+  onDecision(listener: DecisionListener): void {
+    this.decisionListeners.add(listener);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Actors
+
+  /** The agent's actor; `status` says where a brand-new one starts (an agent stored without a snapshot). */
+  async actorOf(did: string, status?: AgentDoc['status']): Promise<AnyActorRef> {
+    if (status) this.bootStatus.set(did, status);
+    try {
+      return (await this.ctx.actors.get(AGENT_ACTOR_KIND, did)) as AnyActorRef;
+    } finally {
+      if (status) this.bootStatus.delete(did);
+    }
+  }
+
+  /** Sends an event to an agent's actor; failures are logged (the actor is not essential to the socket). */
+  tell(did: string, event: AgentActorEvent, status: AgentDoc['status'] = 'active'): void {
+    this.actorOf(did, status).then(
+      (actor) => actor.send(event),
+      (err: unknown) => this.ctx.log.warn({ err, did, event: event.type }, 'agent actor unavailable'),
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Registration and decisions
+
+  async register(input: RegistrationInput, via: RegistrationDoc['via']): Promise<RegistrationOutcome> {
+    const outcome = await createRegistration(this.ctx.c, input, via, this.ctx.defaultWorkspace);
+    if (outcome.created) await this.actorOf(outcome.agent._id, 'pending');
+    return outcome;
+  }
+
+  async approve(registrationId: string, capabilities: Capability[], by: Principal): Promise<{ agentId: string }> {
+    const reg = await this.ctx.c.registrations.findById(registrationId);
+    if (!reg) throw notFound(`no registration ${registrationId}`);
+    if (reg.status !== 'pending') throw conflict(`registration ${registrationId} is already ${reg.status}`, 'already_decided');
+    const requested = new Set(reg.requestedCapabilities);
+    const outside = capabilities.filter((c) => !requested.has(c));
+    if (outside.length > 0) {
+      throw badRequest(`capabilities not requested by the agent: ${outside.join(', ')}`, 'capabilities_not_requested');
+    }
+    await this.decide(reg, { type: 'APPROVE', capabilities: [...new Set(capabilities)], by: by.did }, 'active');
+    await this.ctx.audit.record(by, {
+      action: 'registration.approve',
+      targetType: 'agent',
+      target: reg.agentDid,
+      details: { registrationId, capabilities },
+    });
+    this.emitDecision(reg.agentDid, { status: 'approved' });
+    return { agentId: reg.agentDid };
+  }
+
+  async reject(registrationId: string, reason: string, by: Principal): Promise<void> {
+    const reg = await this.ctx.c.registrations.findById(registrationId);
+    if (!reg) throw notFound(`no registration ${registrationId}`);
+    if (reg.status !== 'pending') throw conflict(`registration ${registrationId} is already ${reg.status}`, 'already_decided');
+    await this.decide(reg, { type: 'REJECT', reason, by: by.did }, 'rejected');
+    await this.ctx.audit.record(by, {
+      action: 'registration.reject',
+      targetType: 'agent',
+      target: reg.agentDid,
+      details: { registrationId, reason },
+    });
+    this.emitDecision(reg.agentDid, { status: 'rejected', reason });
+  }
+
+  /**
+   * Sends a decision to the agent's actor and waits for its outcome. The state check and the send
+   * happen in one synchronous step, so a concurrent second decision finds the actor no longer
+   * pending (409).
+   */
+  private async decide(reg: RegistrationDoc, event: AgentActorEvent, target: 'active' | 'rejected'): Promise<void> {
+    const actor = await this.actorOf(reg.agentDid, 'pending');
+    const before = actor.getSnapshot() as { value: unknown; status: string };
+    if (before.value !== 'pending' || before.status !== 'active') {
+      throw conflict(`registration ${reg._id} is already being decided or decided`, 'already_decided');
+    }
+    await new Promise<void>((resolve, reject) => {
+      let sub: { unsubscribe(): void } | undefined;
+      const timer = setTimeout(() => finish(new HttpError(503, 'decision_timeout', 'the decision could not be recorded in time; try again')), DECISION_TIMEOUT_MS);
+      const finish = (err?: unknown) => {
+        clearTimeout(timer);
+        sub?.unsubscribe();
+        if (err) reject(err);
+        else resolve();
+      };
+      const check = (snap: { value: unknown; status: string }) => {
+        const value = snap.value;
+        if (target === 'rejected' ? value === 'rejected' : typeof value === 'object' && value !== null && 'active' in value) finish();
+        else if (value === 'pending') finish(new HttpError(503, 'decision_failed', 'the decision could not be recorded; try again'));
+      };
+      sub = actor.subscribe({ next: check, error: (err: unknown) => finish(err) });
+      actor.send(event);
+    });
+  }
+
+  private async recordApproval(input: ApprovalInput): Promise<void> {
+    const { c } = this.ctx;
+    const reg = await pendingRegistrationOf(c, input.did);
+    if (!reg) throw new Error(`no pending registration for ${input.did}`);
+    const decidedAt = new Date().toISOString();
+    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'active', capabilities: input.capabilities } });
+    await addAgentToWorkspace(c, input.did, reg.workspaceId, true);
+    await c.registrations.updateOne(
+      { _id: reg._id, status: 'pending' },
+      { $set: { status: 'approved', approvedCapabilities: input.capabilities, decidedAt, decidedBy: input.by } },
+    );
+  }
+
+  private async recordRejection(input: RejectionInput): Promise<void> {
+    const { c } = this.ctx;
+    const reg = await pendingRegistrationOf(c, input.did);
+    if (!reg) throw new Error(`no pending registration for ${input.did}`);
+    const decidedAt = new Date().toISOString();
+    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'rejected' } });
+    await c.registrations.updateOne(
+      { _id: reg._id, status: 'pending' },
+      { $set: { status: 'rejected', reason: input.reason, decidedAt, decidedBy: input.by } },
+    );
+  }
+
+  private emitDecision(did: string, decision: Decision): void {
+    for (const l of this.decisionListeners) {
+      try {
+        l(did, decision);
+      } catch (err) {
+        this.ctx.log.error({ err, did }, 'decision listener failed');
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Certificates
+
+  /** The terms an agent's certificate must carry now (its effective policy, else its approved capabilities). */
+  async termsOf(agent: Pick<AgentDoc, '_id' | 'capabilities'>): Promise<CertificateTerms> {
+    // Without any workspace policy the primary workspace cannot matter: spare the read.
+    const primary = this.policies.hasWorkspacePolicies() ? await this.primaryWorkspaceId(agent._id) : null;
+    return termsFor(this.policies.effective(agent._id, primary), agent.capabilities);
+  }
+
+  async primaryWorkspaceId(did: string): Promise<string | null> {
+    const all = await this.ctx.c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1, isPrimary: 1, joinedAt: 1 } });
+    if (all.length === 0) return null;
+    return (all.find((m) => m.isPrimary) ?? all.sort((a, b) => (a.joinedAt < b.joinedAt ? -1 : 1))[0]!).workspaceId;
+  }
+
+  /** A new certificate with the given terms, signed by the server. */
+  issue(subject: string, subjectPublicKey: string, terms: CertificateTerms): IssuedCertificate {
+    const certificate = newCertificate({ subject, subjectPublicKey, issuer: this.ctx.identity.did, terms });
+    const bytes = certificateBytes(certificate);
+    return { certificate, bytes, serverSignature: this.ctx.identity.sign(bytes) };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // lastSeen
+
+  /** Records the last activity of an agent that disconnected; written in the next batch. */
+  seen(did: string, at: number): void {
+    this.lastSeenPending.set(did, new Date(at).toISOString());
+  }
+
+  /** A lastSeen newer than the stored one, when a write is pending. */
+  pendingLastSeen(did: string): string | undefined {
+    return this.lastSeenPending.get(did);
+  }
+
+  /** Writes pending lastSeen values, a chunk per store call. */
+  writeLastSeen(): Promise<void> {
+    if (this.lastSeenWriting) return this.lastSeenWriting;
+    for (const [did, ms] of this.collectLiveSeen()) this.lastSeenPending.set(did, new Date(ms).toISOString());
+    if (this.lastSeenPending.size === 0) return Promise.resolve();
+    const entries = [...this.lastSeenPending];
+    this.lastSeenWriting = (async () => {
+      for (let i = 0; i < entries.length; i += LAST_SEEN_CHUNK) {
+        const chunk = entries.slice(i, i + LAST_SEEN_CHUNK);
+        try {
+          await this.ctx.c.agents.bulkUpdate(chunk.map(([did, at]) => ({ filter: { _id: did }, update: { $set: { lastSeen: at } } })));
+          for (const [did, at] of chunk) if (this.lastSeenPending.get(did) === at) this.lastSeenPending.delete(did);
+        } catch (err) {
+          this.ctx.log.error({ err }, 'writing lastSeen failed; will retry');
+          return;
+        }
+      }
+    })().finally(() => {
+      this.lastSeenWriting = null;
+    });
+    return this.lastSeenWriting;
+  }
+}

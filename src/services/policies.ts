@@ -1,0 +1,199 @@
+/**
+ * Policies (interface §2.4, §4.4, §3, §6): create, list, read, delete, and the effective policy
+ * of an agent (src/domain/policy.ts).
+ *
+ * Unexpired policies are kept in memory, indexed by agent and by workspace, so the effective
+ * policy of an agent costs no store read beyond its primary workspace. Expired policies stay
+ * stored (listed with includeExpired=true) and simply stop counting.
+ *
+ * On create and delete, every connected agent whose effective policy changes gets
+ * update_capabilities and a fresh certificate_offer at once; `sentTo` lists exactly those DIDs.
+ * The affected agents of a workspace policy are found with one query (the workspace's primary
+ * memberships) and re-certified in chunks, never one store round trip per agent. Offline agents
+ * get the new terms when they next connect (the gateway compares their stored certificate).
+ */
+import { nanoid } from 'nanoid';
+import type { AppContext } from '../server.js';
+import type { Capability, PolicyDoc, PolicyResourceLimits } from '../store/collections.js';
+import type { Principal } from '../domain/principal.js';
+import { effectivePolicy, isExpired, newerFirst, termsFor } from '../domain/policy.js';
+import type { CertificateTerms } from '../domain/certificate.js';
+import type { Filter } from '../store/types.js';
+import type { FleetService } from './fleet.js';
+import type { AgentGateway } from '../ws/agent-gateway.js';
+import { resolveWorkspace } from './workspaces.js';
+import { badRequest, notFound } from '../http/errors.js';
+
+export interface PolicyView {
+  id: string;
+  agentDid: string | null;
+  workspaceId: string | null;
+  capabilities: Capability[];
+  resourceLimits: PolicyResourceLimits | null;
+  expiresAt: string | null;
+  createdBy: string;
+  createdAt: string;
+}
+
+export function toPolicyView(p: PolicyDoc): PolicyView {
+  return {
+    id: p._id,
+    agentDid: p.agentDid,
+    workspaceId: p.workspaceId,
+    capabilities: p.capabilities,
+    resourceLimits: p.resourceLimits,
+    expiresAt: p.expiresAt,
+    createdBy: p.createdBy,
+    createdAt: p.createdAt,
+  };
+}
+
+export interface NewPolicy {
+  agentDid?: string;
+  workspaceId?: string;
+  capabilities: Capability[];
+  resourceLimits?: PolicyResourceLimits | null;
+  expiresAt?: string | null;
+}
+
+export class PolicyService {
+  private readonly byAgent = new Map<string, PolicyDoc[]>();
+  private readonly byWorkspace = new Map<string, PolicyDoc[]>();
+  /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
+  version = 0;
+  gateway!: AgentGateway;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly fleet: FleetService,
+  ) {
+    fleet.policies = this;
+  }
+
+  /** Loads the unexpired policies into memory. */
+  async load(): Promise<void> {
+    const now = new Date().toISOString();
+    const docs = await this.ctx.c.policies.find({ $or: [{ expiresAt: null }, { expiresAt: { $gt: now } }] });
+    for (const p of docs) this.index(p);
+  }
+
+  /** Whether any unexpired workspace-scoped policy exists (else an agent's workspace cannot matter). */
+  hasWorkspacePolicies(): boolean {
+    return this.byWorkspace.size > 0;
+  }
+
+  /** The effective policy of an agent whose primary workspace is `primaryWorkspaceId`. */
+  effective(agentDid: string, primaryWorkspaceId: string | null, now = Date.now()): PolicyDoc | null {
+    return effectivePolicy(this.byAgent.get(agentDid), primaryWorkspaceId ? this.byWorkspace.get(primaryWorkspaceId) : undefined, now);
+  }
+
+  async create(input: NewPolicy, by: Principal): Promise<{ policy: PolicyDoc; sentTo: string[] }> {
+    const { c } = this.ctx;
+    if (!input.agentDid && !input.workspaceId) throw badRequest('set agentDid, workspaceId or both', 'scope_required');
+    if (input.expiresAt && Date.parse(input.expiresAt) <= Date.now()) throw badRequest('expiresAt must be in the future', 'validation_failed');
+    let workspaceId: string | null = null;
+    if (input.workspaceId) {
+      const ws = await resolveWorkspace(c, input.workspaceId);
+      if (!ws) throw notFound(`no workspace ${input.workspaceId}`);
+      workspaceId = ws._id;
+    }
+    if (input.agentDid && !(await c.agents.findById(input.agentDid))) throw notFound(`no agent ${input.agentDid}`);
+    const policy: PolicyDoc = {
+      _id: nanoid(),
+      agentDid: input.agentDid ?? null,
+      workspaceId,
+      capabilities: [...new Set(input.capabilities)],
+      resourceLimits: input.resourceLimits ?? null,
+      expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
+      createdBy: by.did,
+      createdAt: new Date().toISOString(),
+    };
+    await c.policies.insertOne(policy);
+    this.index(policy);
+    this.version++;
+    const sentTo = await this.reissueFor(policy);
+    await this.ctx.audit.record(by, {
+      action: 'policy.create',
+      targetType: 'policy',
+      target: policy._id,
+      details: { agentDid: policy.agentDid, workspaceId: policy.workspaceId, capabilities: policy.capabilities, sentTo: sentTo.length },
+    });
+    return { policy, sentTo };
+  }
+
+  async remove(id: string, by: Principal): Promise<{ sentTo: string[] }> {
+    const { c } = this.ctx;
+    const policy = await c.policies.findById(id);
+    if (!policy) throw notFound(`no policy ${id}`);
+    await c.policies.deleteOne({ _id: id });
+    this.unindex(policy);
+    this.version++;
+    const sentTo = await this.reissueFor(policy);
+    await this.ctx.audit.record(by, {
+      action: 'policy.delete',
+      targetType: 'policy',
+      target: id,
+      details: { agentDid: policy.agentDid, workspaceId: policy.workspaceId, sentTo: sentTo.length },
+    });
+    return { sentTo };
+  }
+
+  async get(id: string): Promise<PolicyDoc | null> {
+    return this.ctx.c.policies.findById(id);
+  }
+
+  async list(q: { agentDid?: string; workspaceId?: string; includeExpired?: boolean }): Promise<PolicyDoc[]> {
+    const filter: Filter = {};
+    if (q.agentDid) filter.agentDid = q.agentDid;
+    if (q.workspaceId) {
+      const ws = await resolveWorkspace(this.ctx.c, q.workspaceId);
+      filter.workspaceId = ws?._id ?? q.workspaceId;
+    }
+    if (!q.includeExpired) filter.$or = [{ expiresAt: null }, { expiresAt: { $gt: new Date().toISOString() } }];
+    const docs = await this.ctx.c.policies.find(filter);
+    return docs.sort(newerFirst);
+  }
+
+  /**
+   * Connected agents the policy applies to get their new terms (the gateway skips those whose
+   * terms did not change). Agent-scoped: that agent. Workspace-scoped: the agents whose primary
+   * workspace it is.
+   */
+  private async reissueFor(policy: PolicyDoc): Promise<string[]> {
+    const now = Date.now();
+    const targets: Array<{ did: string; terms: CertificateTerms }> = [];
+    const gw = this.gateway;
+    if (policy.agentDid) {
+      const caps = gw.approvedCapabilities(policy.agentDid);
+      if (caps) targets.push({ did: policy.agentDid, terms: await this.fleet.termsOf({ _id: policy.agentDid, capabilities: caps }) });
+    } else if (policy.workspaceId) {
+      const members = await this.ctx.c.workspaceAgents.find({ workspaceId: policy.workspaceId, isPrimary: true }, { projection: { agentDid: 1 } });
+      for (const { agentDid } of members) {
+        const caps = gw.approvedCapabilities(agentDid);
+        if (caps) targets.push({ did: agentDid, terms: termsFor(this.effective(agentDid, policy.workspaceId, now), caps) });
+      }
+    }
+    return gw.reissue(targets);
+  }
+
+  private index(p: PolicyDoc): void {
+    if (isExpired(p, Date.now())) return;
+    const add = (m: Map<string, PolicyDoc[]>, k: string) => {
+      const list = m.get(k);
+      if (list) list.push(p);
+      else m.set(k, [p]);
+    };
+    if (p.agentDid) add(this.byAgent, p.agentDid);
+    else if (p.workspaceId) add(this.byWorkspace, p.workspaceId);
+  }
+
+  private unindex(p: PolicyDoc): void {
+    const drop = (m: Map<string, PolicyDoc[]>, k: string) => {
+      const list = m.get(k)?.filter((x) => x._id !== p._id);
+      if (list && list.length > 0) m.set(k, list);
+      else m.delete(k);
+    };
+    if (p.agentDid) drop(this.byAgent, p.agentDid);
+    else if (p.workspaceId) drop(this.byWorkspace, p.workspaceId);
+  }
+}

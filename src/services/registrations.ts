@@ -1,0 +1,161 @@
+/**
+ * Registration of agents (interface §3, §4.5): an unknown agent — met on its socket (`hello`) or
+ * through POST /api/agents/register — becomes a pending registration and a pending agent record
+ * until a global admin approves a subset of the capabilities it asked for, or rejects it.
+ *
+ * Rules:
+ * - The agent id is its DID; without a DID, the did:key of its public key. A did:key must carry
+ *   the public key given; another DID method keeps the key given (base64url of the raw 32 bytes).
+ * - A DID already held by a person cannot register as an agent.
+ * - Registering again: a pending agent with the same key gets its existing registration back;
+ *   an active one, a rejected one, or one registered with another key is a conflict (409).
+ * - With no workspace named, the agent goes to the default workspace, which becomes its primary
+ *   one at approval.
+ */
+import { nanoid } from 'nanoid';
+import type { AgentDoc, Capability, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
+import { decodePublicKey, didKeyFromPublicKey, encodeBase64Url, isDid, resolvePublicKey } from '../domain/did.js';
+import { DuplicateKeyError } from '../store/types.js';
+import { resolveWorkspace } from './workspaces.js';
+
+export class RegistrationError extends Error {
+  constructor(
+    readonly status: 400 | 404 | 409,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RegistrationError';
+  }
+}
+
+export interface RegistrationInput {
+  did?: string;
+  publicKey?: string;
+  name: string;
+  version: string;
+  capabilities: Capability[];
+  workspace?: string;
+}
+
+export interface RegistrationOutcome {
+  registration: RegistrationDoc;
+  agent: AgentDoc;
+  /** False when an existing pending registration was returned. */
+  created: boolean;
+}
+
+/** The DID and base64url public key an agent registers with; throws RegistrationError. */
+export function identityOf(input: { did?: string; publicKey?: string }): { did: string; publicKey: string } {
+  if (input.did !== undefined && !isDid(input.did)) throw new RegistrationError(400, 'invalid_did', `'${input.did}' is not a DID`);
+  if (input.publicKey !== undefined && decodePublicKey(input.publicKey) === null) {
+    throw new RegistrationError(400, 'invalid_public_key', 'publicKey must be the base64url encoding of a raw 32-byte Ed25519 key');
+  }
+  if (input.did === undefined) {
+    if (input.publicKey === undefined) throw new RegistrationError(400, 'invalid_public_key', 'publicKey is required');
+    const raw = decodePublicKey(input.publicKey)!;
+    return { did: didKeyFromPublicKey(raw), publicKey: encodeBase64Url(raw) };
+  }
+  const key = resolvePublicKey(input.did, input.publicKey);
+  if (!key) {
+    throw new RegistrationError(
+      400,
+      'invalid_public_key',
+      input.did.startsWith('did:key:')
+        ? 'publicKey does not match the key inside the did:key (or the did:key is not Ed25519)'
+        : 'publicKey is required for a DID that is not a did:key',
+    );
+  }
+  return { did: input.did, publicKey: encodeBase64Url(key) };
+}
+
+export async function createRegistration(
+  c: Collections,
+  input: RegistrationInput,
+  via: RegistrationDoc['via'],
+  defaultWorkspace: WorkspaceDoc,
+): Promise<RegistrationOutcome> {
+  const { did, publicKey } = identityOf(input);
+  let workspace = defaultWorkspace;
+  if (input.workspace !== undefined) {
+    const found = await resolveWorkspace(c, input.workspace);
+    if (!found) throw new RegistrationError(404, 'unknown_workspace', `no workspace '${input.workspace}'`);
+    workspace = found;
+  }
+  const existing = await c.agents.findById(did);
+  if (existing) return existingRegistration(c, existing, publicKey);
+  if (await c.userDids.findById(did)) throw new RegistrationError(409, 'did_taken', 'this DID belongs to a person');
+
+  const now = new Date().toISOString();
+  const registration: RegistrationDoc = {
+    _id: nanoid(),
+    agentDid: did,
+    name: input.name,
+    publicKey,
+    version: input.version,
+    requestedCapabilities: [...new Set(input.capabilities)],
+    workspaceId: workspace._id,
+    requestedAt: now,
+    via,
+    status: 'pending',
+    approvedCapabilities: null,
+    reason: null,
+    decidedAt: null,
+    decidedBy: null,
+  };
+  const agent: AgentDoc = {
+    _id: did,
+    name: input.name,
+    publicKey,
+    version: input.version,
+    status: 'pending',
+    capabilities: [],
+    requestedCapabilities: registration.requestedCapabilities,
+    registeredAt: now,
+    lastSeen: null,
+    isOnline: false,
+    registrationId: registration._id,
+  };
+  try {
+    await c.agents.insertOne(agent); // the DID is the key: of two concurrent registrations, one wins
+  } catch (err) {
+    if (!(err instanceof DuplicateKeyError)) throw err;
+    const winner = await c.agents.findById(did);
+    if (!winner) throw err;
+    return existingRegistration(c, winner, publicKey);
+  }
+  await c.registrations.insertOne(registration);
+  return { registration, agent, created: true };
+}
+
+async function existingRegistration(c: Collections, agent: AgentDoc, publicKey: string): Promise<RegistrationOutcome> {
+  if (agent.publicKey !== publicKey) throw new RegistrationError(409, 'key_mismatch', 'this DID is registered with another public key');
+  if (agent.status === 'active') throw new RegistrationError(409, 'already_registered', 'this agent is already registered and approved');
+  if (agent.status === 'rejected') throw new RegistrationError(409, 'rejected', 'the registration of this agent was rejected');
+  const registration = await pendingRegistrationOf(c, agent._id);
+  if (!registration) throw new RegistrationError(409, 'conflict', 'this agent is pending without a registration record');
+  return { registration, agent, created: false };
+}
+
+export async function pendingRegistrationOf(c: Collections, agentDid: string): Promise<RegistrationDoc | null> {
+  return c.registrations.findOne({ agentDid, status: 'pending' });
+}
+
+/** The newest decided registration of an agent (for the rejection reason). */
+export async function latestRegistrationOf(c: Collections, agentDid: string): Promise<RegistrationDoc | null> {
+  const [r] = await c.registrations.find({ agentDid }, { sort: { requestedAt: -1 }, limit: 1 });
+  return r ?? null;
+}
+
+export function toPendingRegistrationView(r: RegistrationDoc) {
+  return {
+    id: r._id,
+    name: r.name,
+    publicKey: r.publicKey,
+    requestedCapabilities: r.requestedCapabilities,
+    requestedAt: r.requestedAt,
+    agentDid: r.agentDid,
+    version: r.version,
+    workspaceId: r.workspaceId,
+  };
+}

@@ -1,0 +1,481 @@
+/**
+ * Skills (interface §2.11, §4.9): Markdown instructions kept per workspace, per-agent overrides,
+ * and the `skills_config` frame that gives every connected agent its effective skill set.
+ *
+ * - A skill is stored as the raw row of §2.11 (`is_required` 0 or 1, `config` JSON text) and
+ *   shown in two forms: the raw row (list-all, create) and camelCase (get, update; get without
+ *   `content`). Names are unique per workspace, compared trimmed and case-insensitively.
+ * - An override ties one skill to one agent of its workspace: `enabled: false` opts the agent
+ *   out, `config` replaces the skill's config for it. A required skill cannot be opted out of;
+ *   should a skill become required while opt-outs exist, they stay stored but are ignored.
+ * - The effective set of an agent: the skills of every workspace it belongs to, minus the ones
+ *   it is opted out of (unless required), each with its overriding config when it has one.
+ *   `skills_config` carries that whole set and replaces what the agent had. It goes to every
+ *   connected agent of a workspace after a skill there is created, changed or deleted, to one
+ *   agent after its override changes, and to each agent once its handshake completes.
+ *   Pushes run one after another and read the store when they run, so the last frame an agent
+ *   receives always reflects the latest state.
+ * - Overrides go with their skill, with their agent (`forgetAgent`), and with the agent's
+ *   membership of the workspace (ignored as soon as the membership is gone, removed by
+ *   `agentMembershipChanged`); skills and their overrides go with their workspace.
+ */
+import { nanoid } from 'nanoid';
+import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collections.js';
+import { DuplicateKeyError } from '../store/types.js';
+import { conflict } from '../http/errors.js';
+import type { AgentPush } from './agent-push.js';
+import { SkillsLibrary } from '../integrations/skills-library.js';
+import type { Logger } from '../log.js';
+import type { Config } from '../config.js';
+import type { WorkspaceService } from './workspaces.js';
+
+export type SkillConfig = Record<string, unknown>;
+
+/** §2.11 raw row, as answered by create. */
+export interface SkillRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  description: string | null;
+  version: string | null;
+  is_required: 0 | 1;
+  config: string;
+  content: string;
+  created_at: string;
+}
+
+/** §2.11 raw row with the workspace name and counters, as answered by list-all. */
+export interface SkillListRow extends SkillRow {
+  workspace_name: string;
+  agent_count: number;
+  override_count: number;
+}
+
+/** §2.11 camelCase form; `content` only in the answer to an update. */
+export interface SkillView {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  version: string | null;
+  isRequired: boolean;
+  config: SkillConfig;
+  content?: string;
+  createdAt: string;
+}
+
+export interface OverrideView {
+  skillId: string;
+  workspaceId: string;
+  agentDid: string;
+  enabled: boolean;
+  /** The config that replaces the skill's for this agent; null: the skill's own. */
+  config: SkillConfig | null;
+  /** False when the override opts out of a skill that is now required (the opt-out is ignored). */
+  effective: boolean;
+  createdAt: string;
+  updatedAt: string;
+  updatedBy: string;
+}
+
+/** One skill as an agent receives it in `skills_config`. */
+export interface AgentSkill {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  version: string | null;
+  isRequired: boolean;
+  config: SkillConfig;
+  content: string;
+}
+
+export type SkillsConfigFrame = {
+  type: 'skills_config';
+  skills: AgentSkill[];
+};
+
+export interface CreateSkillInput {
+  workspaceId: string;
+  name: string;
+  description?: string | null;
+  version?: string | null;
+  isRequired?: boolean;
+  config?: SkillConfig;
+  content?: string | null;
+}
+
+export interface UpdateSkillInput {
+  description?: string | null;
+  version?: string | null;
+  isRequired?: boolean;
+  config?: SkillConfig;
+  content?: string | null;
+}
+
+export const nameKey = (name: string) => name.trim().toLowerCase();
+
+/** JSON text of the store back to an object; a damaged value reads as `{}`. */
+export function parseConfig(text: string | null): SkillConfig {
+  if (text === null) return {};
+  try {
+    const v: unknown = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as SkillConfig) : {};
+  } catch {
+    return {};
+  }
+}
+
+export function toRow(s: SkillDoc): SkillRow {
+  return {
+    id: s._id,
+    workspace_id: s.workspace_id,
+    name: s.name,
+    description: s.description,
+    version: s.version,
+    is_required: s.is_required,
+    config: s.config,
+    content: s.content,
+    created_at: s.created_at,
+  };
+}
+
+export function toView(s: SkillDoc, withContent: boolean): SkillView {
+  const v: SkillView = {
+    id: s._id,
+    workspaceId: s.workspace_id,
+    name: s.name,
+    description: s.description,
+    version: s.version,
+    isRequired: s.is_required === 1,
+    config: parseConfig(s.config),
+    createdAt: s.created_at,
+  };
+  if (withContent) v.content = s.content;
+  return v;
+}
+
+export function toOverrideView(o: SkillOverrideDoc, skill: SkillDoc): OverrideView {
+  return {
+    skillId: o.skillId,
+    workspaceId: o.workspaceId,
+    agentDid: o.agentDid,
+    enabled: o.enabled,
+    config: o.config === null ? null : parseConfig(o.config),
+    effective: o.enabled || skill.is_required === 0,
+    createdAt: o.createdAt,
+    updatedAt: o.updatedAt,
+    updatedBy: o.updatedBy,
+  };
+}
+
+/** Applies one agent's overrides to skills of workspaces it belongs to (sorted as given). */
+export function effectiveSkills(skills: SkillDoc[], overrides: SkillOverrideDoc[]): AgentSkill[] {
+  const bySkill = new Map(overrides.map((o) => [o.skillId, o]));
+  const out: AgentSkill[] = [];
+  for (const s of skills) {
+    const o = bySkill.get(s._id);
+    if (o && !o.enabled && s.is_required === 0) continue;
+    out.push({
+      id: s._id,
+      workspaceId: s.workspace_id,
+      name: s.name,
+      description: s.description,
+      version: s.version,
+      isRequired: s.is_required === 1,
+      config: o && o.config !== null ? parseConfig(o.config) : parseConfig(s.config),
+      content: s.content,
+    });
+  }
+  return out;
+}
+
+const bySkillOrder = (a: SkillDoc, b: SkillDoc) =>
+  a.workspace_id === b.workspace_id
+    ? a.name_key.localeCompare(b.name_key) || a._id.localeCompare(b._id)
+    : a.workspace_id.localeCompare(b.workspace_id);
+
+export class SkillService {
+  private chain: Promise<void> = Promise.resolve();
+  /** Agents waiting for the next batch of pushAgents, and that batch. */
+  private readonly waiting = new Set<string>();
+  private batch: Promise<void> | null = null;
+
+  constructor(
+    private readonly c: Collections,
+    private readonly log: Logger,
+    /** The agent push of the moment (the fleet gateway replaces the offline default). */
+    private readonly agents: () => AgentPush,
+    readonly library: SkillsLibrary,
+  ) {}
+
+  static create(c: Collections, config: Pick<Config, 'skillsLibraryUrl' | 'skillsCodeHostUrl'>, log: Logger, agents: () => AgentPush): SkillService {
+    const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
+    return new SkillService(c, log, agents, library);
+  }
+
+  /**
+   * Hooks the service into the rest of the server, once the fleet has provided the agent push:
+   * each agent gets its skill set after its handshake, and a deleted workspace takes its skills
+   * and their overrides along.
+   */
+  attach(deps: { agentPush: AgentPush; workspaceService: WorkspaceService }): void {
+    deps.agentPush.onReady((did) => void this.pushAgents([did]));
+    deps.workspaceService.onWorkspaceDeleted(async (ws) => {
+      const removed = await this.forgetWorkspace(ws._id);
+      if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
+    });
+  }
+
+  // --- skills ------------------------------------------------------------------------------------
+
+  /** Every skill with its workspace name and counters, by workspace name then skill name. */
+  async listAll(): Promise<SkillListRow[]> {
+    const c = this.c;
+    const skills = await c.skills.find({});
+    const wsIds = [...new Set(skills.map((s) => s.workspace_id))];
+    const [workspaces, members, overrides] = await Promise.all([
+      c.workspaces.find({ _id: { $in: wsIds } }, { projection: { name: 1 } }),
+      c.workspaceAgents.find({ workspaceId: { $in: wsIds } }, { projection: { workspaceId: 1, agentDid: 1 } }),
+      c.skillOverrides.find({ skillId: { $in: skills.map((s) => s._id) } }, { projection: { skillId: 1, agentDid: 1, workspaceId: 1 } }),
+    ]);
+    const wsName = new Map(workspaces.map((w) => [w._id, w.name]));
+    const enrolled = new Set(members.map((m) => `${m.workspaceId}\n${m.agentDid}`));
+    const agentCount = new Map<string, number>();
+    for (const m of members) agentCount.set(m.workspaceId, (agentCount.get(m.workspaceId) ?? 0) + 1);
+    const overrideCount = new Map<string, number>();
+    for (const o of overrides) {
+      if (enrolled.has(`${o.workspaceId}\n${o.agentDid}`)) overrideCount.set(o.skillId, (overrideCount.get(o.skillId) ?? 0) + 1);
+    }
+    return skills
+      .map((s) => ({
+        ...toRow(s),
+        workspace_name: wsName.get(s.workspace_id) ?? '',
+        agent_count: agentCount.get(s.workspace_id) ?? 0,
+        override_count: overrideCount.get(s._id) ?? 0,
+      }))
+      .sort((a, b) => a.workspace_name.localeCompare(b.workspace_name) || a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+  }
+
+  async listWorkspace(workspaceId: string): Promise<SkillDoc[]> {
+    return (await this.c.skills.find({ workspace_id: workspaceId })).sort(bySkillOrder);
+  }
+
+  /** A skill of a workspace; null when it does not exist or belongs to another workspace. */
+  async get(workspaceId: string, skillId: string): Promise<SkillDoc | null> {
+    const s = await this.c.skills.findById(skillId);
+    return s && s.workspace_id === workspaceId ? s : null;
+  }
+
+  /** Creates a skill (the workspace exists); 409 when the name is taken there. Pushes to the workspace's agents. */
+  async create(input: CreateSkillInput): Promise<SkillDoc> {
+    const now = new Date().toISOString();
+    const doc: SkillDoc = {
+      _id: nanoid(),
+      workspace_id: input.workspaceId,
+      name: input.name.trim(),
+      name_key: nameKey(input.name),
+      description: input.description ?? null,
+      version: input.version ?? null,
+      is_required: input.isRequired ? 1 : 0,
+      config: JSON.stringify(input.config ?? {}),
+      content: input.content ?? '',
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.c.skills.insertOne(doc);
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) throw conflict(`a skill named '${doc.name}' already exists in this workspace`, 'skill_name_taken');
+      throw err;
+    }
+    await this.pushWorkspace(doc.workspace_id);
+    return doc;
+  }
+
+  /** Applies a PATCH; `config` replaces the whole object, null `content` removes it. Pushes to the workspace's agents. */
+  async update(skill: SkillDoc, patch: UpdateSkillInput): Promise<SkillDoc | null> {
+    const set: Partial<SkillDoc> = { updated_at: new Date().toISOString() };
+    if (patch.description !== undefined) set.description = patch.description;
+    if (patch.version !== undefined) set.version = patch.version;
+    if (patch.isRequired !== undefined) set.is_required = patch.isRequired ? 1 : 0;
+    if (patch.config !== undefined) set.config = JSON.stringify(patch.config);
+    if (patch.content !== undefined) set.content = patch.content ?? '';
+    const updated = await this.c.skills.findOneAndUpdate({ _id: skill._id }, { $set: set });
+    if (updated) await this.pushWorkspace(updated.workspace_id);
+    return updated;
+  }
+
+  /** Deletes a skill and its overrides; false when it was already gone. Pushes to the workspace's agents. */
+  async remove(skill: SkillDoc): Promise<boolean> {
+    const n = await this.c.skills.deleteOne({ _id: skill._id });
+    await this.c.skillOverrides.deleteMany({ skillId: skill._id });
+    if (n > 0) await this.pushWorkspace(skill.workspace_id);
+    return n > 0;
+  }
+
+  // --- overrides ---------------------------------------------------------------------------------
+
+  async isAgentOf(workspaceId: string, agentDid: string): Promise<boolean> {
+    return (await this.c.workspaceAgents.count({ workspaceId, agentDid })) > 0;
+  }
+
+  /** Overrides of a skill held by agents still in its workspace, by agent DID. */
+  async overridesOf(skill: SkillDoc): Promise<SkillOverrideDoc[]> {
+    const all = await this.c.skillOverrides.find({ skillId: skill._id }, { sort: { agentDid: 1 } });
+    if (all.length === 0) return [];
+    const members = new Set(
+      (await this.c.workspaceAgents.find({ workspaceId: skill.workspace_id, agentDid: { $in: all.map((o) => o.agentDid) } })).map((m) => m.agentDid),
+    );
+    return all.filter((o) => members.has(o.agentDid));
+  }
+
+  async override(skill: SkillDoc, agentDid: string): Promise<SkillOverrideDoc | null> {
+    return this.c.skillOverrides.findOne({ skillId: skill._id, agentDid });
+  }
+
+  /**
+   * Sets (creates or replaces) an agent's override of a skill. The caller has checked that the
+   * agent belongs to the workspace and that a required skill is not opted out of. Pushes to the agent.
+   */
+  async setOverride(skill: SkillDoc, agentDid: string, value: { enabled: boolean; config: SkillConfig | null }, by: string): Promise<{ doc: SkillOverrideDoc; created: boolean }> {
+    const now = new Date().toISOString();
+    const config = value.config === null ? null : JSON.stringify(value.config);
+    const write = () =>
+      this.c.skillOverrides.findOneAndUpdate(
+        { skillId: skill._id, agentDid },
+        {
+          $set: { enabled: value.enabled, config, updatedAt: now, updatedBy: by, workspaceId: skill.workspace_id },
+          $setOnInsert: { _id: nanoid(), createdAt: now },
+        },
+        { upsert: true, returnDocument: 'before' },
+      );
+    let before: SkillOverrideDoc | null;
+    try {
+      before = await write();
+    } catch (err) {
+      if (!(err instanceof DuplicateKeyError)) throw err;
+      before = await write(); // a concurrent PUT inserted it first: this one now updates it
+    }
+    const doc = await this.c.skillOverrides.findOne({ skillId: skill._id, agentDid });
+    if (!doc) throw new Error('override vanished after its write');
+    await this.pushAgents([agentDid]);
+    return { doc, created: before === null };
+  }
+
+  /** Removes an agent's override of a skill; false when it had none. Pushes to the agent. */
+  async removeOverride(skill: SkillDoc, agentDid: string): Promise<boolean> {
+    const n = await this.c.skillOverrides.deleteOne({ skillId: skill._id, agentDid });
+    if (n > 0) await this.pushAgents([agentDid]);
+    return n > 0;
+  }
+
+  /** Removes every override of an agent (for when an agent is deleted). */
+  async forgetAgent(agentDid: string): Promise<number> {
+    return this.c.skillOverrides.deleteMany({ agentDid });
+  }
+
+  /**
+   * For when an agent joins or leaves a workspace: drops its overrides there when it is no longer
+   * a member, and sends it its new skill set.
+   */
+  async agentMembershipChanged(workspaceId: string, agentDid: string): Promise<void> {
+    if (!(await this.isAgentOf(workspaceId, agentDid))) await this.c.skillOverrides.deleteMany({ workspaceId, agentDid });
+    await this.pushAgents([agentDid]);
+  }
+
+  /** Removes a deleted workspace's skills and their overrides. */
+  async forgetWorkspace(workspaceId: string): Promise<{ skills: number; overrides: number }> {
+    const overrides = await this.c.skillOverrides.deleteMany({ workspaceId });
+    const skills = await this.c.skills.deleteMany({ workspace_id: workspaceId });
+    return { skills, overrides };
+  }
+
+  // --- the effective set and skills_config -------------------------------------------------------
+
+  /**
+   * The effective skill sets of some agents, from the store, in a fixed number of queries: the
+   * skills of every workspace each belongs to, with its overrides applied.
+   */
+  async effectiveSets(agentDids: string[]): Promise<Map<string, AgentSkill[]>> {
+    const c = this.c;
+    const out = new Map<string, AgentSkill[]>();
+    if (agentDids.length === 0) return out;
+    const memberships = await c.workspaceAgents.find({ agentDid: { $in: agentDids } }, { projection: { workspaceId: 1, agentDid: 1 } });
+    const wsIds = [...new Set(memberships.map((m) => m.workspaceId))];
+    const [skills, overrides] = await Promise.all([
+      wsIds.length > 0 ? c.skills.find({ workspace_id: { $in: wsIds } }) : Promise.resolve([]),
+      c.skillOverrides.find({ agentDid: { $in: agentDids } }),
+    ]);
+    skills.sort(bySkillOrder);
+    const skillsOf = new Map<string, SkillDoc[]>();
+    for (const s of skills) skillsOf.set(s.workspace_id, [...(skillsOf.get(s.workspace_id) ?? []), s]);
+    const wsOf = new Map<string, string[]>();
+    for (const m of memberships) wsOf.set(m.agentDid, [...(wsOf.get(m.agentDid) ?? []), m.workspaceId]);
+    const ovOf = new Map<string, SkillOverrideDoc[]>();
+    for (const o of overrides) ovOf.set(o.agentDid, [...(ovOf.get(o.agentDid) ?? []), o]);
+    for (const did of agentDids) {
+      const mine = (wsOf.get(did) ?? []).flatMap((w) => skillsOf.get(w) ?? []).sort(bySkillOrder);
+      out.set(did, effectiveSkills(mine, ovOf.get(did) ?? []));
+    }
+    return out;
+  }
+
+  async effectiveSet(agentDid: string): Promise<AgentSkill[]> {
+    return (await this.effectiveSets([agentDid])).get(agentDid) ?? [];
+  }
+
+  /** What an agent gets from one workspace. */
+  async effectiveIn(workspaceId: string, agentDid: string): Promise<AgentSkill[]> {
+    const [own, overrides] = await Promise.all([this.listWorkspace(workspaceId), this.c.skillOverrides.find({ agentDid, workspaceId })]);
+    return effectiveSkills(own, overrides);
+  }
+
+  static frame(skills: AgentSkill[]): SkillsConfigFrame {
+    return { type: 'skills_config', skills };
+  }
+
+  /** Sends `skills_config` to every connected agent of a workspace; resolves once sent. */
+  pushWorkspace(workspaceId: string): Promise<void> {
+    return this.enqueue(async () => {
+      const push = this.agents();
+      const dids = (await this.c.workspaceAgents.find({ workspaceId }, { projection: { agentDid: 1 } }))
+        .map((m) => m.agentDid)
+        .filter((d) => push.isOnline(d));
+      await this.send(dids);
+    });
+  }
+
+  /**
+   * Sends `skills_config` to the given agents that are connected; resolves once sent. Agents
+   * asked for while an earlier batch waits join it, so a thousand agents finishing their
+   * handshake together cost a few queries, not a few per agent.
+   */
+  pushAgents(agentDids: string[]): Promise<void> {
+    for (const d of agentDids) this.waiting.add(d);
+    this.batch ??= this.enqueue(async () => {
+      this.batch = null;
+      const dids = [...this.waiting];
+      this.waiting.clear();
+      const push = this.agents();
+      await this.send(dids.filter((d) => push.isOnline(d)));
+    });
+    return this.batch;
+  }
+
+  private async send(dids: string[]): Promise<void> {
+    if (dids.length === 0) return;
+    const sets = await this.effectiveSets(dids);
+    const push = this.agents();
+    let sent = 0;
+    for (const [did, skills] of sets) if (push.push(did, SkillService.frame(skills))) sent++;
+    this.log.debug({ agents: dids.length, sent }, 'skills_config pushed');
+  }
+
+  /** Runs pushes one at a time; a failed push is logged and never fails the request that caused it. */
+  private enqueue(fn: () => Promise<void>): Promise<void> {
+    const next = this.chain.then(fn).catch((err: unknown) => this.log.error({ err }, 'skills_config push failed'));
+    this.chain = next;
+    return next;
+  }
+}

@@ -1,0 +1,300 @@
+/**
+ * Token usage of the fleet (interface §4.13, §2.17; DESIGN §4 step 5).
+ *
+ * Heartbeats carry `sinceLastSync` deltas. The path of a delta:
+ *
+ * 1. Ledger (durable, before the ack). Deltas of every heartbeat that arrives while no write is
+ *    in flight are grouped into ONE ledger document (`token_ledger`, one insert: one round trip,
+ *    one append in the embedded store), and only then is each heartbeat acknowledged. So the
+ *    number of store writes follows the flush rate, not the heartbeat rate, and an agent's
+ *    unacknowledged delta is never counted twice or lost while its socket stays up. A delta whose
+ *    socket closed before the write is dropped: the agent sends it again after reconnecting.
+ *
+ * 2. Roll-up (every TOKEN_ROLLUP_INTERVAL_SECONDS and at shutdown). Ledger documents are folded
+ *    into `token_usage`: one document per agent (`_id` = DID: allTime, daily buckets `days.YYYY-MM-DD`
+ *    and monthly buckets `months.YYYY-MM`, UTC) and the global aggregate (`_id` `global`), each
+ *    with `rolledUpTo`, the last ledger id folded in, set in the same single-document update as
+ *    its increments. Then the folded ledger documents are deleted. After a failure or a restart the
+ *    first roll-up reads each agent's `rolledUpTo`, so a ledger document is never folded twice.
+ *    Daily buckets older than DAYS_KEPT days are removed.
+ *
+ * GET /api/stats/tokens reads the global aggregate plus the ledger documents not yet folded into
+ * it (bounded by the roll-up interval), so it is exact and cheap whatever the fleet size.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AppContext } from '../server.js';
+import type { TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
+import type { BulkUpdateOp } from '../store/types.js';
+import type { HeartbeatSink } from '../ws/agent-gateway.js';
+
+export interface TokenCounts {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface TokenStats {
+  allTime: TokenCounts;
+  daily: TokenCounts;
+  monthly: TokenCounts;
+}
+
+interface Entry {
+  did: string;
+  p: number;
+  c: number;
+  ack: () => void;
+  alive: () => boolean;
+}
+
+export const GLOBAL_ID = 'global';
+/** Daily buckets kept (per agent and global). Monthly buckets and allTime are kept forever. */
+export const DAYS_KEPT = 62;
+const ROLLUP_BATCH = 5000;
+const UPDATE_CHUNK = 500;
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 5000;
+
+export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
+export const utcMonth = (d: Date) => d.toISOString().slice(0, 7);
+const zero = (): TokenCounts => ({ promptTokens: 0, completionTokens: 0 });
+const add = (a: TokenCounts, p: number, c: number) => {
+  a.promptTokens += p;
+  a.completionTokens += c;
+};
+
+export class TokenUsage implements HeartbeatSink {
+  readonly stats = { heartbeats: 0, ledgerWrites: 0, rollups: 0 };
+  private batch: Entry[] = [];
+  private scheduled = false;
+  private flushing: Promise<void> | null = null;
+  private retryMs = RETRY_MIN_MS;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private counter = 0;
+  private readonly instance = randomBytes(3).toString('hex');
+  private rollupTimer: NodeJS.Timeout | undefined;
+  private rolling: Promise<void> | null = null;
+  /** False until a roll-up has succeeded in this process, and after a failed one. */
+  private clean = false;
+  private prunedDay = '';
+
+  constructor(private readonly ctx: AppContext) {}
+
+  /** Opens the ledger (so the first heartbeat does not pay for it) and folds what a previous run left. */
+  async start(): Promise<void> {
+    if ((await this.ctx.c.tokenLedger.count({})) > 0) await this.rollup();
+    this.rollupTimer = setInterval(() => void this.rollup(), this.ctx.config.tokenRollupIntervalMs);
+    this.rollupTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.rollupTimer) clearInterval(this.rollupTimer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.drain();
+    await this.rollup();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // 1. Ledger
+
+  record(did: string, _seq: number, promptTokens: number, completionTokens: number, ack: () => void, alive: () => boolean): void {
+    this.stats.heartbeats++;
+    this.batch.push({ did, p: promptTokens, c: completionTokens, ack, alive });
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.flushing || this.retryTimer) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  /** Writes everything recorded so far. */
+  async drain(): Promise<void> {
+    while (this.batch.length > 0 || this.flushing) {
+      if (this.flushing) await this.flushing;
+      else await this.flush();
+    }
+  }
+
+  private flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    this.flushing = this.write().finally(() => {
+      this.flushing = null;
+      if (this.batch.length > 0) this.schedule();
+    });
+    return this.flushing;
+  }
+
+  private async write(): Promise<void> {
+    const entries = this.batch.filter((e) => e.alive());
+    this.batch = [];
+    if (entries.length === 0) return;
+    const counted = entries.filter((e) => e.p > 0 || e.c > 0);
+    if (counted.length > 0) {
+      const now = new Date();
+      const doc: TokenLedgerDoc = {
+        _id: this.nextLedgerId(now),
+        at: now.toISOString(),
+        day: utcDay(now),
+        month: utcMonth(now),
+        promptTokens: 0,
+        completionTokens: 0,
+        entries: counted.map((e) => [e.did, e.p, e.c]),
+      };
+      for (const e of counted) {
+        doc.promptTokens += e.p;
+        doc.completionTokens += e.c;
+      }
+      try {
+        await this.ctx.c.tokenLedger.insertOne(doc);
+        this.stats.ledgerWrites++;
+        this.retryMs = RETRY_MIN_MS;
+      } catch (err) {
+        this.ctx.log.error({ err, heartbeats: entries.length }, 'writing the token ledger failed; will retry');
+        this.batch = entries.concat(this.batch);
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = undefined;
+          this.schedule();
+        }, this.retryMs);
+        this.retryTimer.unref();
+        this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+        return;
+      }
+    }
+    for (const e of entries) e.ack();
+  }
+
+  /** Time-ordered, unique across restarts. */
+  private nextLedgerId(now: Date): string {
+    this.counter = (this.counter + 1) % 0x1000000;
+    return `${now.getTime().toString(36).padStart(10, '0')}-${this.counter.toString(36).padStart(5, '0')}-${this.instance}`;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // 2. Roll-up
+
+  rollup(): Promise<void> {
+    this.rolling ??= this.doRollup()
+      .catch((err: unknown) => {
+        this.clean = false;
+        this.ctx.log.error({ err }, 'token roll-up failed; will retry');
+      })
+      .finally(() => {
+        this.rolling = null;
+      });
+    return this.rolling;
+  }
+
+  private async doRollup(): Promise<void> {
+    const { c } = this.ctx;
+    for (;;) {
+      const ledger = await c.tokenLedger.find({}, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
+      if (ledger.length === 0) break;
+      const last = ledger[ledger.length - 1]!._id;
+      const global = await c.tokenUsage.findById(GLOBAL_ID);
+      const globalDone = global?.rolledUpTo ?? '';
+
+      // Per agent: the ledger documents not folded into it yet (all of them, unless recovering).
+      const perAgent = new Map<string, TokenLedgerDoc[]>();
+      for (const doc of ledger) {
+        for (const [did] of doc.entries) {
+          const list = perAgent.get(did);
+          if (!list) perAgent.set(did, [doc]);
+          else if (list[list.length - 1] !== doc) list.push(doc);
+        }
+      }
+      const done = this.clean ? new Map<string, string>() : await this.agentProgress([...perAgent.keys()]);
+      const now = new Date().toISOString();
+      const ops: BulkUpdateOp[] = [];
+      for (const [did, docs] of perAgent) {
+        const from = done.get(did) ?? '';
+        const inc: Record<string, number> = {};
+        for (const doc of docs) {
+          if (doc._id <= from) continue;
+          for (const [d, p, cc] of doc.entries) if (d === did) incBuckets(inc, doc, p, cc);
+        }
+        if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: { rolledUpTo: last, updatedAt: now } }, upsert: true });
+      }
+      for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenUsage.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
+
+      const gInc: Record<string, number> = {};
+      for (const doc of ledger) if (doc._id > globalDone) incBuckets(gInc, doc, doc.promptTokens, doc.completionTokens);
+      await c.tokenUsage.updateOne(
+        { _id: GLOBAL_ID },
+        { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
+        { upsert: true },
+      );
+      await c.tokenLedger.deleteMany({ _id: { $lte: last } });
+      this.clean = true;
+      this.stats.rollups++;
+      if (ledger.length < ROLLUP_BATCH) break;
+    }
+    await this.pruneDays();
+  }
+
+  private async agentProgress(dids: string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const did of dids) {
+      const doc = await this.ctx.c.tokenUsage.findById(did);
+      if (doc?.rolledUpTo) out.set(did, doc.rolledUpTo);
+    }
+    return out;
+  }
+
+  /** Removes the daily bucket that just fell out of the kept window (once per UTC day). */
+  private async pruneDays(): Promise<void> {
+    const today = utcDay(new Date());
+    if (this.prunedDay === today) return;
+    const old = utcDay(new Date(Date.now() - DAYS_KEPT * 86_400_000));
+    const field = `days.${old}`;
+    await this.ctx.c.tokenUsage.updateMany({ [field]: { $exists: true } }, { $unset: { [field]: '' } });
+    this.prunedDay = today;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Reading
+
+  /** Fleet-wide totals: the global aggregate plus the ledger not folded into it yet. */
+  async totals(now = new Date()): Promise<TokenStats> {
+    const day = utcDay(now);
+    const month = utcMonth(now);
+    const global = await this.ctx.c.tokenUsage.findById(GLOBAL_ID);
+    const out = countsOf(global, day, month);
+    const tail = await this.ctx.c.tokenLedger.find(
+      { _id: { $gt: global?.rolledUpTo ?? '' } },
+      { projection: { day: 1, month: 1, promptTokens: 1, completionTokens: 1 } },
+    );
+    for (const doc of tail) {
+      add(out.allTime, doc.promptTokens, doc.completionTokens);
+      if (doc.day === day) add(out.daily, doc.promptTokens, doc.completionTokens);
+      if (doc.month === month) add(out.monthly, doc.promptTokens, doc.completionTokens);
+    }
+    return out;
+  }
+
+  /** One agent's rolled-up totals (up to TOKEN_ROLLUP_INTERVAL_SECONDS behind). */
+  async ofAgent(did: string, now = new Date()): Promise<TokenStats> {
+    return countsOf(await this.ctx.c.tokenUsage.findById(did), utcDay(now), utcMonth(now));
+  }
+}
+
+function incBuckets(inc: Record<string, number>, doc: TokenLedgerDoc, p: number, c: number): void {
+  const bump = (k: string, v: number) => {
+    if (v !== 0) inc[k] = (inc[k] ?? 0) + v;
+  };
+  bump('allTime.promptTokens', p);
+  bump('allTime.completionTokens', c);
+  bump(`days.${doc.day}.promptTokens`, p);
+  bump(`days.${doc.day}.completionTokens`, c);
+  bump(`months.${doc.month}.promptTokens`, p);
+  bump(`months.${doc.month}.completionTokens`, c);
+}
+
+function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {
+  const copy = (x: TokenCounts | undefined): TokenCounts => ({ promptTokens: x?.promptTokens ?? 0, completionTokens: x?.completionTokens ?? 0 });
+  if (!doc) return { allTime: zero(), daily: zero(), monthly: zero() };
+  return { allTime: copy(doc.allTime), daily: copy(doc.days?.[day]), monthly: copy(doc.months?.[month]) };
+}

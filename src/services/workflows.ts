@@ -1,0 +1,724 @@
+/**
+ * Workflows (interface §2.12, §4.10): definitions, runs, and the executor that carries out what
+ * the run actors decide.
+ *
+ * - Definitions are stored with their WorkflowDefinition as JSON text; `validateDefinition`
+ *   (src/domain/workflow/definition.ts) refuses bad ones before anything is written.
+ * - A run is a `workflow-run` actor (src/actors/workflow-run.ts) plus a listing record in
+ *   `workflow_runs` written when the run starts and when it ends. The actor's snapshot is the
+ *   run: GET reads it, live or stored.
+ * - The executor listens to each run actor's commands: `step.execute` performs one attempt
+ *   (an intent to one agent, a broadcast to the workspace's online agents holding the capability,
+ *   `channel.post` or `delay`) and answers STEP_DONE / STEP_FAILED; `step.wait` arms the retry
+ *   timer and answers RETRY_DUE; `run.ended` drops what the run still had in flight.
+ * - Agent steps go through `ctx.agentIntents.send` — the checks and gates of
+ *   POST /api/agents/{did}/intents — as the person who started the run (or created its schedule),
+ *   rebuilt from the users collection at each attempt.
+ * - Time (timestamps, retry timers, `delay`) comes from `clock`, which tests replace.
+ * - At start, running runs are restored: attempts in flight when the server stopped fail with
+ *   the error `interrupted` (their onError decides), retry timers are re-armed.
+ */
+import { nanoid } from 'nanoid';
+import type { Actor } from 'xstate';
+import type { AppContext } from '../server.js';
+import type { Logger } from '../log.js';
+import type { UserPrincipal } from '../domain/principal.js';
+import {
+  CAPABILITIES,
+  type Capability,
+  type Collections,
+  type WorkflowDoc,
+  type WorkflowRunDoc,
+  type WorkflowRunStarter,
+  type WorkspaceDoc,
+} from '../store/collections.js';
+import { validateDefinition, type WorkflowDefinition } from '../domain/workflow/definition.js';
+import { inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
+import { WORKFLOW_RUN_KIND, workflowRunMachine, type WorkflowRunContext, type WorkflowRunInput } from '../actors/workflow-run.js';
+import { HttpError, conflict } from '../http/errors.js';
+import { toMessageView, type ChannelService } from './channels.js';
+import { MAX_CONTENT } from '../http/routes/messages.js';
+import { DuplicateKeyError } from '../store/types.js';
+
+/** Time for the executor; tests replace it to see and fire back-off timers. */
+export interface WorkflowClock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Calls `fn` after `ms`; returns a function that cancels it. */
+  after(ms: number, fn: () => void): () => void;
+  /** A number in [0, 1) for back-off jitter. */
+  random(): number;
+}
+
+/** setTimeout's longest delay; longer waits are chained. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+export const systemClock: WorkflowClock = {
+  now: () => Date.now(),
+  after(ms, fn) {
+    let timer: NodeJS.Timeout;
+    const arm = (left: number) => {
+      timer = setTimeout(() => (left > MAX_TIMER_MS ? arm(left - MAX_TIMER_MS) : fn()), Math.min(left, MAX_TIMER_MS));
+      timer.unref();
+    };
+    arm(Math.max(0, ms));
+    return () => clearTimeout(timer);
+  },
+  random: () => Math.random(),
+};
+
+/**
+ * Posts a message to a channel as a person, with the channel's own rules (membership, archived).
+ * The channels area provides it (`workflows.channelPoster`); until then `channel.post` steps fail
+ * saying so.
+ */
+export interface WorkflowChannelPoster {
+  post(author: UserPrincipal, channelId: string, content: string): Promise<unknown>;
+}
+
+/**
+ * `channel.post` through the channel service, with the rules of POST /api/channels/{id}/messages:
+ * the channel must be readable by the person (404 otherwise), posting needs membership, an archived
+ * channel refuses; the step's output is the stored message.
+ */
+export function channelPosterFrom(channels: ChannelService): WorkflowChannelPoster {
+  return {
+    async post(author, channelId, content) {
+      if (content.length > MAX_CONTENT) throw new StepFailure(`channel.post: params.content must be at most ${MAX_CONTENT} characters`, false);
+      const a = await channels.access(author, channelId);
+      const doc = await channels.post(a.channel._id, {
+        authorDid: a.caller.did,
+        authorType: 'user',
+        content,
+        threadId: null,
+        metadata: {},
+        via: null,
+      });
+      return toMessageView(doc);
+    },
+  };
+}
+
+/** The longest `delay` step (about 24.8 days). */
+export const MAX_DELAY_MS = MAX_TIMER_MS;
+
+const SERVER_ACTIONS = ['channel.post', 'delay'] as const;
+const KNOWN_CAPABILITIES = new Set<string>(CAPABILITIES);
+const isCapability = (a: string): a is Capability => KNOWN_CAPABILITIES.has(a);
+
+/** A failed attempt; `retryable` false when another attempt cannot help (bad params, unknown action). */
+class StepFailure extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+  }
+}
+
+export interface WorkflowSummaryView {
+  id: string;
+  name: string;
+  description: string;
+  workspaceId: string;
+  createdBy: string;
+  createdAt: string;
+  updatedAt: string;
+  stepCount: number;
+}
+
+export interface WorkflowDetailView {
+  id: string;
+  name: string;
+  definition: WorkflowDefinition;
+  description: string;
+  workspaceId: string;
+  createdBy: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface RunStepView {
+  status: string;
+  durationMs: number | null;
+  output: unknown;
+  attempts: number;
+  startedAt: string | null;
+  completedAt: string | null;
+  error: string | null;
+  retryAt: string | null;
+}
+
+export interface RunView {
+  runId: string;
+  workflowId: string;
+  status: WorkflowRunDoc['status'];
+  startedAt: string;
+  completedAt: string | null;
+  steps: Record<string, RunStepView>;
+  params: Record<string, unknown>;
+  startedBy: WorkflowRunStarter;
+  error: string | null;
+}
+
+export interface RunSummaryView {
+  runId: string;
+  workflowId: string;
+  status: WorkflowRunDoc['status'];
+  startedAt: string;
+  completedAt: string | null;
+  startedBy: WorkflowRunStarter;
+  error: string | null;
+}
+
+export const toWorkflowSummary = (w: WorkflowDoc): WorkflowSummaryView => ({
+  id: w._id,
+  name: w.name,
+  description: w.description,
+  workspaceId: w.workspaceId,
+  createdBy: w.createdBy,
+  createdAt: w.createdAt,
+  updatedAt: w.updatedAt,
+  stepCount: w.stepCount,
+});
+
+export const toWorkflowDetail = (w: WorkflowDoc): WorkflowDetailView => ({
+  id: w._id,
+  name: w.name,
+  definition: JSON.parse(w.definition) as WorkflowDefinition,
+  description: w.description,
+  workspaceId: w.workspaceId,
+  createdBy: w.createdBy,
+  createdAt: w.createdAt,
+  updatedAt: w.updatedAt,
+});
+
+export const toRunSummary = (r: WorkflowRunDoc): RunSummaryView => ({
+  runId: r._id,
+  workflowId: r.workflowId,
+  status: r.status,
+  startedAt: r.startedAt,
+  completedAt: r.completedAt,
+  startedBy: r.startedBy,
+  error: r.error,
+});
+
+function toRunView(run: WorkflowRunContext): RunView {
+  const steps: Record<string, RunStepView> = {};
+  for (const [id, st] of Object.entries(run.steps)) {
+    steps[id] = {
+      status: st.status,
+      durationMs: st.durationMs,
+      output: st.output,
+      attempts: st.attempts,
+      startedAt: st.startedAt,
+      completedAt: st.completedAt,
+      error: st.error,
+      retryAt: st.retryAt,
+    };
+  }
+  return {
+    runId: run.runId,
+    workflowId: run.workflowId,
+    status: run.status,
+    startedAt: run.startedAt,
+    completedAt: run.completedAt,
+    steps,
+    params: run.params,
+    startedBy: run.startedBy,
+    error: run.error,
+  };
+}
+
+export const nameKeyOf = (name: string) => name.trim().toLowerCase();
+
+type RunActor = Actor<typeof workflowRunMachine>;
+
+/** What the executor holds for one run in this process. */
+interface Execution {
+  /** Attempts in flight by step id. */
+  inflight: Map<string, { attempt: number; abort: AbortController }>;
+  /** Cancels of armed retry timers by step id. */
+  timers: Map<string, () => void>;
+}
+
+export class WorkflowService {
+  clock: WorkflowClock = systemClock;
+  channelPoster: WorkflowChannelPoster | null = null;
+
+  private ctx!: AppContext;
+  private c!: Collections;
+  private log!: Logger;
+  private readonly inputs = new Map<string, WorkflowRunInput>();
+  private readonly listening = new WeakSet<object>();
+  private readonly executions = new Map<string, Execution>();
+  private readonly pending = new Set<Promise<unknown>>();
+  private stopped = false;
+
+  /** Wires the service to a server: the actor kind, deletion hooks, shutdown. Call once. */
+  attach(ctx: AppContext): void {
+    this.ctx = ctx;
+    this.c = ctx.c;
+    this.log = ctx.log;
+    ctx.actors.define(WORKFLOW_RUN_KIND, {
+      machine: workflowRunMachine,
+      // A run waiting on an agent has no XState timers or children, so the host would see it as idle.
+      idleMs: 0,
+      input: (id) => {
+        const input = this.inputs.get(id);
+        if (!input) throw new Error(`workflow run ${id} has no snapshot and is not being created`);
+        return input;
+      },
+    });
+    ctx.workspaceService.onWorkspaceDeleted((ws) => this.onWorkspaceDeleted(ws));
+  }
+
+  /**
+   * Restores running runs; call it last, after every other part registered its close hook. Close
+   * hooks run in reverse order, so the executor stops first: agent sockets are already closing by
+   * then, and an intent they abandon must count as `interrupted` at the next start, not as a
+   * failure recorded during the shutdown.
+   */
+  async start(): Promise<void> {
+    this.ctx.onClose(() => this.stop());
+    const ids = await this.ctx.actors.restoreAll(WORKFLOW_RUN_KIND);
+    const at = this.nowIso();
+    for (const id of ids) {
+      const actor = await this.actorOf(id);
+      const snap = actor.getSnapshot();
+      if (snap.status !== 'active') continue;
+      const backoffMs: Record<string, number> = {};
+      const interrupted = inFlightSteps(snap.context);
+      for (const stepId of interrupted) backoffMs[stepId] = this.backoffMs(snap.context.steps[stepId]!.attempts);
+      this.log.info({ runId: id, workflowId: snap.context.workflowId, interrupted }, 'workflow run resumed after a restart');
+      actor.send({ type: 'RESUME', at, backoffMs });
+    }
+    // Listing records whose run ended while its record was not yet written, or that never got a snapshot.
+    const restored = new Set(ids);
+    for (const doc of await this.c.workflowRuns.find({ status: 'running' })) {
+      if (restored.has(doc._id)) continue;
+      const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, doc._id);
+      const run = inspected?.context as WorkflowRunContext | undefined;
+      if (run && run.status !== 'running') {
+        await this.c.workflowRuns.updateOne({ _id: doc._id }, { $set: { status: run.status, completedAt: run.completedAt, error: run.error } });
+      } else if (!inspected) {
+        await this.c.workflowRuns.updateOne(
+          { _id: doc._id },
+          { $set: { status: 'failed', completedAt: at, error: 'the server stopped before the run started' } },
+        );
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    // Synchronous up to the first await: no attempt reports after this.
+    this.stopped = true;
+    for (const e of this.executions.values()) {
+      for (const f of e.inflight.values()) f.abort.abort();
+      for (const cancel of e.timers.values()) cancel();
+    }
+    this.executions.clear();
+    await Promise.allSettled([...this.pending]);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Definitions
+
+  async create(input: { name: string; description: string; workspace: WorkspaceDoc; definition: WorkflowDefinition }, by: UserPrincipal): Promise<WorkflowDoc> {
+    const now = this.nowIso();
+    const doc: WorkflowDoc = {
+      _id: nanoid(),
+      name: input.name,
+      nameKey: nameKeyOf(input.name),
+      description: input.description,
+      workspaceId: input.workspace._id,
+      definition: JSON.stringify(input.definition),
+      stepCount: input.definition.steps.length,
+      createdBy: by.did,
+      createdAt: now,
+      updatedAt: now,
+    };
+    try {
+      await this.c.workflows.insertOne(doc);
+    } catch (err) {
+      throw this.nameTaken(err, input.name, input.workspace);
+    }
+    await this.ctx.audit.record(by, {
+      action: 'workflow.create',
+      targetType: 'workflow',
+      target: doc._id,
+      details: { name: doc.name, workspaceId: doc.workspaceId, stepCount: doc.stepCount },
+    });
+    return doc;
+  }
+
+  async update(wf: WorkflowDoc, change: { name?: string; description?: string; definition?: WorkflowDefinition }, by: UserPrincipal): Promise<WorkflowDoc> {
+    const set: Partial<WorkflowDoc> = { updatedAt: this.nowIso() };
+    if (change.name !== undefined) {
+      set.name = change.name;
+      set.nameKey = nameKeyOf(change.name);
+    }
+    if (change.description !== undefined) set.description = change.description;
+    if (change.definition !== undefined) {
+      set.definition = JSON.stringify(change.definition);
+      set.stepCount = change.definition.steps.length;
+    }
+    try {
+      await this.c.workflows.updateOne({ _id: wf._id }, { $set: set });
+    } catch (err) {
+      const ws = await this.c.workspaces.findById(wf.workspaceId);
+      throw this.nameTaken(err, change.name ?? wf.name, ws);
+    }
+    await this.ctx.audit.record(by, {
+      action: 'workflow.update',
+      targetType: 'workflow',
+      target: wf._id,
+      details: { fields: Object.keys(change).filter((k) => (change as Record<string, unknown>)[k] !== undefined) },
+    });
+    return { ...wf, ...set };
+  }
+
+  private nameTaken(err: unknown, name: string, ws: WorkspaceDoc | null): unknown {
+    if (err instanceof DuplicateKeyError) return conflict(`a workflow named '${name}' already exists in workspace ${ws?.slug ?? ''}`.trim(), 'name_taken');
+    return err;
+  }
+
+  /** Deletes a workflow with its schedules and runs (running ones are cancelled first). */
+  async delete(wf: WorkflowDoc, by: UserPrincipal | 'system'): Promise<{ runs: number; schedules: number }> {
+    const schedules = await this.onWorkflowDeleted?.(wf);
+    const runs = await this.c.workflowRuns.find({ workflowId: wf._id }, { projection: { status: 1 } });
+    for (const r of runs) {
+      if (r.status === 'running') await this.cancelQuietly(r._id, by === 'system' ? 'system' : by.did);
+    }
+    await this.c.workflows.deleteOne({ _id: wf._id });
+    for (const r of runs) await this.ctx.actors.remove(WORKFLOW_RUN_KIND, r._id);
+    await this.c.workflowRuns.deleteMany({ workflowId: wf._id });
+    await this.ctx.audit.record(by, {
+      action: 'workflow.delete',
+      targetType: 'workflow',
+      target: wf._id,
+      details: { name: wf.name, workspaceId: wf.workspaceId, runs: runs.length, schedules: schedules ?? 0 },
+    });
+    return { runs: runs.length, schedules: schedules ?? 0 };
+  }
+
+  /** Set by the schedule service: removes a deleted workflow's schedules, returns how many. */
+  onWorkflowDeleted: ((wf: WorkflowDoc) => Promise<number>) | undefined;
+
+  private async onWorkspaceDeleted(ws: WorkspaceDoc): Promise<void> {
+    for (const wf of await this.c.workflows.find({ workspaceId: ws._id })) await this.delete(wf, 'system');
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Runs
+
+  /** Starts a run; it is running (and persisted) when this returns, and its first steps start just after. */
+  async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<{ runId: string; status: 'running' }> {
+    if (this.stopped) throw new HttpError(503, 'shutting_down', 'the server is shutting down');
+    const definition = JSON.parse(wf.definition) as WorkflowDefinition;
+    const runId = nanoid();
+    const at = this.nowIso();
+    const input: WorkflowRunInput = {
+      ...initialRunState(definition, params, at),
+      runId,
+      workflowId: wf._id,
+      workflowName: wf.name,
+      workspaceId: wf.workspaceId,
+      startedBy,
+    };
+    await this.c.workflowRuns.insertOne({
+      _id: runId,
+      workflowId: wf._id,
+      workspaceId: wf.workspaceId,
+      status: 'running',
+      startedAt: at,
+      completedAt: null,
+      error: null,
+      startedBy,
+    });
+    this.inputs.set(runId, input);
+    try {
+      await this.actorOf(runId);
+    } catch (err) {
+      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: 'failed', completedAt: this.nowIso(), error: 'the run could not start' } });
+      throw err;
+    } finally {
+      this.inputs.delete(runId);
+    }
+    // The answer goes out before any step runs.
+    setImmediate(() => void this.send(runId, { type: 'START', at: this.nowIso() }));
+    return { runId, status: 'running' };
+  }
+
+  /** The run as its actor holds it (live or from its snapshot); null when there is none. */
+  async getRun(runId: string): Promise<RunView | null> {
+    const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, runId);
+    if (inspected?.context) return toRunView(inspected.context as WorkflowRunContext);
+    const doc = await this.c.workflowRuns.findById(runId);
+    if (!doc) return null;
+    return { ...toRunSummary(doc), steps: {}, params: {} };
+  }
+
+  async listRuns(workflowId: string, opts: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }) {
+    const filter: Record<string, unknown> = { workflowId };
+    if (opts.status) filter.status = opts.status;
+    const total = await this.c.workflowRuns.count(filter);
+    const docs = await this.c.workflowRuns.find(filter, {
+      sort: { startedAt: -1, _id: 1 },
+      skip: (opts.page - 1) * opts.pageSize,
+      limit: opts.pageSize,
+    });
+    return { runs: docs.map(toRunSummary), total, page: opts.page, pageSize: opts.pageSize, totalPages: Math.ceil(total / opts.pageSize) };
+  }
+
+  /** Cancels a running run; 409 when it has already ended. */
+  async cancelRun(runId: string, by: UserPrincipal): Promise<RunView> {
+    if (!(await this.ctx.actors.exists(WORKFLOW_RUN_KIND, runId))) {
+      const doc = await this.c.workflowRuns.findById(runId);
+      throw conflict(`the run has already ended (${doc?.status ?? 'unknown'})`, 'run_ended');
+    }
+    const actor = await this.actorOf(runId);
+    const snap = actor.getSnapshot();
+    if (snap.status !== 'active' || snap.context.status !== 'running') {
+      throw conflict(`the run has already ended (${snap.context.status})`, 'run_ended');
+    }
+    actor.send({ type: 'CANCEL', at: this.nowIso(), by: by.did });
+    await this.ctx.audit.record(by, { action: 'workflow.run.cancel', targetType: 'workflow_run', target: runId, details: { workflowId: snap.context.workflowId } });
+    return toRunView(actor.getSnapshot().context);
+  }
+
+  private async cancelQuietly(runId: string, by: string): Promise<void> {
+    try {
+      if (!(await this.ctx.actors.exists(WORKFLOW_RUN_KIND, runId))) return;
+      const actor = await this.actorOf(runId);
+      if (actor.getSnapshot().status === 'active') actor.send({ type: 'CANCEL', at: this.nowIso(), by });
+    } catch (err) {
+      this.log.warn({ err, runId }, 'could not cancel a workflow run');
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Executor
+
+  /** Back-off before the attempt after failed attempt `attempt` (1-based): exponential, capped, half of it jitter. */
+  backoffMs(attempt: number): number {
+    const { workflowRetryBaseMs: base, workflowRetryMaxMs: max } = this.ctx.config;
+    const full = Math.min(max, base * 2 ** Math.min(Math.max(attempt - 1, 0), 40));
+    return Math.round(full / 2 + this.clock.random() * (full / 2));
+  }
+
+  private nowIso(): string {
+    return new Date(this.clock.now()).toISOString();
+  }
+
+  private async actorOf(runId: string): Promise<RunActor> {
+    const actor = (await this.ctx.actors.get(WORKFLOW_RUN_KIND, runId)) as unknown as RunActor;
+    if (!this.listening.has(actor)) {
+      this.listening.add(actor);
+      actor.on('*', (cmd) => this.onCommand(runId, cmd as RunCommand));
+    }
+    return actor;
+  }
+
+  private async send(runId: string, event: RunEvent): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const actor = await this.actorOf(runId);
+      if (actor.getSnapshot().status === 'active') actor.send(event);
+    } catch (err) {
+      if (!this.stopped) this.log.error({ err, runId, event: event.type }, 'could not deliver an event to a workflow run');
+    }
+  }
+
+  private execution(runId: string): Execution {
+    let e = this.executions.get(runId);
+    if (!e) this.executions.set(runId, (e = { inflight: new Map(), timers: new Map() }));
+    return e;
+  }
+
+  private track<T>(p: Promise<T>): void {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
+
+  private onCommand(runId: string, cmd: RunCommand): void {
+    if (this.stopped) return;
+    switch (cmd.type) {
+      case 'step.execute':
+        this.track(this.execute(runId, cmd));
+        break;
+      case 'step.wait':
+        this.arm(runId, cmd);
+        break;
+      case 'run.ended':
+        this.track(this.ended(runId, cmd));
+        break;
+    }
+  }
+
+  private arm(runId: string, cmd: Extract<RunCommand, { type: 'step.wait' }>): void {
+    const e = this.execution(runId);
+    e.timers.get(cmd.stepId)?.();
+    const cancel = this.clock.after(Math.max(0, Date.parse(cmd.at) - this.clock.now()), () => {
+      if (e.timers.get(cmd.stepId) !== cancel) return;
+      e.timers.delete(cmd.stepId);
+      this.track(this.send(runId, { type: 'RETRY_DUE', stepId: cmd.stepId, attempt: cmd.attempt, at: this.nowIso() }));
+    });
+    e.timers.set(cmd.stepId, cancel);
+  }
+
+  private async ended(runId: string, cmd: Extract<RunCommand, { type: 'run.ended' }>): Promise<void> {
+    const e = this.executions.get(runId);
+    if (e) {
+      for (const f of e.inflight.values()) f.abort.abort();
+      for (const cancel of e.timers.values()) cancel();
+      this.executions.delete(runId);
+    }
+    try {
+      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: cmd.status, completedAt: cmd.completedAt, error: cmd.error } });
+    } catch (err) {
+      this.log.error({ err, runId }, 'could not record the end of a workflow run (fixed at the next start)');
+    }
+  }
+
+  private async execute(runId: string, cmd: Extract<RunCommand, { type: 'step.execute' }>): Promise<void> {
+    const e = this.execution(runId);
+    const token = { attempt: cmd.attempt, abort: new AbortController() };
+    e.inflight.get(cmd.stepId)?.abort.abort();
+    e.inflight.set(cmd.stepId, token);
+    await Promise.resolve(); // never answer inside the transition that asked
+    let event: RunEvent;
+    try {
+      const output = await this.perform(runId, cmd, token.abort.signal);
+      event = { type: 'STEP_DONE', stepId: cmd.stepId, attempt: cmd.attempt, output: output ?? null, at: this.nowIso() };
+    } catch (err) {
+      const retryable = err instanceof StepFailure ? err.retryable : true;
+      event = {
+        type: 'STEP_FAILED',
+        stepId: cmd.stepId,
+        attempt: cmd.attempt,
+        error: describeError(err),
+        retryable,
+        backoffMs: this.backoffMs(cmd.attempt),
+        at: this.nowIso(),
+      };
+    }
+    if (e.inflight.get(cmd.stepId) !== token || token.abort.signal.aborted) return; // the run ended or moved on
+    e.inflight.delete(cmd.stepId);
+    await this.send(runId, event);
+  }
+
+  /** One attempt of a step; its value is the step's output, a throw its failure. */
+  private async perform(runId: string, cmd: Extract<RunCommand, { type: 'step.execute' }>, signal: AbortSignal): Promise<unknown> {
+    const { action, params, agentDid } = cmd;
+    if (agentDid) {
+      if (!isCapability(action)) throw new StepFailure(unknownAction(action, true), false);
+      const run = await this.runContext(runId);
+      const who = await this.actingAs(run);
+      const answer = await this.ctx.agentIntents.send(who, agentDid, { action, params });
+      if (!answer.ok) throw new StepFailure(answer.error ?? 'the agent refused the intent', true);
+      return answer.output ?? null;
+    }
+    switch (action) {
+      case 'delay':
+        return this.delay(params, signal);
+      case 'channel.post':
+        return this.channelPost(runId, params);
+      default:
+        if (isCapability(action)) return this.broadcast(runId, action, params);
+        throw new StepFailure(unknownAction(action, false), false);
+    }
+  }
+
+  private async delay(params: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
+    const ms = params.ms;
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_DELAY_MS) {
+      throw new StepFailure(`delay: params.ms must be a whole number of milliseconds from 0 to ${MAX_DELAY_MS}`, false);
+    }
+    await new Promise<void>((resolve, reject) => {
+      const cancel = this.clock.after(ms, resolve);
+      signal.addEventListener(
+        'abort',
+        () => {
+          cancel();
+          reject(new StepFailure('aborted', false));
+        },
+        { once: true },
+      );
+    });
+    return { ms };
+  }
+
+  private async channelPost(runId: string, params: Record<string, unknown>): Promise<unknown> {
+    const { channelId, content } = params;
+    if (typeof channelId !== 'string' || channelId === '') throw new StepFailure('channel.post: params.channelId must be a channel id', false);
+    if (typeof content !== 'string' || content.trim() === '') throw new StepFailure('channel.post: params.content must be text that is not blank', false);
+    if (!this.channelPoster) throw new StepFailure('channel.post: no channel service is attached to workflows on this server', false);
+    const who = await this.actingAs(await this.runContext(runId));
+    return (await this.channelPoster.post(who, channelId, content)) ?? null;
+  }
+
+  /** Sends the action to every online agent of the run's workspace that holds it; the output maps DIDs to results. */
+  private async broadcast(runId: string, action: Capability, params: Record<string, unknown>): Promise<unknown> {
+    const run = await this.runContext(runId);
+    const who = await this.actingAs(run);
+    const members = await this.c.workspaceAgents.find({ workspaceId: run.workspaceId }, { projection: { agentDid: 1 } });
+    const agents = members.length
+      ? await this.c.agents.find({ _id: { $in: members.map((m) => m.agentDid) }, status: 'active' }, { projection: { capabilities: 1 } })
+      : [];
+    const targets = agents
+      .filter((a) => a.capabilities.includes(action) && this.ctx.agentPush.isOnline(a._id))
+      .map((a) => a._id)
+      .sort();
+    if (targets.length === 0) throw new StepFailure(`no online agent of the workspace holds '${action}'`, true);
+    const results = await Promise.all(
+      targets.map(async (did): Promise<[string, { ok: boolean; output?: unknown; error?: string }]> => {
+        try {
+          const answer = await this.ctx.agentIntents.send(who, did, { action, params });
+          return [did, answer.ok ? { ok: true, output: answer.output ?? null } : { ok: false, error: answer.error ?? 'the agent refused the intent' }];
+        } catch (err) {
+          return [did, { ok: false, error: describeError(err) }];
+        }
+      }),
+    );
+    if (results.every(([, r]) => !r.ok)) {
+      throw new StepFailure(`every agent failed: ${results.map(([did, r]) => `${did}: ${r.error}`).join('; ')}`.slice(0, 2000), true);
+    }
+    return Object.fromEntries(results);
+  }
+
+  private async runContext(runId: string): Promise<WorkflowRunContext> {
+    return (await this.actorOf(runId)).getSnapshot().context;
+  }
+
+  /** The person a run acts as, rebuilt from the users collection. */
+  private async actingAs(run: WorkflowRunContext): Promise<UserPrincipal> {
+    const user = await this.c.users.findById(run.startedBy.userId);
+    if (!user || !user.did) {
+      throw new StepFailure(`the person this run acts as (${run.startedBy.did}) no longer has an account`, false);
+    }
+    return {
+      kind: 'user',
+      userId: user._id,
+      did: user.did,
+      name: user.name,
+      isOwner: user.isOwner,
+      isAdmin: user.isAdmin,
+      role: user.role,
+      sessionId: `workflow:${run.runId}`,
+      via: 'bearer',
+    };
+  }
+}
+
+function unknownAction(action: string, forAgent: boolean): string {
+  return forAgent
+    ? `unknown action '${action}': an agent step's action is a capability (${CAPABILITIES.join(', ')})`
+    : `unknown action '${action}': use a capability (${CAPABILITIES.join(', ')}) to ask agents, or a server action (${SERVER_ACTIONS.join(', ')})`;
+}
+
+function describeError(err: unknown): string {
+  if (err instanceof HttpError) return `${err.message} (${err.code})`;
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

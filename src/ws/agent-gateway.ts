@@ -1,0 +1,586 @@
+/**
+ * The agent WebSocket gateway at /ws/agent, speaking the protocol of DESIGN §4 frame by frame
+ * (docs/agent-protocol.md describes it for agent authors):
+ *
+ *   hello → challenge → auth → [registration pending → approved | rejected] →
+ *   [update_capabilities] → certificate_offer → certificate_accept → ready → heartbeats, pushes
+ *
+ * Every inbound frame is JSON text validated against its schema (src/domain/wire-schemas.ts).
+ * Binary, unparsable, unknown, invalid or out-of-order frames get an `error` frame; the
+ * AGENT_INVALID_FRAME_LIMIT-th one closes the socket with 1008.
+ *
+ * One live socket per agent: a newly authenticated connection replaces the old one (4409).
+ * A send buffer above AGENT_SEND_BUFFER_LIMIT_BYTES closes the socket (uWS maxBackpressure with
+ * closeOnBackpressureLimit), so a reader that stalls cannot grow the server's memory.
+ *
+ * Per-socket memory is one small AgentConn; uWS userData holds only a reference to it. What the
+ * handshake needs (the hello, the nonce, pending offers) is dropped once it is done.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AppContext } from '../server.js';
+import type { WebSocket } from '../http/uws.js';
+import type { Capability } from '../store/collections.js';
+import {
+  AGENT_WS_PATH,
+  CLOSE,
+  type CertificateAcceptFrame,
+  type HeartbeatFrame,
+  type HelloFrame,
+  type IntentResultFrame,
+  type OutboundFrame,
+} from '../domain/agent-protocol.js';
+import type { AgentPush, PushFrame } from '../services/agent-push.js';
+import { describeSchemaErrors, frameValidators, isInboundType } from '../domain/wire-schemas.js';
+import { PURPOSE, decodePublicKey, resolvePublicKey, encodeBase64Url } from '../domain/did.js';
+import { sameTerms, verifyEd25519Async, type CertificateTerms } from '../domain/certificate.js';
+import type { FleetService, IssuedCertificate, Decision } from '../services/fleet.js';
+import type { StoredCertificateWithBytes } from '../services/certificates.js';
+import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '../services/registrations.js';
+
+const enum Phase {
+  AwaitHello,
+  AwaitAuth,
+  Verifying,
+  WaitApproval,
+  AwaitAccept,
+  Ready,
+  Closed,
+}
+
+interface Offer {
+  issued: IssuedCertificate;
+  /** The stored certificate offered again (its co-signature may be compared instead of verified). */
+  reused: StoredCertificateWithBytes | null;
+  /** Serial of the certificate this one replaces (deleted once this one is stored). */
+  supersedes: string | null;
+  /** Policy-set version the terms were computed at. */
+  policyVersion: number;
+}
+
+/** One agent socket. Kept small: 18,000 of them must fit in a few kilobytes each. */
+export class AgentConn {
+  ws: WebSocket<ConnRef> | null = null;
+  phase = Phase.AwaitHello;
+  did: string | null = null;
+  /** base64url raw Ed25519 key. */
+  publicKey: string | null = null;
+  nonce: string | null = null;
+  hello: HelloFrame | null = null;
+  invalid = 0;
+  timer: NodeJS.Timeout | undefined = undefined;
+  /** Capabilities approved at registration. */
+  capabilities: Capability[] = [];
+  /** Policy of the newest certificate offered or accepted. */
+  policyId: string | null = null;
+  /** Serial of the certificate in force. */
+  serial: string | null = null;
+  offers: Offer[] | null = null;
+  /** Last frame received (ms) and the value last handed to the lastSeen writer. */
+  lastSeen = 0;
+  seenCollected = 0;
+}
+
+interface ConnRef {
+  conn: AgentConn;
+}
+
+/** Receives heartbeat deltas; calls `ack` once they are durable (src/services/token-usage.ts). */
+export interface HeartbeatSink {
+  record(did: string, seq: number, promptTokens: number, completionTokens: number, ack: () => void, alive: () => boolean): void;
+}
+
+/** Receives intent answers (src/services/intents.ts). */
+export interface IntentSink {
+  onResult(did: string, frame: IntentResultFrame): void;
+  agentGone(did: string): void;
+}
+
+const REISSUE_CHUNK = 256;
+
+/** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
+function isClosed(conn: AgentConn): boolean {
+  return conn.phase === Phase.Closed;
+}
+
+export class AgentGateway implements AgentPush {
+  private readonly live = new Map<string, AgentConn>();
+  private readonly waiting = new Map<string, AgentConn>();
+  private readonly readyListeners = new Set<(did: string) => void>();
+  /** Agents whose socket closed recently: their actor learns it after the grace period (flap damping). */
+  private readonly leaving = new Map<string, { timer: NodeJS.Timeout; serial: string | null }>();
+  heartbeats: HeartbeatSink | null = null;
+  private closing = false;
+  intents: IntentSink | null = null;
+  private readonly heartbeatIntervalMs: number;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly fleet: FleetService,
+  ) {
+    this.heartbeatIntervalMs = ctx.config.agentHeartbeatIntervalMs;
+    fleet.onDecision((did, d) => void this.onDecision(did, d));
+    fleet.collectLiveSeen = () => {
+      const out: Array<[string, number]> = [];
+      for (const [did, conn] of this.live) {
+        if (conn.lastSeen > conn.seenCollected) {
+          conn.seenCollected = conn.lastSeen;
+          out.push([did, conn.lastSeen]);
+        }
+      }
+      return out;
+    };
+  }
+
+  /** Registers the /ws/agent route on the uWS app. */
+  attach(): void {
+    const { ctx } = this;
+    const cfg = ctx.config;
+    ctx.app.ws<ConnRef>(AGENT_WS_PATH, {
+      maxPayloadLength: cfg.agentMaxFrameBytes,
+      maxBackpressure: cfg.agentSendBufferLimitBytes,
+      closeOnBackpressureLimit: 1,
+      idleTimeout: cfg.agentIdleTimeoutSeconds,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => {
+        res.upgrade<ConnRef>(
+          { conn: new AgentConn() },
+          req.getHeader('sec-websocket-key'),
+          req.getHeader('sec-websocket-protocol'),
+          req.getHeader('sec-websocket-extensions'),
+          context,
+        );
+      },
+      open: (ws) => {
+        const conn = ws.getUserData().conn;
+        conn.ws = ws;
+        ctx.sockets.add('agent', ws as WebSocket<unknown>);
+        this.startTimer(conn);
+      },
+      message: (ws, data, isBinary) => this.onMessage(ws.getUserData().conn, data, isBinary),
+      close: (ws) => this.onClose(ws.getUserData().conn, ws),
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Queries and pushes used by the rest of the server
+
+  isOnline(did: string): boolean {
+    return this.live.has(did);
+  }
+
+  /** Last activity of a connected agent (ms), else undefined. */
+  lastSeenOf(did: string): number | undefined {
+    return this.live.get(did)?.lastSeen;
+  }
+
+  /** Capabilities approved for a connected agent; undefined when it is not connected. */
+  approvedCapabilities(did: string): Capability[] | undefined {
+    return this.live.get(did)?.capabilities;
+  }
+
+  onlineCount(): number {
+    return this.live.size;
+  }
+
+  onlineDids(): IterableIterator<string> {
+    return this.live.keys();
+  }
+
+  /** Sends a frame to a connected agent; false when it is not connected (or its buffer overflowed). */
+  push(did: string, frame: PushFrame): boolean {
+    const conn = this.live.get(did);
+    return conn ? this.send(conn, frame as unknown as OutboundFrame) : false;
+  }
+
+  /** Runs after an agent completes its handshake, so other areas can send it their state. */
+  onReady(listener: (did: string) => void): () => void {
+    this.readyListeners.add(listener);
+    return () => {
+      this.readyListeners.delete(listener);
+    };
+  }
+
+  /**
+   * Re-certifies connected agents whose certificate terms changed: each gets update_capabilities
+   * and a fresh certificate_offer at once. Returns the DIDs that were sent one. Signing happens
+   * in chunks, yielding to the event loop between them.
+   */
+  async reissue(targets: ReadonlyArray<{ did: string; terms: CertificateTerms }>): Promise<string[]> {
+    const sentTo: string[] = [];
+    const version = this.fleet.policies.version;
+    for (let i = 0; i < targets.length; i += REISSUE_CHUNK) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      for (const { did, terms } of targets.slice(i, i + REISSUE_CHUNK)) {
+        const conn = this.live.get(did);
+        if (!conn || conn.phase !== Phase.Ready) continue;
+        if (conn.policyId === terms.policyId && terms.policyId !== null) continue;
+        if (conn.policyId === null && terms.policyId === null) continue;
+        this.offerNew(conn, terms, version, true);
+        sentTo.push(did);
+      }
+    }
+    return sentTo;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Frames
+
+  private onMessage(conn: AgentConn, data: ArrayBuffer, isBinary: boolean): void {
+    if (isClosed(conn)) return;
+    if (isBinary) return this.invalid(conn, 'binary_frame', 'frames are JSON text, not binary');
+    let frame: { type?: unknown };
+    try {
+      frame = JSON.parse(Buffer.from(data).toString('utf8')) as { type?: unknown };
+    } catch {
+      return this.invalid(conn, 'invalid_json', 'the frame is not valid JSON');
+    }
+    const type: unknown = typeof frame === 'object' && frame !== null ? frame.type : undefined;
+    if (!isInboundType(type)) return this.invalid(conn, 'unknown_frame', `unknown frame type ${JSON.stringify(type ?? null)}`);
+    const validate = frameValidators[type];
+    if (!validate(frame)) return this.invalid(conn, 'schema_violation', `${type}: ${describeSchemaErrors(validate.errors)}`);
+    if (conn.phase === Phase.Ready) conn.lastSeen = Date.now();
+    switch (type) {
+      case 'hello':
+        return this.onHello(conn, frame as HelloFrame);
+      case 'auth':
+        return this.guard(conn, this.onAuth(conn, (frame as { signature: string }).signature));
+      case 'certificate_accept':
+        return this.guard(conn, this.onAccept(conn, frame as CertificateAcceptFrame));
+      case 'heartbeat':
+        return this.onHeartbeat(conn, frame as HeartbeatFrame);
+      case 'intent_result':
+        if (conn.phase !== Phase.Ready) return this.unexpected(conn, 'intent_result');
+        this.intents?.onResult(conn.did!, frame as IntentResultFrame);
+        return;
+    }
+  }
+
+  private onHello(conn: AgentConn, f: HelloFrame): void {
+    if (conn.phase !== Phase.AwaitHello) return this.unexpected(conn, 'hello');
+    const key = resolvePublicKey(f.did, f.publicKey);
+    if (!key) {
+      this.send(conn, {
+        type: 'error',
+        code: 'invalid_key',
+        message: f.did.startsWith('did:key:')
+          ? 'publicKey does not match the key inside the did:key (or the did:key is not Ed25519)'
+          : 'publicKey (base64url of the raw 32-byte Ed25519 key) is required for a DID that is not a did:key',
+      });
+      return this.end(conn, CLOSE.policyViolation, 'invalid key');
+    }
+    conn.did = f.did;
+    conn.publicKey = encodeBase64Url(key);
+    conn.hello = f;
+    conn.nonce = randomBytes(24).toString('base64url');
+    conn.phase = Phase.AwaitAuth;
+    this.send(conn, { type: 'challenge', nonce: conn.nonce, serverDid: this.ctx.identity.did });
+  }
+
+  private async onAuth(conn: AgentConn, signature: string): Promise<void> {
+    if (conn.phase !== Phase.AwaitAuth) return this.unexpected(conn, 'auth');
+    conn.phase = Phase.Verifying;
+    const ok = await verifyEd25519Async(decodePublicKey(conn.publicKey!)!, Buffer.from(PURPOSE.agentAuth + conn.nonce!, 'utf8'), signature);
+    conn.nonce = null;
+    if (isClosed(conn)) return;
+    if (!ok) return this.end(conn, CLOSE.badSignature, 'auth signature does not verify');
+    const did = conn.did!;
+    const hello = conn.hello!;
+    conn.hello = null;
+    const agent = await this.ctx.c.agents.findById(did);
+    if (isClosed(conn)) return;
+    if (agent && agent.publicKey !== conn.publicKey) return this.end(conn, CLOSE.badSignature, 'the key does not match the registered key');
+
+    // One live socket per agent: this authenticated connection replaces an older one.
+    const old = this.live.get(did) ?? this.waiting.get(did);
+    if (old && old !== conn) this.end(old, CLOSE.replaced, 'replaced by a newer connection');
+
+    if (!agent) {
+      let registrationId: string;
+      try {
+        const outcome = await this.fleet.register(
+          { did, publicKey: conn.publicKey!, name: hello.name, version: hello.version, capabilities: hello.capabilities, workspace: hello.workspace },
+          'websocket',
+        );
+        registrationId = outcome.registration._id;
+      } catch (err) {
+        if (!(err instanceof RegistrationError)) throw err;
+        this.send(conn, { type: 'error', code: err.code, message: err.message });
+        return this.end(conn, CLOSE.policyViolation, err.code);
+      }
+      return this.awaitApproval(conn, registrationId);
+    }
+    if (agent.status === 'pending') {
+      const reg = await pendingRegistrationOf(this.ctx.c, did);
+      return this.awaitApproval(conn, reg?._id ?? agent.registrationId ?? 'unknown');
+    }
+    if (agent.status === 'rejected') {
+      const reg = await latestRegistrationOf(this.ctx.c, did);
+      this.send(conn, { type: 'registration', status: 'rejected', reason: reg?.reason ?? 'rejected' });
+      return this.end(conn, CLOSE.rejected, 'registration rejected');
+    }
+    conn.capabilities = agent.capabilities;
+    await this.beginCertificate(conn);
+  }
+
+  private awaitApproval(conn: AgentConn, registrationId: string): void {
+    if (isClosed(conn)) return;
+    conn.phase = Phase.WaitApproval;
+    this.clearTimer(conn); // waiting for a person may take long; pings keep the socket alive
+    this.waiting.set(conn.did!, conn);
+    this.send(conn, { type: 'registration', status: 'pending', registrationId });
+  }
+
+  private async onDecision(did: string, decision: Decision): Promise<void> {
+    const conn = this.waiting.get(did);
+    if (!conn) return;
+    this.waiting.delete(did);
+    if (decision.status === 'rejected') {
+      this.send(conn, { type: 'registration', status: 'rejected', reason: decision.reason });
+      return this.end(conn, CLOSE.rejected, 'registration rejected');
+    }
+    this.send(conn, { type: 'registration', status: 'approved', agentId: did });
+    await this.guardAsync(conn, async () => {
+      const agent = await this.ctx.c.agents.findById(did);
+      if (!agent || isClosed(conn)) return;
+      conn.capabilities = agent.capabilities;
+      this.startTimer(conn);
+      await this.beginCertificate(conn);
+    });
+  }
+
+  /**
+   * Handshake step 4. The stored certificate is offered again when it still matches the
+   * agent's key and terms (its co-signature is then compared, not verified: Ed25519 signatures
+   * are deterministic); otherwise a new one is issued, preceded by update_capabilities when the
+   * agent had an older certificate (the capability mismatch found on reconnect, §6).
+   */
+  private async beginCertificate(conn: AgentConn): Promise<void> {
+    conn.phase = Phase.AwaitAccept;
+    const did = conn.did!;
+    const version = this.fleet.policies.version;
+    const [terms, stored] = await Promise.all([this.fleet.termsOf({ _id: did, capabilities: conn.capabilities }), this.fleet.certificates.current(did)]);
+    if (isClosed(conn)) return;
+    conn.serial = stored?.certificate.serial ?? null;
+    if (
+      stored &&
+      stored.certificate.subjectPublicKey === conn.publicKey &&
+      stored.certificate.issuer === this.ctx.identity.did &&
+      sameTerms(stored.certificate, terms)
+    ) {
+      conn.policyId = terms.policyId;
+      const issued = { certificate: stored.certificate, bytes: stored.bytes, serverSignature: stored.serverSignature };
+      this.pushOffer(conn, { issued, reused: stored, supersedes: null, policyVersion: version }, false);
+      return;
+    }
+    this.offerNew(conn, terms, version, stored !== null);
+  }
+
+  /** Issues, signs and offers a new certificate; with `announce`, update_capabilities goes first. */
+  private offerNew(conn: AgentConn, terms: CertificateTerms, version: number, announce: boolean): void {
+    const issued = this.fleet.issue(conn.did!, conn.publicKey!, terms);
+    conn.policyId = terms.policyId;
+    const offer: Offer = { issued, reused: null, supersedes: conn.serial, policyVersion: version };
+    conn.ws?.cork(() => {
+      if (announce) this.send(conn, { type: 'update_capabilities', ...terms });
+      this.pushOffer(conn, offer, conn.phase === Phase.Ready);
+    });
+  }
+
+  private pushOffer(conn: AgentConn, offer: Offer, reissue: boolean): void {
+    (conn.offers ??= []).push(offer);
+    this.send(conn, { type: 'certificate_offer', certificate: offer.issued.certificate, serverSignature: offer.issued.serverSignature });
+    if (reissue) this.fleet.tell(conn.did!, { type: 'REISSUE_OFFERED', serial: offer.issued.certificate.serial });
+  }
+
+  private async onAccept(conn: AgentConn, f: CertificateAcceptFrame): Promise<void> {
+    if (conn.phase !== Phase.AwaitAccept && conn.phase !== Phase.Ready) return this.unexpected(conn, 'certificate_accept');
+    const offer = conn.offers?.shift();
+    if (!offer) return this.unexpected(conn, 'certificate_accept');
+    if (conn.offers!.length === 0) conn.offers = null;
+    const cert = offer.issued.certificate;
+    const unchanged = offer.reused !== null && offer.reused.agentSignature === f.agentSignature;
+    const valid = unchanged || (await verifyEd25519Async(decodePublicKey(conn.publicKey!)!, offer.issued.bytes, f.agentSignature));
+    if (isClosed(conn)) return;
+    if (!valid) return this.end(conn, CLOSE.badSignature, 'certificate co-signature does not verify');
+    if (!unchanged) {
+      await this.fleet.certificates.save(
+        {
+          certificate: cert,
+          bytes: offer.issued.bytes,
+          serverSignature: offer.issued.serverSignature,
+          agentSignature: f.agentSignature,
+          acceptedAt: new Date().toISOString(),
+        },
+        offer.supersedes,
+      );
+    }
+    conn.serial = cert.serial;
+    if (isClosed(conn) || conn.offers) return; // a newer offer is on its way; `ready` follows that one
+    const session = await this.fleet.agentSessions.sessionOf(conn.did!);
+    if (isClosed(conn)) return;
+    this.send(conn, {
+      type: 'ready',
+      agentId: conn.did!,
+      certificate: cert,
+      serverSignature: offer.issued.serverSignature,
+      agentSignature: f.agentSignature,
+      session,
+      heartbeatIntervalMs: this.heartbeatIntervalMs,
+    });
+    const did = conn.did!;
+    if (conn.phase === Phase.AwaitAccept) {
+      conn.phase = Phase.Ready;
+      conn.lastSeen = Date.now();
+      this.clearTimer(conn);
+      this.live.set(did, conn);
+      const left = this.leaving.get(did);
+      if (left) {
+        // Back within the grace period: to its actor it never left; only a new certificate is news.
+        clearTimeout(left.timer);
+        this.leaving.delete(did);
+        if (left.serial !== cert.serial) this.fleet.tell(did, { type: 'CONNECTED', serial: cert.serial, policyId: cert.policyId });
+      } else {
+        this.fleet.tell(did, { type: 'CONNECTED', serial: cert.serial, policyId: cert.policyId });
+      }
+      for (const l of this.readyListeners) {
+        try {
+          l(did);
+        } catch (err) {
+          this.ctx.log.error({ err, did }, 'ready listener failed');
+        }
+      }
+      // A policy changed while this handshake was under way: bring the certificate up to date.
+      if (offer.policyVersion !== this.fleet.policies.version) {
+        const terms = await this.fleet.termsOf({ _id: did, capabilities: conn.capabilities });
+        if (conn.phase === Phase.Ready && !sameTerms(cert, terms)) this.offerNew(conn, terms, this.fleet.policies.version, true);
+      }
+    } else {
+      this.fleet.tell(did, { type: 'CERTIFICATE_STORED', serial: cert.serial, policyId: cert.policyId });
+    }
+  }
+
+  private onHeartbeat(conn: AgentConn, f: HeartbeatFrame): void {
+    if (conn.phase !== Phase.Ready) return this.unexpected(conn, 'heartbeat');
+    const sink = this.heartbeats;
+    if (!sink) return;
+    const seq = f.seq;
+    sink.record(
+      conn.did!,
+      seq,
+      f.sinceLastSync.promptTokens,
+      f.sinceLastSync.completionTokens,
+      () => {
+        if (conn.phase !== Phase.Closed) this.send(conn, { type: 'heartbeat_ack', seq });
+      },
+      () => conn.phase !== Phase.Closed,
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Connection plumbing
+
+  private onClose(conn: AgentConn, ws: WebSocket<ConnRef>): void {
+    conn.phase = Phase.Closed;
+    conn.ws = null;
+    conn.offers = null;
+    conn.hello = null;
+    this.clearTimer(conn);
+    this.ctx.sockets.delete('agent', ws as WebSocket<unknown>);
+    const did = conn.did;
+    if (!did) return;
+    if (this.waiting.get(did) === conn) this.waiting.delete(did);
+    if (this.live.get(did) === conn) {
+      this.live.delete(did);
+      this.fleet.seen(did, conn.lastSeen);
+      this.intents?.agentGone(did);
+      this.leave(did, conn.serial);
+    }
+  }
+
+  /** Tells the agent's actor it went offline, after AGENT_OFFLINE_GRACE_MS unless it is back by then. */
+  private leave(did: string, serial: string | null): void {
+    const grace = this.ctx.config.agentOfflineGraceMs;
+    if (grace === 0 || this.closing) {
+      this.fleet.tell(did, { type: 'DISCONNECTED' });
+      return;
+    }
+    const prev = this.leaving.get(did);
+    if (prev) clearTimeout(prev.timer);
+    const timer = setTimeout(() => {
+      this.leaving.delete(did);
+      this.fleet.tell(did, { type: 'DISCONNECTED' });
+    }, grace);
+    timer.unref();
+    this.leaving.set(did, { timer, serial: prev?.serial ?? serial });
+  }
+
+  /** At shutdown: every agent still in its grace period is told now. */
+  flushLeaving(): void {
+    this.closing = true;
+    for (const [did, { timer }] of this.leaving) {
+      clearTimeout(timer);
+      this.fleet.tell(did, { type: 'DISCONNECTED' });
+    }
+    this.leaving.clear();
+  }
+
+  send(conn: AgentConn, frame: OutboundFrame): boolean {
+    const ws = conn.ws;
+    if (!ws || conn.phase === Phase.Closed) return false;
+    try {
+      return ws.send(JSON.stringify(frame)) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
+    } catch {
+      return false; // closed under our feet
+    }
+  }
+
+  private end(conn: AgentConn, code: number, reason: string): void {
+    const ws = conn.ws;
+    if (!ws || conn.phase === Phase.Closed) return;
+    try {
+      ws.end(code, reason);
+    } catch {
+      // already closed
+    }
+  }
+
+  private invalid(conn: AgentConn, code: string, message: string): void {
+    conn.invalid++;
+    this.send(conn, { type: 'error', code, message });
+    if (conn.invalid >= this.ctx.config.agentInvalidFrameLimit) this.end(conn, CLOSE.policyViolation, 'too many invalid frames');
+  }
+
+  private unexpected(conn: AgentConn, type: string): void {
+    this.invalid(conn, 'unexpected_frame', `'${type}' is not expected at this point of the protocol`);
+  }
+
+  private startTimer(conn: AgentConn): void {
+    this.clearTimer(conn);
+    conn.timer = setTimeout(() => this.end(conn, CLOSE.handshakeTimeout, 'handshake timeout'), this.ctx.config.agentHandshakeTimeoutMs);
+    conn.timer.unref();
+  }
+
+  private clearTimer(conn: AgentConn): void {
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer = undefined;
+  }
+
+  /** Runs an async handler; an unexpected failure is logged and closes the socket with 1011. */
+  private guard(conn: AgentConn, p: Promise<void>): void {
+    p.catch((err: unknown) => this.failed(conn, err));
+  }
+
+  private async guardAsync(conn: AgentConn, fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (err) {
+      this.failed(conn, err);
+    }
+  }
+
+  private failed(conn: AgentConn, err: unknown): void {
+    this.ctx.log.error({ err, did: conn.did }, 'agent socket handler failed');
+    this.send(conn, { type: 'error', code: 'internal', message: 'internal error' });
+    this.end(conn, 1011, 'internal error');
+  }
+}

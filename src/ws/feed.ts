@@ -1,0 +1,242 @@
+/**
+ * The people's live feed at /ws/feed (DESIGN §4b).
+ *
+ * Authentication: the session cookie sent with the upgrade request (the Origin must then be
+ * PUBLIC_URL's or the Host's, as for cookie-authenticated HTTP), or — for scripts — a first frame
+ * `{type: "auth", token}` within 5 seconds. Only people: agent sessions are refused.
+ *
+ * Frames from the client: `{type: "subscribe" | "unsubscribe", topic}` and, in a later issue,
+ * `{type: "subscribe" | "unsubscribe", channelId}`. Frames to the client: `{type: "welcome"}` once
+ * authenticated, `{type: "subscribed" | "unsubscribed", topic | channelId}`, `{type: "error", code,
+ * message}` for a refused frame (the socket stays open), and the published events. A channel
+ * subscription ends by itself, with `{type: "unsubscribed", channelId, reason: "access_lost"}`,
+ * when the person may no longer read the channel (see `recheckChannel`).
+ *
+ * Topics are uWS pub/sub topics. `actors` (global admins only) carries
+ * `{type: "actor.transition", actorId, kind, state, event}` from the actor host; the frame is built
+ * only while someone is subscribed. Channel subscriptions plug in through `channelAccess`.
+ *
+ * Close codes: 4401 no valid session, 4403 not a person, 4408 no auth frame within 5 s, 1008 after
+ * repeated invalid frames.
+ */
+import type { AppContext } from '../server.js';
+import type { WebSocket } from '../http/uws.js';
+import type { UserPrincipal } from '../domain/principal.js';
+import { SESSION_COOKIE, isSameOrigin } from '../http/auth.js';
+import { parseCookies } from '../http/router.js';
+
+export const FEED_PATH = '/ws/feed';
+export const FEED_AUTH_TIMEOUT_MS = 5000;
+const INVALID_LIMIT = 5;
+
+interface FeedTopic {
+  /** Whether this person may subscribe. */
+  allowed(user: UserPrincipal): boolean;
+}
+
+/**
+ * Decides a channel subscription (a later issue provides it). Resolves to the uWS topic to
+ * subscribe to, or null when the channel does not exist or the person may not read it (both are
+ * reported alike, so a private channel stays hidden).
+ */
+export type ChannelAccess = (user: UserPrincipal, channelId: string) => Promise<string | null>;
+
+class FeedConn {
+  ws: WebSocket<FeedRef> | null = null;
+  user: UserPrincipal | null = null;
+  cookieToken: string | null = null;
+  timer: NodeJS.Timeout | undefined = undefined;
+  invalid = 0;
+  closed = false;
+  /** Channel subscriptions: channel id -> uWS topic (so access can be re-checked and revoked). */
+  channels: Map<string, string> | null = null;
+}
+
+interface FeedRef {
+  conn: FeedConn;
+}
+
+export class Feed {
+  private readonly topics = new Map<string, FeedTopic>();
+  channelAccess: ChannelAccess | null = null;
+  /** Sockets subscribed to each channel. */
+  private readonly channelSubs = new Map<string, Set<FeedConn>>();
+  private unlisten: (() => void) | undefined;
+
+  constructor(private readonly ctx: AppContext) {
+    this.topics.set('actors', { allowed: (u) => u.isAdmin });
+  }
+
+  attach(): void {
+    const { ctx } = this;
+    const app = ctx.app;
+    app.ws<FeedRef>(FEED_PATH, {
+      maxPayloadLength: 64 * 1024,
+      maxBackpressure: ctx.config.agentSendBufferLimitBytes,
+      closeOnBackpressureLimit: 1,
+      idleTimeout: 120,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => {
+        const conn = new FeedConn();
+        const token = parseCookies(req.getHeader('cookie'))[SESSION_COOKIE];
+        const origin = req.getHeader('origin');
+        // A cookie is only taken from a page of this site (cross-site WebSocket hijacking).
+        if (token && (!origin || isSameOrigin(origin, ctx.config.publicUrl, req.getHeader('host')))) conn.cookieToken = token;
+        res.upgrade<FeedRef>({ conn }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
+      },
+      open: (ws) => {
+        const conn = ws.getUserData().conn;
+        conn.ws = ws;
+        ctx.sockets.add('feed', ws as WebSocket<unknown>);
+        conn.timer = setTimeout(() => this.end(conn, 4408, 'authentication timeout'), FEED_AUTH_TIMEOUT_MS);
+        conn.timer.unref();
+        if (conn.cookieToken) void this.authenticate(conn, conn.cookieToken, true);
+      },
+      message: (ws, data, isBinary) => void this.onMessage(ws.getUserData().conn, data, isBinary),
+      close: (ws) => {
+        const conn = ws.getUserData().conn;
+        conn.closed = true;
+        conn.ws = null;
+        for (const channelId of conn.channels?.keys() ?? []) this.forgetChannel(conn, channelId);
+        if (conn.timer) clearTimeout(conn.timer);
+        ctx.sockets.delete('feed', ws as WebSocket<unknown>);
+      },
+    });
+    this.unlisten = ctx.actors.onTransition((t) => {
+      if (app.numSubscribers('actors') === 0) return;
+      app.publish('actors', JSON.stringify({ type: 'actor.transition', actorId: t.actorId, kind: t.kind, state: t.state, event: t.event }));
+    });
+  }
+
+  stop(): void {
+    this.unlisten?.();
+  }
+
+  /** Publishes a frame to everyone subscribed to a topic (channels use `channel:<id>`). */
+  publish(topic: string, frame: object): void {
+    if (this.ctx.app.numSubscribers(topic) > 0) this.ctx.app.publish(topic, JSON.stringify(frame));
+  }
+
+  private async authenticate(conn: FeedConn, token: string, viaCookie: boolean): Promise<void> {
+    const { ctx } = this;
+    const session = await ctx.sessions.resolve(token).catch(() => null);
+    if (conn.closed) return;
+    if (!session) return this.end(conn, 4401, viaCookie ? 'the session cookie is not valid' : 'the token is not valid');
+    if (session.kind !== 'user') return this.end(conn, 4403, 'the feed is for people');
+    const user = await ctx.c.users.findById(session.subject);
+    if (conn.closed) return;
+    if (!user?.did) return this.end(conn, 4401, 'the session has no claimed user');
+    conn.user = {
+      kind: 'user',
+      userId: user._id,
+      did: user.did,
+      name: user.name,
+      isOwner: user.isOwner,
+      isAdmin: user.isAdmin,
+      role: user.role,
+      sessionId: session._id,
+      via: viaCookie ? 'cookie' : 'bearer',
+    };
+    conn.cookieToken = null;
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer = undefined;
+    this.send(conn, { type: 'welcome', did: user.did, isAdmin: user.isAdmin });
+  }
+
+  private async onMessage(conn: FeedConn, data: ArrayBuffer, isBinary: boolean): Promise<void> {
+    if (conn.closed) return;
+    let frame: { type?: unknown; token?: unknown; topic?: unknown; channelId?: unknown };
+    try {
+      if (isBinary) throw new Error('binary');
+      frame = JSON.parse(Buffer.from(data).toString('utf8')) as typeof frame;
+      if (typeof frame !== 'object' || frame === null) throw new Error('not an object');
+    } catch {
+      return this.refuse(conn, 'invalid_frame', 'frames are JSON objects with a type');
+    }
+    if (frame.type === 'auth') {
+      if (conn.user) return this.refuse(conn, 'already_authenticated', 'this socket is already authenticated');
+      if (typeof frame.token !== 'string') return this.refuse(conn, 'invalid_frame', 'auth needs a token');
+      return this.authenticate(conn, frame.token, false);
+    }
+    const user = conn.user;
+    if (!user) return this.refuse(conn, 'unauthenticated', 'send {type: "auth", token} first');
+    if (frame.type !== 'subscribe' && frame.type !== 'unsubscribe') return this.refuse(conn, 'unknown_frame', `unknown frame type ${JSON.stringify(frame.type ?? null)}`);
+    const subscribe = frame.type === 'subscribe';
+    if (typeof frame.topic === 'string') {
+      const topic = this.topics.get(frame.topic);
+      if (!topic) return this.refuse(conn, 'unknown_topic', `no topic '${frame.topic}'`);
+      if (!topic.allowed(user)) return this.refuse(conn, 'forbidden', `topic '${frame.topic}' is for global admins`);
+      if (subscribe) conn.ws?.subscribe(frame.topic);
+      else conn.ws?.unsubscribe(frame.topic);
+      return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', topic: frame.topic });
+    }
+    if (typeof frame.channelId === 'string') {
+      const access = this.channelAccess;
+      if (!access) return this.refuse(conn, 'not_available', 'channel subscriptions are not available yet');
+      const uwsTopic = await access(user, frame.channelId);
+      if (conn.closed) return;
+      if (!uwsTopic) return this.refuse(conn, 'not_found', `no channel ${frame.channelId}`);
+      if (subscribe) {
+        conn.ws?.subscribe(uwsTopic);
+        (conn.channels ??= new Map()).set(frame.channelId, uwsTopic);
+        let subs = this.channelSubs.get(frame.channelId);
+        if (!subs) this.channelSubs.set(frame.channelId, (subs = new Set()));
+        subs.add(conn);
+      } else {
+        conn.ws?.unsubscribe(uwsTopic);
+        this.forgetChannel(conn, frame.channelId);
+      }
+      return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', channelId: frame.channelId });
+    }
+    return this.refuse(conn, 'invalid_frame', `${frame.type} needs a topic or a channelId`);
+  }
+
+  /**
+   * Re-checks the channel subscriptions of `did` (every subscriber when null) after someone may
+   * have lost read access; a socket that lost it is unsubscribed and told
+   * `{type: "unsubscribed", channelId, reason: "access_lost"}`.
+   */
+  async recheckChannel(channelId: string, did: string | null): Promise<void> {
+    const subs = this.channelSubs.get(channelId);
+    const access = this.channelAccess;
+    if (!subs || !access) return;
+    for (const conn of [...subs]) {
+      if (conn.closed || !conn.user || (did !== null && conn.user.did !== did)) continue;
+      const topic = conn.channels?.get(channelId);
+      const still = await access(conn.user, channelId).catch(() => null);
+      if (still || conn.closed || !topic) continue;
+      conn.ws?.unsubscribe(topic);
+      this.forgetChannel(conn, channelId);
+      this.send(conn, { type: 'unsubscribed', channelId, reason: 'access_lost' });
+    }
+  }
+
+  private forgetChannel(conn: FeedConn, channelId: string): void {
+    conn.channels?.delete(channelId);
+    const subs = this.channelSubs.get(channelId);
+    subs?.delete(conn);
+    if (subs?.size === 0) this.channelSubs.delete(channelId);
+  }
+
+  /** Answers an error frame; malformed frames count towards the 1008 close, refusals do not. */
+  private refuse(conn: FeedConn, code: string, message: string): void {
+    this.send(conn, { type: 'error', code, message });
+    if (code === 'invalid_frame' || code === 'unknown_frame') {
+      conn.invalid++;
+      if (conn.invalid >= INVALID_LIMIT) this.end(conn, 1008, 'too many invalid frames');
+    }
+  }
+
+  private send(conn: FeedConn, frame: object): void {
+    if (!conn.closed && conn.ws) conn.ws.send(JSON.stringify(frame));
+  }
+
+  private end(conn: FeedConn, code: number, reason: string): void {
+    if (conn.closed || !conn.ws) return;
+    try {
+      conn.ws.end(code, reason);
+    } catch {
+      // already closed
+    }
+  }
+}

@@ -1,0 +1,129 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import WebSocket from 'ws';
+import { makeUser } from './fixtures.js';
+import { waitFor } from './helpers.js';
+import { isError, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+
+const test = suite('actor inspection and the live feed');
+const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
+
+test.before(async () => {
+  Object.assign(ctx, await startWithOwner());
+});
+test.after(async () => {
+  await ctx.s.stop(true);
+});
+
+/** A feed client collecting frames. */
+function feed(url: string, headers: Record<string, string> = {}) {
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed', { headers });
+  const frames: any[] = [];
+  let closed: number | null = null;
+  ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
+  ws.on('close', (code) => (closed = code));
+  const opened = new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return {
+    ws,
+    frames,
+    opened,
+    closed: () => closed,
+    send: (f: unknown) => ws.send(JSON.stringify(f)),
+    next: (pred: (f: any) => boolean, timeoutMs = 5000) => waitFor(() => frames.find(pred), timeoutMs),
+  };
+}
+
+test('GET /api/admin/actors lists live actors; GET /api/admin/actors/:id inspects one', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  const pending = newAgent(s);
+  await pending.waitFor('pending');
+  const list = await owner.api.get('/api/admin/actors');
+  assert.is(list.status, 200);
+  const mine = list.body.actors.find((a: any) => a.id === agent.did);
+  assert.equal(mine, { kind: 'agent', id: agent.did, state: { active: { connection: 'online', certificate: 'current' } }, status: 'active' });
+  assert.is(list.body.actors.find((a: any) => a.id === pending.did)?.state, 'pending');
+  assert.ok((await owner.api.get('/api/admin/actors?kind=agent')).body.actors.length >= 2);
+  assert.equal((await owner.api.get('/api/admin/actors?kind=workflow')).body.actors, []);
+
+  const one = await owner.api.get(`/api/admin/actors/${encodeURIComponent(`agent:${agent.did}`)}`);
+  assert.is(one.status, 200, one.text);
+  assert.equal(one.body.actor.context, { did: agent.did, serial: agent.certificate!.certificate.serial, policyId: null });
+  assert.is(one.body.actor.live, true);
+  const viaQuery = await owner.api.get(`/api/admin/actors/${encodeURIComponent(agent.did)}?kind=agent`);
+  assert.equal(viaQuery.body, one.body);
+  isError(await owner.api.get('/api/admin/actors/agent%3Adid%3Akey%3Anope'), 404);
+  isError(await owner.api.get('/api/admin/actors/nokind'), 404);
+  isError(await owner.api.get('/api/admin/actors/ghost%3Ax'), 404);
+  const member = await makeUser(s, { workspaces: { [s.ctx.defaultWorkspace._id]: 'owner' } });
+  isError(await member.api.get('/api/admin/actors'), 403);
+  await stopAll(agent, pending);
+});
+
+test('the feed streams actor transitions to a global admin (cookie on upgrade)', async () => {
+  const { s, owner } = ctx;
+  const f = feed(s.url, { cookie: `steward_session=${owner.token}` });
+  await f.opened;
+  const welcome = await f.next((x) => x.type === 'welcome');
+  assert.equal(welcome, { type: 'welcome', did: owner.user.did, isAdmin: true });
+  f.send({ type: 'subscribe', topic: 'actors' });
+  await f.next((x) => x.type === 'subscribed' && x.topic === 'actors');
+  const agent = await readyAgent(s, owner);
+  const online = await f.next((x) => x.type === 'actor.transition' && x.actorId === agent.did && x.event === 'CONNECTED');
+  assert.equal(online, { type: 'actor.transition', actorId: agent.did, kind: 'agent', state: { active: { connection: 'online', certificate: 'current' } }, event: 'CONNECTED' });
+  assert.ok(f.frames.some((x) => x.type === 'actor.transition' && x.actorId === agent.did && x.state === 'pending'), 'the pending state too');
+  await agent.stop();
+  await f.next((x) => x.type === 'actor.transition' && x.actorId === agent.did && x.event === 'DISCONNECTED');
+  f.send({ type: 'unsubscribe', topic: 'actors' });
+  await f.next((x) => x.type === 'unsubscribed');
+  f.ws.close();
+});
+
+test('feed: a token in a first auth frame; non-admins cannot follow actors; unknown channels are refused', async () => {
+  const { s } = ctx;
+  const member = await makeUser(s, { workspaces: { [s.ctx.defaultWorkspace._id]: 'member' } });
+  const f = feed(s.url);
+  await f.opened;
+  f.send({ type: 'subscribe', topic: 'actors' });
+  assert.is((await f.next((x) => x.type === 'error')).code, 'unauthenticated');
+  f.send({ type: 'auth', token: member.token });
+  assert.is((await f.next((x) => x.type === 'welcome')).isAdmin, false);
+  f.send({ type: 'subscribe', topic: 'actors' });
+  assert.is((await f.next((x) => x.type === 'error' && x.code === 'forbidden')).code, 'forbidden');
+  // Channel subscriptions belong to the channels area; an unknown channel is refused either way.
+  f.send({ type: 'subscribe', channelId: 'no-such-channel' });
+  const refused = await f.next((x) => x.type === 'error' && (x.code === 'not_available' || x.code === 'not_found'));
+  assert.ok(refused);
+  assert.is(f.closed(), null, 'refusals keep the socket open');
+  f.ws.close();
+});
+
+test('feed: a bad token closes with 4401, an agent session with 4403', async () => {
+  const { s, owner } = ctx;
+  const bad = feed(s.url);
+  await bad.opened;
+  bad.send({ type: 'auth', token: 'not-a-token' });
+  await waitFor(() => bad.closed());
+  assert.is(bad.closed(), 4401);
+  const agent = await readyAgent(s, owner);
+  const asAgent = feed(s.url);
+  await asAgent.opened;
+  asAgent.send({ type: 'auth', token: agent.session!.token });
+  await waitFor(() => asAgent.closed());
+  assert.is(asAgent.closed(), 4403);
+  await agent.stop();
+});
+
+test('feed: no authentication within 5 s closes with 4408; a cookie from another origin is ignored', async () => {
+  const { s, owner } = ctx;
+  const f = feed(s.url, { cookie: `steward_session=${owner.token}`, origin: 'http://evil.example' });
+  await f.opened;
+  await waitFor(() => f.closed(), 7000);
+  assert.is(f.closed(), 4408);
+  assert.not.ok(f.frames.some((x) => x.type === 'welcome'));
+});
+
+test.run();

@@ -1,0 +1,140 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { makeUser } from './fixtures.js';
+import { waitFor } from './helpers.js';
+import { fleet, isError, once, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
+import { ownerOf } from './fixtures.js';
+
+const test = suite('fleet heartbeats and token statistics');
+let ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
+
+test.before(async () => {
+  ctx = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600' });
+});
+test.after(async () => {
+  await ctx.s.stop(true);
+});
+
+async function beat(agent: Awaited<ReturnType<typeof readyAgent>>, p: number, c: number) {
+  agent.recordUsage(p, c);
+  const acked = once<number>(agent, 'heartbeatAck');
+  agent.heartbeat();
+  return acked;
+}
+
+test('deltas of several agents add up, offline agents included, and survive roll-up and restart', async () => {
+  const { s, owner } = ctx;
+  const empty = await owner.api.get('/api/stats/tokens');
+  assert.is(empty.status, 200);
+  assert.equal(empty.body, {
+    allTime: { promptTokens: 0, completionTokens: 0 },
+    daily: { promptTokens: 0, completionTokens: 0 },
+    monthly: { promptTokens: 0, completionTokens: 0 },
+  });
+  const a = await readyAgent(s, owner);
+  const b = await readyAgent(s, owner);
+  await beat(a, 100, 10);
+  await beat(b, 200, 20);
+  await beat(a, 1, 2);
+  await b.stop(); // offline agents still count
+  const expected = { promptTokens: 301, completionTokens: 32 };
+  let stats = (await owner.api.get('/api/stats/tokens')).body;
+  assert.equal(stats, { allTime: expected, daily: expected, monthly: expected });
+
+  // Roll-up folds the ledger into per-agent and global buckets without counting anything twice.
+  await fleet(s).tokens.rollup();
+  assert.is(await s.ctx.c.tokenLedger.count({}), 0);
+  stats = (await owner.api.get('/api/stats/tokens')).body;
+  assert.equal(stats, { allTime: expected, daily: expected, monthly: expected });
+  const now = new Date();
+  const perA = await s.ctx.c.tokenUsage.findById(a.did);
+  assert.equal(perA?.allTime, { promptTokens: 101, completionTokens: 12 });
+  assert.equal(perA?.days[utcDay(now)], { promptTokens: 101, completionTokens: 12 });
+  assert.equal(perA?.months[utcMonth(now)], { promptTokens: 101, completionTokens: 12 });
+  const global = await s.ctx.c.tokenUsage.findById(GLOBAL_ID);
+  assert.equal(global?.allTime, expected);
+  const detail = await owner.api.get(`/api/agents/${encodeURIComponent(a.did)}`);
+  assert.equal(detail.body.agent.tokenUsage.allTime, { promptTokens: 101, completionTokens: 12 });
+
+  // More usage after the roll-up: ledger tail plus rolled-up totals.
+  await beat(a, 9, 8);
+  stats = (await owner.api.get('/api/stats/tokens')).body;
+  assert.equal(stats.allTime, { promptTokens: 310, completionTokens: 40 });
+  await a.stop();
+
+  // A restart rolls up at shutdown and keeps everything.
+  ctx.s = await s.restart();
+  ctx.owner = await ownerOf(ctx.s);
+  stats = (await ctx.owner.api.get('/api/stats/tokens')).body;
+  assert.equal(stats.allTime, { promptTokens: 310, completionTokens: 40 });
+  assert.is(await ctx.s.ctx.c.tokenLedger.count({}), 0);
+});
+
+test('a roll-up after a crash between the per-agent and the global write counts nothing twice', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  await beat(agent, 50, 5);
+  const tokens = fleet(s).tokens;
+  // Simulate a roll-up that wrote the agent's bucket and then died: apply it by hand, leave the ledger.
+  const [ledger] = await s.ctx.c.tokenLedger.find({});
+  const before = (await owner.api.get('/api/stats/tokens')).body.allTime;
+  await s.ctx.c.tokenUsage.updateOne(
+    { _id: agent.did },
+    { $inc: { 'allTime.promptTokens': 50, 'allTime.completionTokens': 5 }, $set: { rolledUpTo: ledger!._id } },
+    { upsert: true },
+  );
+  (tokens as any).clean = false; // what a failure (or a restart) leaves behind
+  await tokens.rollup();
+  assert.equal((await s.ctx.c.tokenUsage.findById(agent.did))?.allTime, { promptTokens: 50, completionTokens: 5 });
+  assert.equal((await owner.api.get('/api/stats/tokens')).body.allTime, before);
+  await agent.stop();
+});
+
+test('heartbeats arriving together are written as one ledger document', async () => {
+  const { s, owner } = ctx;
+  const sdk = await readyAgent(s, owner);
+  const keys = sdk['opts'].keys;
+  await sdk.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(sdk.did));
+  const raw = new RawAgent(s.url, keys);
+  await raw.authenticate();
+  await raw.acceptNextOffer();
+  const tokens = fleet(s).tokens;
+  const writes = tokens.stats.ledgerWrites;
+  const n = 50;
+  const burst = Array.from({ length: n }, (_, i) => JSON.stringify({ type: 'heartbeat', seq: i + 1, sinceLastSync: { promptTokens: 1, completionTokens: 1 } }));
+  for (const f of burst) raw.ws.send(f);
+  for (let i = 1; i <= n; i++) assert.is((await raw.next('heartbeat_ack')).seq, i, 'acks in order');
+  const used = tokens.stats.ledgerWrites - writes;
+  assert.ok(used >= 1 && used < n, `${n} heartbeats took ${used} ledger writes`);
+  raw.close();
+});
+
+test('lastSeen follows the socket; isOnline is false once it closes', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  const t0 = Date.now();
+  await beat(agent, 0, 0);
+  let d = (await owner.api.get(`/api/agents/${encodeURIComponent(agent.did)}`)).body.agent;
+  assert.is(d.isOnline, true);
+  assert.ok(Date.parse(d.lastSeen) >= t0 - 5);
+  await agent.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(agent.did));
+  d = (await owner.api.get(`/api/agents/${encodeURIComponent(agent.did)}`)).body.agent;
+  assert.is(d.isOnline, false);
+  assert.ok(Date.parse(d.lastSeen) >= t0 - 5);
+  await fleet(s).service.writeLastSeen();
+  assert.is((await s.ctx.c.agents.findById(agent.did))?.lastSeen, d.lastSeen, 'written to the store in the next batch');
+});
+
+test('GET /api/stats/tokens is for global admins', async () => {
+  const { s } = ctx;
+  const member = await makeUser(s, { workspaces: { [s.ctx.defaultWorkspace._id]: 'owner' } });
+  isError(await member.api.get('/api/stats/tokens'), 403);
+  const r = await fetch(`${s.url}/api/stats/tokens`);
+  assert.is(r.status, 401);
+  await stopAll();
+});
+
+test.run();

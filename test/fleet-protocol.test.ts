@@ -1,0 +1,185 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { generateKeyPair, signMessage } from '../src/domain/did.js';
+import { certificateBytes } from '../src/domain/certificate.js';
+import { waitFor } from './helpers.js';
+import { approve, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+
+const test = suite('fleet protocol');
+const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
+
+test.before(async () => {
+  Object.assign(
+    ctx,
+    await startWithOwner({ AGENT_SEND_BUFFER_LIMIT_BYTES: '65536', AGENT_HANDSHAKE_TIMEOUT_MS: '400', AGENT_INVALID_FRAME_LIMIT: '3' }),
+  );
+});
+test.after(async () => {
+  await ctx.s.stop(true);
+});
+
+/** An approved agent known to the server, driven by a raw client. */
+async function approvedRaw() {
+  const { s, owner } = ctx;
+  const keys = generateKeyPair();
+  const sdk = newAgent(s, { keys });
+  await approve(owner, sdk);
+  await sdk.waitFor('ready');
+  await sdk.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
+  return keys;
+}
+
+test('a forged auth signature closes with 4401', async () => {
+  const raw = new RawAgent(ctx.s.url);
+  const forger = generateKeyPair();
+  await raw.open();
+  raw.hello();
+  const ch = await raw.next('challenge');
+  assert.is(ch.serverDid, ctx.s.ctx.identity.did);
+  raw.send({ type: 'auth', signature: signMessage(forger, `steward-agent-auth:${ch.nonce}`) });
+  assert.is((await raw.waitClosed()).code, 4401);
+});
+
+test('a signature made for another purpose is refused (4401)', async () => {
+  const raw = new RawAgent(ctx.s.url);
+  await raw.open();
+  raw.hello();
+  const ch = await raw.next('challenge');
+  raw.send({ type: 'auth', signature: signMessage(raw.keys, `steward-login:${ch.nonce}`) });
+  assert.is((await raw.waitClosed()).code, 4401);
+});
+
+test('frames failing their schema get error frames; the third invalid frame closes with 1008', async () => {
+  const raw = new RawAgent(ctx.s.url);
+  await raw.open();
+  raw.send({ type: 'hello', did: raw.keys.did, name: 'x', version: '1', capabilities: ['teleport'] });
+  const e1 = await raw.next('error');
+  assert.is(e1.code, 'schema_violation');
+  assert.match(e1.message, /capabilities/);
+  raw.ws.send(Buffer.from([1, 2, 3]), { binary: true });
+  assert.is((await raw.next('error')).code, 'binary_frame');
+  assert.is(raw.closed, null, 'still open after two');
+  raw.send('{not json');
+  assert.is((await raw.next('error')).code, 'invalid_json');
+  assert.is((await raw.waitClosed()).code, 1008);
+});
+
+test('unknown and out-of-order frames are invalid too', async () => {
+  const raw = new RawAgent(ctx.s.url);
+  await raw.open();
+  raw.send({ type: 'teleport' });
+  assert.is((await raw.next('error')).code, 'unknown_frame');
+  raw.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 1, completionTokens: 1 } });
+  assert.is((await raw.next('error')).code, 'unexpected_frame');
+  raw.hello();
+  await raw.next('challenge');
+  assert.is(raw.closed, null);
+});
+
+test('a heartbeat with a negative or fractional delta is refused by its schema', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  const errors: any[] = [];
+  agent.on('serverError', (f) => errors.push(f));
+  agent['send']({ type: 'heartbeat', seq: 99, sinceLastSync: { promptTokens: -5, completionTokens: 0 } });
+  agent['send']({ type: 'heartbeat', seq: 100, sinceLastSync: { promptTokens: 1.5, completionTokens: 0 } });
+  await waitFor(() => errors.length === 2);
+  assert.ok(errors.every((e) => e.code === 'schema_violation'));
+  await agent.stop();
+});
+
+test('a hello whose key does not match its did:key gets an error frame and 1008', async () => {
+  const raw = new RawAgent(ctx.s.url);
+  await raw.open();
+  raw.hello({ publicKey: generateKeyPair().publicKey });
+  assert.is((await raw.next('error')).code, 'invalid_key');
+  assert.is((await raw.waitClosed()).code, 1008);
+});
+
+test('a socket that does not finish the handshake in time is closed with 4408', async () => {
+  const raw = new RawAgent(ctx.s.url);
+  await raw.open();
+  assert.is((await raw.waitClosed(3000)).code, 4408);
+});
+
+test('a second authenticated connection of the same agent replaces the first (4409)', async () => {
+  const { s, owner } = ctx;
+  const first = await readyAgent(s, owner);
+  const closed = once<number>(first, 'close');
+  const second = new RawAgent(s.url, first['opts'].keys);
+  await second.authenticate();
+  await second.acceptNextOffer();
+  assert.is(await closed, 4409);
+  assert.is(first.status, 'stopped', 'the SDK does not reconnect after 4409');
+  assert.ok(fleet(s).gateway.isOnline(first.did), 'the new connection is the live one');
+  second.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
+  assert.equal(await second.next('heartbeat_ack'), { type: 'heartbeat_ack', seq: 1 });
+  second.close();
+});
+
+test('a co-signature that does not verify closes with 4401 and leaves the old certificate in force', async () => {
+  const { s } = ctx;
+  const keys = await approvedRaw();
+  const before = await fleet(s).service.certificates.current(keys.did);
+  // Make the stored certificate stale so the next connection gets a new one.
+  const other = generateKeyPair();
+  await s.ctx.c.agents.updateOne({ _id: keys.did }, { $set: { capabilities: ['api_call'] } });
+  const raw = new RawAgent(s.url, keys);
+  await raw.authenticate();
+  await raw.next('update_capabilities');
+  const offer = await raw.next('certificate_offer');
+  assert.is.not(offer.certificate.serial, before!.certificate.serial);
+  raw.send({ type: 'certificate_accept', agentSignature: signMessage(other, certificateBytes(offer.certificate)) });
+  assert.is((await raw.waitClosed()).code, 4401);
+  const after = await fleet(s).service.certificates.current(keys.did);
+  assert.is(after!.certificate.serial, before!.certificate.serial);
+});
+
+test('reconnecting with an unchanged certificate: the stored one is offered again, no new write', async () => {
+  const { s } = ctx;
+  const keys = await approvedRaw();
+  const before = await fleet(s).service.certificates.current(keys.did);
+  const raw = new RawAgent(s.url, keys);
+  await raw.authenticate();
+  const ready = await raw.acceptNextOffer();
+  assert.is(ready.certificate.serial, before!.certificate.serial);
+  assert.is(ready.agentSignature, before!.agentSignature, 'Ed25519 is deterministic: the same co-signature');
+  assert.is(raw.frames.filter((f) => f.type === 'update_capabilities').length, 0);
+  raw.close();
+});
+
+test('the session in ready authenticates the agent over HTTP and survives reconnects', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  const token = agent.session!.token;
+  const r = await fetch(`${s.url}/api/agents/${encodeURIComponent(agent.did)}`, { headers: { authorization: `Bearer ${token}` } });
+  assert.is(r.status, 403, 'an agent session is a session, but this endpoint is for people');
+  const noSession = await fetch(`${s.url}/api/agents/${encodeURIComponent(agent.did)}`, { headers: { authorization: 'Bearer nope' } });
+  assert.is(noSession.status, 401);
+  await agent.stop();
+  const again = newAgent(s, { keys: agent['opts'].keys });
+  await again.waitFor('ready');
+  assert.is(again.session!.token, token);
+  await again.stop();
+});
+
+test('a socket that does not read is closed once its send buffer passes the limit', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner, { reconnect: false });
+  const socket = (agent['ws'] as any)._socket as import('node:net').Socket;
+  socket.pause(); // stop reading: the kernel buffers fill, then the server's send buffer grows
+  const payload = 'x'.repeat(16 * 1024);
+  let sent = 0;
+  while (fleet(s).gateway.isOnline(agent.did) && sent < 10_000) {
+    s.ctx.agentPush.push(agent.did, { type: 'llm_config', config: { provider: 'test', model: payload } });
+    sent++;
+    if (sent % 50 === 0) await new Promise((r) => setImmediate(r));
+  }
+  assert.not.ok(fleet(s).gateway.isOnline(agent.did), `closed after ${sent} frames of 16 KiB`);
+  assert.ok(sent < 10_000);
+  socket.destroy();
+  await agent.stop();
+});
+
+test.run();

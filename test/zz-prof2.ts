@@ -1,0 +1,18 @@
+import { startServer } from './helpers.js';
+import { makeUser } from './fixtures.js';
+import { makeAgent } from './people-helpers.js';
+import { Session } from 'node:inspector/promises';
+import { writeFile } from 'node:fs/promises';
+const s = await startServer();
+const u = await makeUser(s, { workspaces: { [s.ctx.defaultWorkspace._id]: 'member' } });
+const ch = (await u.api.post('/api/channels', { name: 'p', workspaceId: s.ctx.defaultWorkspace._id })).body.channel;
+const agent = await makeAgent(s, 'benchagent');
+await u.api.post(`/api/channels/${ch.id}/members`, { memberDid: agent._id, memberType: 'agent' });
+for (let i = 0; i < 200; i++) await u.api.post(`/api/channels/${ch.id}/messages`, { content: '@benchagent hi ' + i });
+const prof = new Session(); prof.connect(); await prof.post('Profiler.enable'); await prof.post('Profiler.start');
+const t = performance.now();
+for (let k = 0; k < 10; k++) await Promise.all(Array.from({length: 100}, (_, i) => u.api.post(`/api/channels/${ch.id}/messages`, { content: '@benchagent hi ' + i })));
+console.log('HTTP post concurrent', ((performance.now() - t) / 1000).toFixed(3), 'ms');
+const { profile } = await prof.post('Profiler.stop');
+await writeFile('/tmp/post.cpuprofile', JSON.stringify(profile));
+await s.stop(true);
