@@ -12,6 +12,11 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
+import { Session } from 'node:inspector/promises';
+import { writeFile } from 'node:fs/promises';
+
+/** BENCH_PROFILE=<file>: a CPU profile of the server from setup to stop is written there. */
+let profiler: Session | undefined;
 
 type Msg =
   | { cmd: 'start'; env: Record<string, string> }
@@ -23,6 +28,7 @@ const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
 
 let steward: Steward | undefined;
+let cpuMark = process.cpuUsage();
 let dataDir = '';
 
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
@@ -105,10 +111,19 @@ process.on('message', async (raw: { id: number } & Msg) => {
           await c.channelMembers.insertOne({ _id: nanoid(), channelId: channel._id, memberDid: raw.agent.did, memberType: 'agent', role: 'member', joinedAt: now, invitedBy: null });
         }
         loopDelay.reset();
+        if (process.env.BENCH_PROFILE) {
+          profiler = new Session();
+          profiler.connect();
+          await profiler.post('Profiler.enable');
+          await profiler.post('Profiler.start');
+        }
         return reply(id, { channelId: channel._id, tokens });
       }
       case 'counters': {
+        const cpu = process.cpuUsage(cpuMark);
+        cpuMark = process.cpuUsage();
         const r = {
+          cpuMs: (cpu.user + cpu.system) / 1000,
           messages: await steward!.ctx.c.channelMessages.count({}),
           loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
           loopDelayMaxMs: loopDelay.max / 1e6,
@@ -119,6 +134,10 @@ process.on('message', async (raw: { id: number } & Msg) => {
         return reply(id, r);
       }
       case 'stop':
+        if (profiler) {
+          const { profile } = await profiler.post('Profiler.stop');
+          await writeFile(process.env.BENCH_PROFILE!, JSON.stringify(profile));
+        }
         await steward?.close();
         await rm(dataDir, { recursive: true, force: true });
         reply(id, {});

@@ -170,7 +170,7 @@ async function mentions(): Promise<void> {
   const elapsed = await drive(SECONDS, 0);
   await sleep(2000);
   measuring = false;
-  const counters = await server.call<{ loopDelayP99Ms: number; loopDelayMaxMs: number; rssMB: number; messages: number }>({ cmd: 'counters' });
+  const counters = await server.call<{ cpuMs: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssMB: number; messages: number }>({ cmd: 'counters' });
   const expected = Math.round(RATE * SECONDS);
   latencies.sort((a, b) => a - b);
   answerLatencies.sort((a, b) => a - b);
@@ -186,6 +186,7 @@ async function mentions(): Promise<void> {
     ['mention -> agent max (ms)', fmt(latencies[latencies.length - 1] ?? NaN)],
     ['HTTP 201 answer p50 / p99 (ms)', `${fmt(percentile(answerLatencies, 50))} / ${fmt(percentile(answerLatencies, 99))}`],
     ['server event-loop delay p99 / max (ms)', `${fmt(counters.loopDelayP99Ms)} / ${fmt(counters.loopDelayMaxMs)}`],
+    ['server CPU per message (ms)', fmt(counters.cpuMs / expected, 3)],
     ['server RSS after (MB)', fmt(counters.rssMB, 0)],
   ]);
   await agent.stop();

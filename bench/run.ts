@@ -12,7 +12,8 @@
  * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
  * default 35), --rate R heartbeats per second in (d) (BENCH_HB_RATE, default 2000), --seconds D
  * duration of (d) (BENCH_HB_SECONDS, default 10), --concurrency C handshakes in flight per load
- * generator (BENCH_CONCURRENCY, default 250).
+ * generator (BENCH_CONCURRENCY, default 250), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS
+ * in (a) (BENCH_ACTOR_IDLE_SECONDS, default 30; the hold should be longer to see actors leave memory).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -33,6 +34,7 @@ const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 35);
 const RATE = flag('rate', 'BENCH_HB_RATE', 2000);
 const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
 const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
+const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 30);
 /** Loopback source addresses per load generator. */
 const ADDRESSES_PER_LOADGEN = 4;
 
@@ -146,26 +148,25 @@ async function online(s: Setup): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 
 async function benchMemory(): Promise<void> {
-  const s = await setup(N);
+  // Agent actors leave memory after ACTOR_IDLE s without a lifecycle event (AGENT_ACTOR_IDLE_SECONDS).
+  const s = await setup(N, { AGENT_ACTOR_IDLE_SECONDS: String(ACTOR_IDLE_S) });
+  const live = await s.server.call<{ memory: any; actors: Record<string, number> }>({ cmd: 'memory' });
   await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs: 30_000 })));
   await new Promise((r) => setTimeout(r, HOLD_S * 1000));
   const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
   const m = await s.server.call<{ memory: any; sockets: Record<string, number>; actors: Record<string, number> }>({ cmd: 'memory' });
   const on = await online(s);
-  const rss = m.memory.rss;
-  const heap = m.memory.heapUsed;
+  const perAgent = (bytes: number) => `${fmt(bytes / N / 1024, 2)} KiB`;
   table(`(a) ${N} agents held, heartbeating every 30 s`, [
     ['agents online (server)', String(on)],
     ['first connection of all agents', `${fmt(s.connectMs / 1000, 1)} s`],
-    ['hold time', `${HOLD_S} s`],
-    ['heartbeats sent / acknowledged', `${hb.reduce((a, r) => a + r.sent, 0)} / ${hb.reduce((a, r) => a + r.acked, 0)}`],
-    ['live agent actors', String(m.actors.agent ?? 0)],
-    ['server RSS: empty / registered / connected', `${fmt(s.mem0.rss / MB)} / ${fmt(s.memRegistered.rss / MB)} / ${fmt(rss / MB)} MiB`],
-    ['server heap used: empty / registered / connected', `${fmt(s.mem0.heapUsed / MB)} / ${fmt(s.memRegistered.heapUsed / MB)} / ${fmt(heap / MB)} MiB`],
-    ['RSS per agent (connected − empty) / N', `${fmt((rss - s.mem0.rss) / N / 1024, 2)} KiB`],
-    ['heap per agent (connected − empty) / N', `${fmt((heap - s.mem0.heapUsed) / N / 1024, 2)} KiB`],
-    ['RSS per agent, connections only (connected − registered) / N', `${fmt((rss - s.memRegistered.rss) / N / 1024, 2)} KiB`],
-    ['heap per agent, connections only', `${fmt((heap - s.memRegistered.heapUsed) / N / 1024, 2)} KiB`],
+    ['heartbeats sent / acknowledged during the hold', `${hb.reduce((a, r) => a + r.sent, 0)} / ${hb.reduce((a, r) => a + r.acked, 0)} in ${HOLD_S} s`],
+    ['server RSS: empty / agents registered', `${fmt(s.mem0.rss / MB)} / ${fmt(s.memRegistered.rss / MB)} MiB`],
+    [`connected, ${live.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(live.memory.rss / MB)} / ${fmt(live.memory.heapUsed / MB)} MiB`],
+    ['  per agent (minus the empty server): RSS / heap', `${perAgent(live.memory.rss - s.mem0.rss)} / ${perAgent(live.memory.heapUsed - s.mem0.heapUsed)}`],
+    [`after the hold, ${m.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(m.memory.rss / MB)} / ${fmt(m.memory.heapUsed / MB)} MiB`],
+    ['  per agent (minus the empty server): RSS / heap', `${perAgent(m.memory.rss - s.mem0.rss)} / ${perAgent(m.memory.heapUsed - s.mem0.heapUsed)}`],
+    ['  V8 heap committed (heapTotal) / external / array buffers', `${fmt(m.memory.heapTotal / MB)} / ${fmt(m.memory.external / MB)} / ${fmt(m.memory.arrayBuffers / MB)} MiB`],
   ]);
   await teardown(s);
 }

@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert';
 import type { StewardAgent, ChannelMessageContext } from '../src/agent/index.js';
 import { frameValidators } from '../src/domain/wire-schemas.js';
 import { sign } from '../src/integrations/webhook.js';
-import { http, sleep, waitFor, type TestServer } from './helpers.js';
+import { http, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { once, readyAgent, stopAll, startWithOwner } from './fleet-helpers.js';
 import { addMember, makeChannel, makeWorkspace, post, RawAgentSink } from './channels-helpers.js';
@@ -111,6 +111,20 @@ test('only mentioned, online agent members get it; an agent never gets its own m
   assert.ok(notMember);
 });
 
+test('an edit that adds a mention calls the newly mentioned agent', async () => {
+  const ch = await makeChannel(alice, { name: 'Edits', workspaceId: ws.id });
+  const seen: string[] = [];
+  const late = await agentNamed('latecomer', (ctx) => {
+    seen.push(ctx.message.content);
+  });
+  await addMember(alice, ch.id, late.did, 'agent');
+  const m = await post(alice, ch.id, 'no mention yet');
+  const r = await alice.api.patch(`/api/channels/${ch.id}/messages/${m.id}`, { content: 'now with @latecomer' });
+  assert.equal(r.body.message.metadata.mentions, ['latecomer']);
+  await waitFor(() => seen.length > 0);
+  assert.equal(seen, ['now with @latecomer']);
+});
+
 test('a mention of an offline agent is recorded and the post still succeeds', async () => {
   const ch = await makeChannel(alice, { name: 'Offline', workspaceId: ws.id });
   const sleeper = await agentNamed('sleeper');
@@ -147,7 +161,6 @@ test("a message arriving through a bridge with an agent's @name reaches that age
   assert.is(got[0]!.message.id, r.body.messageId);
   assert.is(got[0]!.message.content, 'from outside: @listener ping');
   assert.is(got[0]!.message.authorDid, 'ext:bob');
-  await sleep(0);
 });
 
 test.run();

@@ -327,6 +327,7 @@ test('members remove: the DID is percent-encoded; owner anyone, moderator member
   assert.is(r.status, 200, r.text);
   assert.equal(r.body, { success: true });
   assert.is((await u2.api.del(path(u2))).status, 200, 'a member leaves on their own');
+  isError(await u2.api.post(`/api/channels/${ch.id}/messages`, { content: 'still here?' }), 403, 'not_a_member');
   isError(await u2.api.get(`/api/channels/${ch.id}/members`), 405);
   isError(await creator.api.del(path(u2)), 404, 'not_found');
   assert.is((await creator.api.del(path(moderator))).status, 200, 'an owner removes a moderator');

@@ -9,7 +9,7 @@ const test = suite('actor inspection and the live feed');
 const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
 
 test.before(async () => {
-  Object.assign(ctx, await startWithOwner());
+  Object.assign(ctx, await startWithOwner({ AGENT_OFFLINE_GRACE_MS: '0' }));
 });
 test.after(async () => {
   await ctx.s.stop(true);

@@ -11,7 +11,7 @@ const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
 test.before(async () => {
   Object.assign(
     ctx,
-    await startWithOwner({ AGENT_SEND_BUFFER_LIMIT_BYTES: '65536', AGENT_HANDSHAKE_TIMEOUT_MS: '400', AGENT_INVALID_FRAME_LIMIT: '3' }),
+    await startWithOwner({ AGENT_SEND_BUFFER_LIMIT_BYTES: '65536', AGENT_HANDSHAKE_TIMEOUT_MS: '400', AGENT_INVALID_FRAME_LIMIT: '3', AGENT_OFFLINE_GRACE_MS: '300' }),
   );
 });
 test.after(async () => {
@@ -180,6 +180,25 @@ test('a socket that does not read is closed once its send buffer passes the limi
   assert.ok(sent < 10_000);
   socket.destroy();
   await agent.stop();
+});
+
+test('a reconnect within the offline grace period is no transition of the actor; a longer absence is', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  const keys = agent['opts'].keys;
+  const events: string[] = [];
+  const off = s.ctx.actors.onTransition((t) => t.actorId === agent.did && events.push(t.event));
+  await agent.stop();
+  assert.not.ok(fleet(s).gateway.isOnline(agent.did), 'isOnline follows the socket at once');
+  const back = newAgent(s, { keys });
+  await back.waitFor('ready');
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(events, [], 'back within 300 ms: no DISCONNECTED, no CONNECTED');
+  await back.stop();
+  await waitFor(() => events.includes('DISCONNECTED'));
+  const state = await s.ctx.actors.inspect('agent', agent.did);
+  assert.equal(state?.state, { active: { connection: 'offline', certificate: 'current' } });
+  off();
 });
 
 test.run();

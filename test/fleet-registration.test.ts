@@ -10,7 +10,7 @@ const test = suite('fleet registration');
 const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
 
 test.before(async () => {
-  Object.assign(ctx, await startWithOwner());
+  Object.assign(ctx, await startWithOwner({ AGENT_OFFLINE_GRACE_MS: '0' }));
 });
 test.after(async () => {
   await ctx.s.stop(true);

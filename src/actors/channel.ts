@@ -72,7 +72,7 @@ export const channelMachine = setup({
     refuseArchived: (_args, _reply: Reply) => {
       throw new Error('refuseArchived is not provided');
     },
-    nextSeq: assign({ seq: ({ context }) => context.seq + 1 }),
+    nextSeq: () => undefined,
     resync: assign({
       seq: ({ context, event }) => {
         assertEvent(event, 'RESYNC');

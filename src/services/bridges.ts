@@ -121,6 +121,9 @@ const outgoing = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'incom
 export class BridgeService {
   private readonly c: AppContext['c'];
   private readonly outboxes = new Map<string, Outbox>();
+  /** Bridges of each channel that sends messages out, read through (every bridge write goes through here and drops its entry). */
+  private readonly outgoingByChannel = new Map<string, BridgeDoc[]>();
+  private bridgeGen = 0;
   /** Back-off waits in progress; stop() ends them. */
   private readonly waits = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
   private readonly abort = new AbortController();
@@ -207,6 +210,7 @@ export class BridgeService {
       }
       throw err;
     }
+    this.changed(doc.channelId);
     if (doc.externalService === 'teams') this.ctx.log.warn({ bridgeId: id }, TEAMS_WARNING);
     return doc;
   }
@@ -216,6 +220,7 @@ export class BridgeService {
       { _id: bridgeId, channelId },
       { $set: { ...patch, updatedAt: new Date().toISOString() } },
     );
+    this.changed(channelId);
     if (!updated) throw notFound(`bridge ${bridgeId} not found in this channel`);
     return updated;
   }
@@ -224,6 +229,7 @@ export class BridgeService {
     const bridge = await this.c.bridges.findOne({ _id: bridgeId, channelId });
     if (!bridge) throw notFound(`bridge ${bridgeId} not found in this channel`);
     await this.c.bridges.deleteOne({ _id: bridgeId });
+    this.changed(channelId);
     await this.c.bridgeDeliveries.deleteMany({ bridgeId });
     this.outboxes.delete(bridgeId);
     return bridge;
@@ -360,8 +366,25 @@ export class BridgeService {
     void this.fanOut(e).catch((err: unknown) => this.ctx.log.error({ err, channelId: e.channel._id }, 'outgoing bridge fan-out failed'));
   }
 
+  private changed(channelId: string): void {
+    this.bridgeGen++;
+    this.outgoingByChannel.delete(channelId);
+  }
+
+  private async outgoingOf(channelId: string): Promise<BridgeDoc[]> {
+    const hit = this.outgoingByChannel.get(channelId);
+    if (hit) return hit;
+    const gen = this.bridgeGen;
+    const list = (await this.c.bridges.find({ channelId })).filter(outgoing);
+    if (gen === this.bridgeGen) {
+      this.outgoingByChannel.set(channelId, list);
+      if (this.outgoingByChannel.size > 10_000) this.outgoingByChannel.delete(this.outgoingByChannel.keys().next().value!);
+    }
+    return list;
+  }
+
   private async fanOut(e: MessageCreated): Promise<void> {
-    const bridges = (await this.c.bridges.find({ channelId: e.channel._id })).filter((b) => outgoing(b) && b._id !== e.via?.bridgeId);
+    const bridges = (await this.outgoingOf(e.channel._id)).filter((b) => b._id !== e.via?.bridgeId);
     if (bridges.length === 0) return;
     const authorName = await this.authorName(e.message.authorDid, e.message.authorType);
     for (const bridge of bridges) {

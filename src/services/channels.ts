@@ -648,7 +648,7 @@ export class ChannelService {
           i = j;
           continue;
         }
-        const command = batch[i++]!;
+        const command = batch[i++] as Exclude<ChannelCommand, PostCommand>;
         try {
           const out = command.kind === 'change' ? await this.applyChange(channelId, command.change as MessageChange) : await this.storeUpdate(channelId, command);
           command.reply.resolve(out.value);
@@ -876,9 +876,18 @@ export class ChannelService {
     if (this.ctx.app.numSubscribers(topic) > 0) this.ctx.app.publish(topic, JSON.stringify({ type, channelId, message }));
   }
 
-  /** For the live feed: the uWS topic of a channel the principal may read; null otherwise (unknown and hidden alike). */
-  readonly feedTopic = async (p: Principal, channelId: string): Promise<string | null> =>
-    (await this.canRead(p, channelId)) ? channelTopic(channelId) : null;
+  /**
+   * For the live feed: the uWS topic of a channel the principal may read; null otherwise (unknown
+   * and hidden alike, and when the store fails — logged — since the feed has no error to answer).
+   */
+  readonly feedTopic = async (p: Principal, channelId: string): Promise<string | null> => {
+    try {
+      return (await this.canRead(p, channelId)) ? channelTopic(channelId) : null;
+    } catch (err) {
+      this.ctx.log.error({ err, channelId }, 'checking a feed subscription failed');
+      return null;
+    }
+  };
 
   private accessLost(channelId: string, did: string | null): void {
     for (const fn of this.accessLostHooks) {

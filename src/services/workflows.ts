@@ -252,7 +252,8 @@ export class WorkflowService {
   private readonly inputs = new Map<string, WorkflowRunInput>();
   private readonly listening = new WeakSet<object>();
   private readonly executions = new Map<string, Execution>();
-  private readonly pending = new Set<Promise<unknown>>();
+  /** Writes of run ends in progress; awaited at shutdown (attempts in flight are not: they are abandoned). */
+  private readonly writes = new Set<Promise<unknown>>();
   private stopped = false;
 
   /** Wires the service to a server: the actor kind, deletion hooks, shutdown. Call once. */
@@ -318,7 +319,7 @@ export class WorkflowService {
       for (const cancel of e.timers.values()) cancel();
     }
     this.executions.clear();
-    await Promise.allSettled([...this.pending]);
+    await Promise.allSettled([...this.writes]);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -536,22 +537,22 @@ export class WorkflowService {
     return e;
   }
 
-  private track<T>(p: Promise<T>): void {
-    this.pending.add(p);
-    void p.finally(() => this.pending.delete(p));
+  private trackWrite(p: Promise<unknown>): void {
+    this.writes.add(p);
+    void p.finally(() => this.writes.delete(p));
   }
 
   private onCommand(runId: string, cmd: RunCommand): void {
     if (this.stopped) return;
     switch (cmd.type) {
       case 'step.execute':
-        this.track(this.execute(runId, cmd));
+        void this.execute(runId, cmd);
         break;
       case 'step.wait':
         this.arm(runId, cmd);
         break;
       case 'run.ended':
-        this.track(this.ended(runId, cmd));
+        this.trackWrite(this.ended(runId, cmd));
         break;
     }
   }
@@ -562,7 +563,7 @@ export class WorkflowService {
     const cancel = this.clock.after(Math.max(0, Date.parse(cmd.at) - this.clock.now()), () => {
       if (e.timers.get(cmd.stepId) !== cancel) return;
       e.timers.delete(cmd.stepId);
-      this.track(this.send(runId, { type: 'RETRY_DUE', stepId: cmd.stepId, attempt: cmd.attempt, at: this.nowIso() }));
+      void this.send(runId, { type: 'RETRY_DUE', stepId: cmd.stepId, attempt: cmd.attempt, at: this.nowIso() });
     });
     e.timers.set(cmd.stepId, cancel);
   }
