@@ -272,6 +272,21 @@ test('DELETE: the stored config goes, the online agent gets a config without a m
   assert.equal((await adminA.del(path(betaKeys.did))).body, { ok: true, pushed: false });
 });
 
+test('an agent that leaves the workspace it routes through loses that config and is told at once', async () => {
+  assert.is((await admin.post(`/api/workspaces/${wsB.id}/models`, { modelId: models.claude })).status, 200);
+  const routed = await admin.put(path(alpha.did), { workspaceId: wsB.id, workspaceModelId: models.claude });
+  assert.is(routed.status, 200, routed.text);
+  assert.is(routed.body.config.model, 'anthropic/claude');
+  await waitFor(() => (alpha.llmConfig as any)?.workspaceId === wsB.id);
+  const seen = configs.length;
+  const r = await admin.del(`/api/workspaces/${wsB.id}/agents/${enc(alpha.did)}`);
+  assert.is(r.status, 200, r.text);
+  const frame = await configAfter(seen);
+  assert.is(frame.model, undefined, 'the routed model is gone from the frame');
+  assert.ok(!JSON.stringify(frame).includes(wsB.id), 'no access to the workspace it left');
+  assert.equal((await admin.get(path(alpha.did))).body, { config: EMPTY_VIEW });
+});
+
 test('no response body ever held a provider key, a virtual key, a manual key or the master key', () => {
   assert.ok(seenBodies.length > 30);
   assert.equal(leaked([MODEL_KEY, MANUAL_KEY, proxy.masterKey, ...proxy.issued]), []);

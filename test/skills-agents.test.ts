@@ -143,8 +143,9 @@ test('an agent in several workspaces receives the skills of all of them; a recon
   const a = await agentIn(w.slug);
   await waitFor(() => a.frames.length === 1);
   assert.is((await owner.api.post(`/api/workspaces/${v.id}/agents`, { agentDid: a.agent.did })).status, 201);
+  await waitFor(() => a.frames.length === 2, 5000);
   await createSkill({ workspaceId: v.id, name: 'Second Skill' });
-  await waitFor(() => a.frames.length === 2);
+  await waitFor(() => a.frames.length === 3);
   assert.equal(a.agent.skills.map((x) => [x.name, x.workspaceId]).sort(), [
     ['Home Skill', w.id],
     ['Second Skill', v.id],
@@ -159,6 +160,21 @@ test('an agent in several workspaces receives the skills of all of them; a recon
   await back.waitFor('ready');
   await waitFor(() => back.skills.length === 3);
   assert.equal(back.skills.map((x) => x.name).sort(), ['Home Skill', 'Second Skill', 'While Away']);
+});
+
+test('an agent added to or removed from a workspace gets its new skill set at once', async () => {
+  const home = await makeWorkspace(owner, 'Joining Home');
+  const extra = await makeWorkspace(owner, 'Joining Extra');
+  await createSkill({ workspaceId: extra.id, name: 'Extra Skill', content: 'more' });
+  const { agent, frames } = await agentIn(home.slug);
+  await waitFor(() => frames.length >= 1);
+  assert.equal(names(agent), []);
+  const add = await owner.api.post(`/api/workspaces/${extra.id}/agents`, { agentDid: agent.did });
+  assert.is(add.status, 201, add.text);
+  await waitFor(() => names(agent).includes('Extra Skill'));
+  const del = await owner.api.del(`/api/workspaces/${extra.id}/agents/${enc(agent.did)}`);
+  assert.is(del.status, 200, del.text);
+  await waitFor(() => frames.length >= 3 && names(agent).length === 0);
 });
 
 test.run();

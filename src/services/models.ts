@@ -154,6 +154,7 @@ export class ModelService {
       ctx.log.warn({ missing: ctx.config.proxyIncomplete }, `the model proxy is off: ${ctx.config.proxyIncomplete} is not set`);
     }
     ctx.workspaceService.onWorkspaceDeleted((ws) => this.onWorkspaceDeleted(ws));
+    ctx.workspaceService.onAgentMembershipChanged((ws, did) => this.onAgentMembershipChanged(ws, did));
     ctx.agentPush.onReady((did) => {
       void this.pushTo([did]).catch((err) => ctx.log.error({ err, agentDid: did }, 'pushing llm_config at connect failed'));
     });
@@ -439,6 +440,16 @@ export class ModelService {
       await this.quietly('removing a key that could not be stored', () => proxy.deleteKey(key));
       throw err;
     }
+  }
+
+  /**
+   * An agent that left the workspace it routes through loses that config; in every case it gets
+   * a fresh frame, whose proxy section lists the virtual keys of its current workspaces.
+   */
+  private async onAgentMembershipChanged(workspaceId: string, did: string): Promise<void> {
+    const still = await this.ctx.c.workspaceAgents.count({ workspaceId, agentDid: did });
+    if (still === 0) await this.clearConfigs({ _id: did, llmSource: 'workspace', llmWorkspaceId: workspaceId }, 'the agent left the workspace it routes through');
+    await this.pushTo([did]);
   }
 
   private async onWorkspaceDeleted(ws: WorkspaceDoc): Promise<void> {

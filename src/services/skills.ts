@@ -225,6 +225,7 @@ export class SkillService {
       const removed = await this.forgetWorkspace(ws._id);
       if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
     });
+    deps.workspaceService.onAgentMembershipChanged((workspaceId, did) => this.agentMembershipChanged(workspaceId, did));
   }
 
   // --- skills ------------------------------------------------------------------------------------

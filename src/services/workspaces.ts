@@ -178,10 +178,13 @@ async function promoteEarliest<T extends WorkspaceMemberDoc | WorkspaceAgentDoc>
 }
 
 export type WorkspaceDeletedHook = (workspace: WorkspaceDoc) => Promise<void> | void;
+/** An agent joined or left a workspace (or its primary moved); `workspaceId` is the one that changed. */
+export type AgentMembershipHook = (workspaceId: string, agentDid: string) => Promise<void> | void;
 
 /** Workspace deletion and the hooks later areas hang their own clean-up on. */
 export class WorkspaceService {
   private readonly deletedHooks: WorkspaceDeletedHook[] = [];
+  private readonly agentHooks: AgentMembershipHook[] = [];
 
   constructor(
     private readonly c: Collections,
@@ -195,6 +198,25 @@ export class WorkspaceService {
    */
   onWorkspaceDeleted(fn: WorkspaceDeletedHook): void {
     this.deletedHooks.push(fn);
+  }
+
+  /**
+   * Runs `fn` after an agent joins or leaves a workspace, or its primary workspace moves (skills
+   * and model access re-send the agent its state). Failures are logged.
+   */
+  onAgentMembershipChanged(fn: AgentMembershipHook): void {
+    this.agentHooks.push(fn);
+  }
+
+  /** Tells the subscribers that an agent's membership of a workspace changed. */
+  async agentMembershipChanged(workspaceId: string, agentDid: string): Promise<void> {
+    for (const fn of this.agentHooks) {
+      try {
+        await fn(workspaceId, agentDid);
+      } catch (err) {
+        this.log.error({ err, workspaceId, agentDid }, 'agent-membership hook failed');
+      }
+    }
   }
 
   /** Deletes a workspace that is not the default one (the caller checks that). */
@@ -219,6 +241,7 @@ export class WorkspaceService {
         this.log.error({ err, workspaceId: ws._id }, 'workspace-deleted hook failed');
       }
     }
+    for (const m of agents) await this.agentMembershipChanged(ws._id, m.agentDid);
     return { members: members.length, agents: agents.length };
   }
 }

@@ -396,6 +396,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
           target: a.ws._id,
           details: { agentDid, isPrimary: m.isPrimary, previousPrimary: primary?._id ?? null },
         });
+        await ctx.workspaceService.agentMembershipChanged(a.ws._id, agentDid);
         return { status: existing ? 200 : 201, body: { agent: agentView(m, agent.name) } };
       },
     }),
@@ -438,6 +439,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
           target: a.ws._id,
           details: { agentDid, wasPrimary: m.isPrimary, newPrimary: newPrimary?._id ?? null },
         });
+        await ctx.workspaceService.agentMembershipChanged(a.ws._id, agentDid);
         return { body: { ok: true } };
       },
     }),
