@@ -47,6 +47,15 @@ export interface DecisionListener {
 }
 
 const DECISION_TIMEOUT_MS = 15_000;
+/** Actor events delivered per turn of the event loop. */
+const TELL_CHUNK = 128;
+
+interface Told {
+  did: string;
+  event: AgentActorEvent;
+  status: AgentDoc['status'];
+  dropped: boolean;
+}
 const LAST_SEEN_CHUNK = 500;
 
 export class FleetService {
@@ -99,6 +108,7 @@ export class FleetService {
 
   async stop(): Promise<void> {
     if (this.lastSeenTimer) clearInterval(this.lastSeenTimer);
+    await this.drainTold();
     await this.writeLastSeen();
     await this.certificates.flush();
   }
@@ -120,13 +130,50 @@ export class FleetService {
     }
   }
 
-  /** Sends an event to an agent's actor; failures are logged (the actor is not essential to the socket). */
+  /**
+   * Tells an agent's actor what happened on its socket. Socket events are queued and delivered
+   * in order, a chunk per turn of the event loop, so that a burst (ten thousand re-certifications)
+   * does not starve the sockets themselves. When a certificate is stored before the queued
+   * "reissue offered" of that same certificate was delivered, the latter is dropped: the actor
+   * goes straight to the new certificate (one transition and one snapshot write instead of two).
+   * Failures are logged; the actor is not essential to the socket.
+   */
   tell(did: string, event: AgentActorEvent, status: AgentDoc['status'] = 'active'): void {
-    this.actorOf(did, status).then(
-      (actor) => actor.send(event),
-      (err: unknown) => this.ctx.log.warn({ err, did, event: event.type }, 'agent actor unavailable'),
-    );
+    const item: Told = { did, event, status, dropped: false };
+    if (event.type === 'CERTIFICATE_STORED') {
+      const offered = this.offered.get(did);
+      if (offered && (offered.event as { serial: string }).serial === event.serial) offered.dropped = true;
+    } else if (event.type === 'REISSUE_OFFERED') {
+      this.offered.set(did, item);
+    }
+    this.told.push(item);
+    if (!this.telling) {
+      this.telling = true;
+      setImmediate(this.deliver);
+    }
   }
+
+  /** Resolves once every queued actor event has been handed to its actor. */
+  async drainTold(): Promise<void> {
+    while (this.told.length > 0 || this.telling) await new Promise((r) => setImmediate(r));
+  }
+
+  private readonly told: Told[] = [];
+  private readonly offered = new Map<string, Told>();
+  private telling = false;
+  private readonly deliver = (): void => {
+    const batch = this.told.splice(0, TELL_CHUNK);
+    for (const item of batch) {
+      if (this.offered.get(item.did) === item) this.offered.delete(item.did);
+      if (item.dropped) continue;
+      this.actorOf(item.did, item.status).then(
+        (actor) => actor.send(item.event),
+        (err: unknown) => this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor unavailable'),
+      );
+    }
+    if (this.told.length > 0) setImmediate(this.deliver);
+    else this.telling = false;
+  };
 
   // -------------------------------------------------------------------------------------------
   // Registration and decisions
