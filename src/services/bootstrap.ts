@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
 import type { Collections, UserDoc, WorkspaceDoc } from '../store/collections.js';
+import { createUser } from './users.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { encodeBase64Url, publicKeyFromDidKey } from '../domain/did.js';
 
@@ -44,31 +45,18 @@ export async function ensureOwner(c: Collections, defaultWs: WorkspaceDoc, owner
   if ((await c.users.count({})) > 0) return null;
   const now = new Date().toISOString();
   const pub = ownerDid ? publicKeyFromDidKey(ownerDid) : null;
-  const owner: UserDoc = {
-    _id: randomUUID(),
-    did: ownerDid ?? null,
-    publicKey: pub ? encodeBase64Url(pub) : null,
+  const id = randomUUID();
+  if (ownerDid) await c.userDids.insertOne({ _id: ownerDid, userId: id, createdAt: now });
+  const owner = await createUser(c, {
+    id,
     name: 'Owner',
-    email: '',
-    emailLower: '',
+    role: 'owner',
     isOwner: true,
     isAdmin: true,
-    role: 'owner',
-    registeredAt: now,
-    directoryId: null,
-    claimedAt: ownerDid ? now : null,
-    reportsTo: null,
-    description: null,
-  };
-  if (ownerDid) await c.userDids.insertOne({ _id: ownerDid, userId: owner._id, createdAt: now });
-  await c.users.insertOne(owner);
-  await c.workspaceMembers.insertOne({
-    _id: nanoid(),
-    workspaceId: defaultWs._id,
-    userId: owner._id,
-    role: 'owner',
-    isPrimary: true,
-    joinedAt: now,
+    did: ownerDid ?? null,
+    publicKey: pub ? encodeBase64Url(pub) : null,
+    workspace: { id: defaultWs._id, role: 'owner' },
+    at: now,
   });
   return owner;
 }

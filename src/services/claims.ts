@@ -12,8 +12,8 @@
  * Completing is serialised per session by taking it atomically (`claimedDid: null` -> did), and a
  * DID is made unique by reserving it in `userDids` before `users.did` is set.
  */
+import { createUser } from './users.js';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { nanoid } from 'nanoid';
 import QRCode from 'qrcode';
 import type { ClaimSessionDoc, UserDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
@@ -188,29 +188,16 @@ export class ClaimService {
     if (await c.agents.findById(did)) throw new ClaimFailure(409, 'did_taken', 'this DID belongs to an agent');
 
     if (session.userId === null) {
-      const user: UserDoc = {
-        _id: randomUUID(),
-        ...claimed,
+      const userId = randomUUID();
+      await this.reserve(did, userId, nowIso);
+      const user = await createUser(c, {
+        id: userId,
         name: name?.trim() || 'New user',
-        email: '',
-        emailLower: '',
-        isOwner: false,
-        isAdmin: false,
         role: 'member',
-        registeredAt: nowIso,
-        directoryId: null,
-        reportsTo: null,
-        description: null,
-      };
-      await this.reserve(did, user._id, nowIso);
-      await c.users.insertOne(user);
-      await c.workspaceMembers.insertOne({
-        _id: nanoid(),
-        workspaceId: this.ctx.defaultWorkspace._id,
-        userId: user._id,
-        role: 'member',
-        isPrimary: true,
-        joinedAt: nowIso,
+        did,
+        publicKey,
+        workspace: { id: this.ctx.defaultWorkspace._id, role: 'member' },
+        at: nowIso,
       });
       return user;
     }

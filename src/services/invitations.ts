@@ -4,8 +4,8 @@
  * turns the token into a claim session (POST /api/users/invite/from-email) and claims it with a
  * wallet; the claim deletes the invitation.
  */
+import { createUser } from './users.js';
 import { randomUUID } from 'node:crypto';
-import { nanoid } from 'nanoid';
 import type { InvitationDoc, UserDoc } from '../store/collections.js';
 import type { GlobalRole, UserPrincipal } from '../domain/principal.js';
 import { conflict, notFound } from '../http/errors.js';
@@ -44,30 +44,12 @@ export class InvitationService {
       const set = user.isOwner ? { name: a.name, email: a.email } : { name: a.name, email: a.email, role: a.role };
       await c.users.updateOne({ _id: user._id }, { $set: set });
     } else {
-      user = {
-        _id: randomUUID(),
-        did: null,
-        publicKey: null,
+      user = await createUser(c, {
         name: a.name,
         email: a.email,
-        emailLower,
-        isOwner: false,
-        isAdmin: false,
         role: a.role,
-        registeredAt: nowIso,
-        directoryId: null,
-        claimedAt: null,
-        reportsTo: null,
-        description: null,
-      };
-      await c.users.insertOne(user);
-      await c.workspaceMembers.insertOne({
-        _id: nanoid(),
-        workspaceId: this.ctx.defaultWorkspace._id,
-        userId: user._id,
-        role: 'member',
-        isPrimary: true,
-        joinedAt: nowIso,
+        workspace: { id: this.ctx.defaultWorkspace._id, role: 'member' },
+        at: nowIso,
       });
     }
 

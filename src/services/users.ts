@@ -9,6 +9,8 @@
  *   invitations and pending claim sessions (which then fail), and clears `reportsTo` of people
  *   who reported to them. Later areas (channel memberships, ...) subscribe with `onUserDeleted`.
  */
+import { randomUUID } from 'node:crypto';
+import { nanoid } from 'nanoid';
 import type { Collections, UserDoc, WorkspaceRole } from '../store/collections.js';
 import type { GlobalRole } from '../domain/principal.js';
 import type { Filter } from '../store/types.js';
@@ -221,6 +223,47 @@ export async function updateUser(c: Collections, user: UserDoc, patch: UserPatch
   if (patch.description !== undefined) set.description = patch.description;
   if (Object.keys(set).length === 0) return user;
   return (await c.users.findOneAndUpdate({ _id: user._id }, { $set: set })) ?? { ...user, ...set };
+}
+
+export interface NewUser {
+  /** Default: a new UUID. */
+  id?: string;
+  name: string;
+  email?: string;
+  role: GlobalRole;
+  isOwner?: boolean;
+  isAdmin?: boolean;
+  /** A claimed user: its DID (already reserved in user_dids by the caller) and raw public key. */
+  did?: string | null;
+  publicKey?: string | null;
+  /** The workspace the user joins as its primary one, with its role there. */
+  workspace: { id: string; role: WorkspaceRole };
+  at?: string;
+}
+
+/** Stores a new user with its primary workspace membership; the one way users are created. */
+export async function createUser(c: Collections, n: NewUser): Promise<UserDoc> {
+  const at = n.at ?? new Date().toISOString();
+  const email = n.email ?? '';
+  const user: UserDoc = {
+    _id: n.id ?? randomUUID(),
+    did: n.did ?? null,
+    publicKey: n.publicKey ?? null,
+    name: n.name,
+    email,
+    emailLower: email.toLowerCase(),
+    isOwner: n.isOwner ?? false,
+    isAdmin: n.isAdmin ?? false,
+    role: n.role,
+    registeredAt: at,
+    directoryId: null,
+    claimedAt: n.did ? at : null,
+    reportsTo: null,
+    description: null,
+  };
+  await c.users.insertOne(user);
+  await c.workspaceMembers.insertOne({ _id: nanoid(), workspaceId: n.workspace.id, userId: user._id, role: n.workspace.role, isPrimary: true, joinedAt: at });
+  return user;
 }
 
 export type UserDeletedHook = (user: UserDoc) => Promise<void> | void;
