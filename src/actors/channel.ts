@@ -2,29 +2,29 @@
  * The channel actor: one per channel (actor id = the channel id), the single writer of its
  * channel. Every change to the channel and its messages is an event here, so that
  *
- * - messages get a total order: the actor numbers each accepted post (`seq`);
+ * - messages get a total order: the actor accepts commands one at a time, and hands each, in
+ *   that order, to one writer per channel (provided by src/services/channels.ts), which numbers
+ *   posts consecutively (`seq`), checks membership, stores, and dispatches (live feed, @mentions,
+ *   bridges);
  * - the archive state is decided in one place: an archived channel refuses posts, edits,
- *   deletions and reactions (its history stays readable);
- * - each accepted command goes, in the order the actor accepted it, to one writer per channel
- *   (provided by src/services/channels.ts) that checks membership, stores, and dispatches
- *   (live feed, @mentions, bridges).
+ *   deletions and reactions (its history stays readable).
  *
  *   boot ──(loadChannel)──┬─▶ open ◀──UPDATE isArchived false── archived
  *        │                └─▶ archived ◀──UPDATE isArchived true── open
  *        └─(fails)─▶ unavailable (final; the host drops it and the next request boots again)
  *
- * The context is two fields, because the host persists a snapshot after every transition: the
- * messages themselves live in the channel_messages collection. Commands carry a `reply` (the
- * caller's promise) which is never part of the snapshot.
+ * The context is the channel id alone, and posting does not change it: the host persists a
+ * snapshot after every transition that changes something, so a channel's snapshot is written when
+ * it is archived or reopened, not once per message. The messages live in the channel_messages
+ * collection, and the writer continues their numbering from the highest `seq` stored. Commands
+ * carry a `reply` (the caller's promise), which is never part of the snapshot.
  */
-import { assertEvent, assign, fromPromise, setup } from 'xstate';
+import { assertEvent, fromPromise, setup } from 'xstate';
 
 export const CHANNEL_ACTOR_KIND = 'channel';
 
 export interface ChannelActorContext {
   channelId: string;
-  /** Sequence number of the last accepted post. */
-  seq: number;
 }
 
 /** Settles the caller's promise; the writer calls it once the command is stored (or refused). */
@@ -35,7 +35,7 @@ export interface Reply {
 
 /** A command the writer carries out, in the order the actor accepted it. */
 export type ChannelCommand =
-  | { kind: 'post'; seq: number; draft: unknown; reply: Reply }
+  | { kind: 'post'; draft: unknown; reply: Reply }
   | { kind: 'change'; change: unknown; reply: Reply }
   | { kind: 'update'; fields: unknown; isArchived: boolean | undefined; reply: Reply };
 
@@ -45,14 +45,10 @@ export type ChannelActorEvent =
   /** An edit, deletion or reaction on a message. */
   | { type: 'CHANGE'; change: unknown; reply: Reply }
   /** Channel fields and, when given, the archive state. */
-  | { type: 'UPDATE'; fields: unknown; isArchived?: boolean; reply: Reply }
-  /** The store holds posts up to `seq` (after a crash lost the last snapshot): continue after it. */
-  | { type: 'RESYNC'; seq: number };
+  | { type: 'UPDATE'; fields: unknown; isArchived?: boolean; reply: Reply };
 
 export interface LoadedChannel {
   isArchived: boolean;
-  /** Highest seq stored for the channel (0 when it has no messages). */
-  seq: number;
 }
 
 export const channelMachine = setup({
@@ -72,13 +68,6 @@ export const channelMachine = setup({
     refuseArchived: (_args, _reply: Reply) => {
       throw new Error('refuseArchived is not provided');
     },
-    nextSeq: () => undefined,
-    resync: assign({
-      seq: ({ context, event }) => {
-        assertEvent(event, 'RESYNC');
-        return Math.max(context.seq, event.seq);
-      },
-    }),
   },
   guards: {
     archives: ({ event }) => event.type === 'UPDATE' && event.isArchived === true,
@@ -87,33 +76,21 @@ export const channelMachine = setup({
   },
 }).createMachine({
   id: 'channel',
-  context: ({ input }) => ({ channelId: input.channelId, seq: 0 }),
+  context: ({ input }) => ({ channelId: input.channelId }),
   initial: 'boot',
-  on: {
-    RESYNC: { actions: 'resync' },
-  },
   states: {
     boot: {
       invoke: {
         src: 'loadChannel',
         input: ({ context }) => ({ channelId: context.channelId }),
-        onDone: [
-          { guard: 'loadedArchived', target: 'archived', actions: assign({ seq: ({ event }) => event.output.seq }) },
-          { target: 'open', actions: assign({ seq: ({ event }) => event.output.seq }) },
-        ],
+        onDone: [{ guard: 'loadedArchived', target: 'archived' }, { target: 'open' }],
         onError: 'unavailable',
       },
     },
     open: {
       on: {
         POST: {
-          actions: [
-            'nextSeq',
-            {
-              type: 'write',
-              params: ({ context, event }) => ({ kind: 'post', seq: context.seq, draft: event.draft, reply: event.reply }) as ChannelCommand,
-            },
-          ],
+          actions: { type: 'write', params: ({ event }) => ({ kind: 'post', draft: event.draft, reply: event.reply }) as ChannelCommand },
         },
         CHANGE: {
           actions: { type: 'write', params: ({ event }) => ({ kind: 'change', change: event.change, reply: event.reply }) as ChannelCommand },

@@ -338,6 +338,8 @@ function put<V>(map: Map<string, V>, key: string, value: V): void {
 export class ChannelService {
   private readonly c: AppContext['c'];
   private readonly writers = new Map<string, Writer>();
+  /** Last sequence number given per channel (see nextSeq). */
+  private readonly seqs = new Map<string, number>();
   private readonly cache: ChannelCache;
   private readonly createdHooks: Array<(e: MessageCreated) => void> = [];
   private readonly accessLostHooks: Array<(channelId: string, did: string | null) => void> = [];
@@ -602,8 +604,7 @@ export class ChannelService {
   private async load(channelId: string): Promise<LoadedChannel> {
     const ch = await this.cache.channel(channelId);
     if (!ch) throw new Error(`channel ${channelId} does not exist`);
-    const [last] = await this.c.channelMessages.find({ channelId }, { sort: { seq: -1 }, limit: 1, projection: { seq: 1 } });
-    return { isArchived: ch.isArchived, seq: last?.seq ?? 0 };
+    return { isArchived: ch.isArchived };
   }
 
   /** The channel's actor, booted (its archive state and sequence loaded). */
@@ -675,7 +676,9 @@ export class ChannelService {
     const ready: Array<{ command: PostCommand; doc: ChannelMessageDoc; after: AfterWrite }> = [];
     for (const command of commands) {
       try {
-        ready.push({ command, ...(await this.preparePost(channelId, command.seq, command.draft as MessageDraft)) });
+        const prepared = await this.preparePost(channelId, command.draft as MessageDraft);
+        prepared.doc.seq = await this.nextSeq(channelId);
+        ready.push({ command, ...prepared });
       } catch (err) {
         command.reply.reject(err);
       }
@@ -698,35 +701,52 @@ export class ChannelService {
   }
 
   /**
-   * After a batch hit a duplicate sequence number — the store is ahead of the actor, whose last
-   * snapshot was lost in a crash — stores what it can one by one; a post whose number is taken
-   * goes back to the actor (after a RESYNC) for a new one.
+   * The next sequence number of a channel: one more than the last one given in this process, or
+   * than the highest stored (read once per channel, so numbering survives restarts and crashes).
+   */
+  private async nextSeq(channelId: string): Promise<number> {
+    let last = this.seqs.get(channelId);
+    if (last === undefined) last = await this.highestSeq(channelId);
+    put(this.seqs, channelId, last + 1);
+    return last + 1;
+  }
+
+  private async highestSeq(channelId: string): Promise<number> {
+    const [top] = await this.c.channelMessages.find({ channelId }, { sort: { seq: -1 }, limit: 1, projection: { seq: 1 } });
+    return top?.seq ?? 0;
+  }
+
+  /**
+   * After a batch hit a duplicate key, stores what it can one by one. A post whose number turns
+   * out to be taken (another writer of the same store) is numbered again after the highest stored.
    */
   private async storeOneByOne<T extends { command: PostCommand; doc: ChannelMessageDoc }>(channelId: string, ready: T[]): Promise<T[]> {
     const c = this.c;
     const stored: T[] = [];
     for (const r of ready) {
-      try {
-        await c.channelMessages.insertOne(r.doc);
-        stored.push(r);
-      } catch (err) {
-        if (!(err instanceof DuplicateKeyError)) {
-          r.command.reply.reject(err);
-        } else if (await c.channelMessages.findById(r.doc._id)) {
-          stored.push(r); // the failed batch had stored this one
-        } else {
-          const [last] = await c.channelMessages.find({ channelId }, { sort: { seq: -1 }, limit: 1, projection: { seq: 1 } });
-          const actor = await this.actor(channelId);
-          actor.send({ type: 'RESYNC', seq: last?.seq ?? r.doc.seq } satisfies ChannelActorEvent);
-          actor.send({ type: 'POST', draft: r.command.draft, reply: r.command.reply } satisfies ChannelActorEvent);
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await c.channelMessages.insertOne(r.doc);
+          stored.push(r);
+        } catch (err) {
+          if (err instanceof DuplicateKeyError && (await c.channelMessages.findById(r.doc._id))) {
+            stored.push(r); // the failed batch had stored this one
+          } else if (err instanceof DuplicateKeyError && attempt < 5) {
+            this.seqs.delete(channelId);
+            r.doc.seq = await this.nextSeq(channelId);
+            continue;
+          } else {
+            r.command.reply.reject(err);
+          }
         }
+        break;
       }
     }
     return stored;
   }
 
   /** Checks a post (membership, thread) and builds its document with the mentions found. */
-  private async preparePost(channelId: string, seq: number, draft: MessageDraft): Promise<{ doc: ChannelMessageDoc; after: AfterWrite }> {
+  private async preparePost(channelId: string, draft: MessageDraft): Promise<{ doc: ChannelMessageDoc; after: AfterWrite }> {
     const channel = await this.cache.channel(channelId);
     if (!channel) throw notFound(`channel ${channelId} not found`);
     if (!draft.via) {
@@ -746,7 +766,7 @@ export class ChannelService {
     const doc: ChannelMessageDoc = {
       _id: nanoid(),
       channelId,
-      seq,
+      seq: 0, // numbered by the writer once every check passed
       threadId: draft.threadId,
       authorDid: draft.authorDid,
       authorType: draft.authorType,
@@ -904,6 +924,7 @@ export class ChannelService {
     const c = this.c;
     await c.channels.deleteOne({ _id: channelId });
     this.cache.dropChannel(channelId);
+    this.seqs.delete(channelId);
     await this.ctx.actors.remove(CHANNEL_ACTOR_KIND, channelId);
     const bridges = await c.bridges.find({ channelId }, { projection: { _id: 1 } });
     await Promise.all([

@@ -4,8 +4,9 @@
  * Heartbeats carry `sinceLastSync` deltas. The path of a delta:
  *
  * 1. Ledger (durable, before the ack). Deltas of every heartbeat that arrives while no write is
- *    in flight are grouped into ONE ledger document (`token_ledger`, one insert: one round trip,
- *    one append in the embedded store), and only then is each heartbeat acknowledged. So the
+ *    in flight (and within at least 5 ms) are grouped into ONE ledger document (`token_ledger`,
+ *    one insert: one round trip, one append in the embedded store), and only then is each
+ *    heartbeat acknowledged. So the
  *    number of store writes follows the flush rate, not the heartbeat rate, and an agent's
  *    unacknowledged delta is never counted twice or lost while its socket stays up. A delta whose
  *    socket closed before the write is dropped: the agent sends it again after reconnecting.
@@ -52,6 +53,13 @@ export const DAYS_KEPT = 62;
 const ROLLUP_BATCH = 5000;
 const UPDATE_CHUNK = 500;
 const RETRY_MIN_MS = 100;
+const FLUSH_MIN_GAP_MS = 5;
+/** Entries per ledger document (a flush under heavy load writes several in one insertMany). */
+const LEDGER_DOC_MAX = 2000;
+/** Heartbeat acks sent per turn of the event loop. */
+const ACK_CHUNK = 500;
+/** Roll-up entries processed between two yields to the event loop. */
+const YIELD_EVERY = 20_000;
 const RETRY_MAX_MS = 5000;
 
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
@@ -65,6 +73,7 @@ const add = (a: TokenCounts, p: number, c: number) => {
 export class TokenUsage implements HeartbeatSink {
   readonly stats = { heartbeats: 0, ledgerWrites: 0, rollups: 0 };
   private batch: Entry[] = [];
+  private lastFlushAt = -Infinity;
   private scheduled = false;
   private flushing: Promise<void> | null = null;
   private retryMs = RETRY_MIN_MS;
@@ -102,13 +111,20 @@ export class TokenUsage implements HeartbeatSink {
     this.schedule();
   }
 
+  /**
+   * A flush starts on the next turn of the event loop, but at most one every FLUSH_MIN_GAP_MS:
+   * under load a ledger write then carries every heartbeat of those milliseconds.
+   */
   private schedule(): void {
     if (this.scheduled || this.flushing || this.retryTimer) return;
     this.scheduled = true;
-    setImmediate(() => {
+    const run = () => {
       this.scheduled = false;
       void this.flush();
-    });
+    };
+    const wait = this.lastFlushAt + FLUSH_MIN_GAP_MS - performance.now();
+    if (wait <= 0) setImmediate(run);
+    else setTimeout(run, wait);
   }
 
   /** Writes everything recorded so far. */
@@ -121,6 +137,7 @@ export class TokenUsage implements HeartbeatSink {
 
   private flush(): Promise<void> {
     if (this.flushing) return this.flushing;
+    this.lastFlushAt = performance.now();
     this.flushing = this.write().finally(() => {
       this.flushing = null;
       if (this.batch.length > 0) this.schedule();
@@ -135,21 +152,28 @@ export class TokenUsage implements HeartbeatSink {
     const counted = entries.filter((e) => e.p > 0 || e.c > 0);
     if (counted.length > 0) {
       const now = new Date();
-      const doc: TokenLedgerDoc = {
-        _id: this.nextLedgerId(now),
-        at: now.toISOString(),
-        day: utcDay(now),
-        month: utcMonth(now),
-        promptTokens: 0,
-        completionTokens: 0,
-        entries: counted.map((e) => [e.did, e.p, e.c]),
-      };
-      for (const e of counted) {
-        doc.promptTokens += e.p;
-        doc.completionTokens += e.c;
+      const docs: TokenLedgerDoc[] = [];
+      for (let i = 0; i < counted.length; i += LEDGER_DOC_MAX) {
+        const doc: TokenLedgerDoc = {
+          _id: this.nextLedgerId(now),
+          at: now.toISOString(),
+          day: utcDay(now),
+          month: utcMonth(now),
+          promptTokens: 0,
+          completionTokens: 0,
+          entries: '',
+        };
+        const lines: string[] = [];
+        for (const e of counted.slice(i, i + LEDGER_DOC_MAX)) {
+          lines.push(`${e.did} ${e.p} ${e.c}`);
+          doc.promptTokens += e.p;
+          doc.completionTokens += e.c;
+        }
+        doc.entries = lines.join('\n');
+        docs.push(doc);
       }
       try {
-        await this.ctx.c.tokenLedger.insertOne(doc);
+        await this.ctx.c.tokenLedger.insertMany(docs);
         this.stats.ledgerWrites++;
         this.retryMs = RETRY_MIN_MS;
       } catch (err) {
@@ -164,7 +188,14 @@ export class TokenUsage implements HeartbeatSink {
         return;
       }
     }
-    for (const e of entries) e.ack();
+    this.acknowledge(entries, 0);
+  }
+
+  /** Sends the acks a chunk per turn of the event loop, so a large batch does not stall the sockets. */
+  private acknowledge(entries: Entry[], from: number): void {
+    const end = Math.min(entries.length, from + ACK_CHUNK);
+    for (let i = from; i < end; i++) entries[i]!.ack();
+    if (end < entries.length) setImmediate(() => this.acknowledge(entries, end));
   }
 
   /** Time-ordered, unique across restarts. */
@@ -197,31 +228,41 @@ export class TokenUsage implements HeartbeatSink {
       const global = await c.tokenUsage.findById(GLOBAL_ID);
       const globalDone = global?.rolledUpTo ?? '';
 
-      // Per agent: the ledger documents not folded into it yet (all of them, unless recovering).
-      const perAgent = new Map<string, TokenLedgerDoc[]>();
+      // Per agent and UTC day: the sums of the ledger documents not folded into the agent yet (all
+      // of them, unless recovering from a failure). One pass over the entries, yielding now and
+      // then so a large roll-up does not stall the sockets.
+      const done = this.clean ? null : await this.agentProgress(ledger);
+      const sums = new Map<string, Map<string, [number, number]>>();
+      let n = 0;
       for (const doc of ledger) {
-        for (const [did] of doc.entries) {
-          const list = perAgent.get(did);
-          if (!list) perAgent.set(did, [doc]);
-          else if (list[list.length - 1] !== doc) list.push(doc);
+        forEachEntry(doc.entries, (did, p, cc) => {
+          const from = done?.get(did);
+          if (from !== undefined && doc._id <= from) return;
+          let byDay = sums.get(did);
+          if (!byDay) sums.set(did, (byDay = new Map()));
+          const sum = byDay.get(doc.day);
+          if (sum) {
+            sum[0] += p;
+            sum[1] += cc;
+          } else byDay.set(doc.day, [p, cc]);
+          n++;
+        });
+        if (n >= YIELD_EVERY) {
+          n = 0;
+          await new Promise((r) => setImmediate(r));
         }
       }
-      const done = this.clean ? new Map<string, string>() : await this.agentProgress([...perAgent.keys()]);
       const now = new Date().toISOString();
       const ops: BulkUpdateOp[] = [];
-      for (const [did, docs] of perAgent) {
-        const from = done.get(did) ?? '';
+      for (const [did, byDay] of sums) {
         const inc: Record<string, number> = {};
-        for (const doc of docs) {
-          if (doc._id <= from) continue;
-          for (const [d, p, cc] of doc.entries) if (d === did) incBuckets(inc, doc, p, cc);
-        }
+        for (const [day, [p, cc]] of byDay) incBuckets(inc, day, p, cc);
         if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: { rolledUpTo: last, updatedAt: now } }, upsert: true });
       }
       for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenUsage.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
 
       const gInc: Record<string, number> = {};
-      for (const doc of ledger) if (doc._id > globalDone) incBuckets(gInc, doc, doc.promptTokens, doc.completionTokens);
+      for (const doc of ledger) if (doc._id > globalDone) incBuckets(gInc, doc.day, doc.promptTokens, doc.completionTokens);
       await c.tokenUsage.updateOne(
         { _id: GLOBAL_ID },
         { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
@@ -235,7 +276,10 @@ export class TokenUsage implements HeartbeatSink {
     await this.pruneDays();
   }
 
-  private async agentProgress(dids: string[]): Promise<Map<string, string>> {
+  /** Each agent's `rolledUpTo` (after a failure or a restart: which ledger documents it already has). */
+  private async agentProgress(ledger: TokenLedgerDoc[]): Promise<Map<string, string>> {
+    const dids = new Set<string>();
+    for (const doc of ledger) forEachEntry(doc.entries, (did) => dids.add(did));
     const out = new Map<string, string>();
     for (const did of dids) {
       const doc = await this.ctx.c.tokenUsage.findById(did);
@@ -281,16 +325,30 @@ export class TokenUsage implements HeartbeatSink {
   }
 }
 
-function incBuckets(inc: Record<string, number>, doc: TokenLedgerDoc, p: number, c: number): void {
+/** Calls `fn` for each heartbeat line (`<did> <prompt> <completion>`) of a ledger document. */
+export function forEachEntry(text: string, fn: (did: string, promptTokens: number, completionTokens: number) => void): void {
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    const a = text.indexOf(' ', start);
+    const b = text.indexOf(' ', a + 1);
+    fn(text.slice(start, a), Number(text.slice(a + 1, b)), Number(text.slice(b + 1, end)));
+    start = end + 1;
+  }
+}
+
+function incBuckets(inc: Record<string, number>, day: string, p: number, c: number): void {
   const bump = (k: string, v: number) => {
     if (v !== 0) inc[k] = (inc[k] ?? 0) + v;
   };
+  const month = day.slice(0, 7);
   bump('allTime.promptTokens', p);
   bump('allTime.completionTokens', c);
-  bump(`days.${doc.day}.promptTokens`, p);
-  bump(`days.${doc.day}.completionTokens`, c);
-  bump(`months.${doc.month}.promptTokens`, p);
-  bump(`months.${doc.month}.completionTokens`, c);
+  bump(`days.${day}.promptTokens`, p);
+  bump(`days.${day}.completionTokens`, c);
+  bump(`months.${month}.promptTokens`, p);
+  bump(`months.${month}.completionTokens`, c);
 }
 
 function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {

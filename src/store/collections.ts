@@ -273,8 +273,11 @@ export interface TokenLedgerDoc {
   /** Sum of the entries. */
   promptTokens: number;
   completionTokens: number;
-  /** [agentDid, promptTokens, completionTokens] per heartbeat. */
-  entries: Array<[string, number, number]>;
+  /**
+   * One line per heartbeat, `<agentDid> <promptTokens> <completionTokens>`, joined by newlines:
+   * a single string is cheap to write, copy and read, whatever the number of heartbeats.
+   */
+  entries: string;
 }
 
 /**
