@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { nanoid } from 'nanoid';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
@@ -26,6 +26,15 @@ type Msg =
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
+/** Garbage-collection pauses since the last `counters`. */
+let gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.totalMs += e.duration;
+    gc.maxMs = Math.max(gc.maxMs, e.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
 
 let steward: Steward | undefined;
 let cpuMark = process.cpuUsage();
@@ -123,6 +132,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const cpu = process.cpuUsage(cpuMark);
         cpuMark = process.cpuUsage();
         const r = {
+          gc,
           cpuMs: (cpu.user + cpu.system) / 1000,
           messages: await steward!.ctx.c.channelMessages.count({}),
           loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
@@ -131,6 +141,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
           sockets: steward!.ctx.sockets.counts(),
         };
         loopDelay.reset();
+        gc = { count: 0, totalMs: 0, maxMs: 0 };
         return reply(id, r);
       }
       case 'stop':

@@ -7,9 +7,9 @@
  *   npm run bench:channels -- feed         (b) one message fanned out to many live-feed subscribers
  *
  * (a) Every message posted mentions one agent, a real SDK agent (StewardAgent) connected over
- *     /ws/agent in this process. Latency is from just before the HTTP request is written to when
- *     the agent's onChannelMessage handler runs (so it includes HTTP, auth, the channel actor and
- *     its store write, the push, and both event loops). Options: --rate R messages per second
+ *     /ws/agent in its own process (bench/channels-agent.ts). Latency is from just before the HTTP
+ *     request is written to when the agent's onChannelMessage handler runs (so it includes HTTP,
+ *     auth, the channel actor and its store write, the push, and three event loops). Options: --rate R messages per second
  *     (BENCH_MSG_RATE, default 1000), --seconds D measured (BENCH_MSG_SECONDS, default 10),
  *     --posters P people posting (default 10). Two warm-up seconds at the same rate are not counted.
  * (b) S sockets (--subscribers, BENCH_FEED_SUBSCRIBERS, default 5000) in two subscriber processes
@@ -21,10 +21,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Agent, request } from 'node:http';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { StewardAgent } from '../src/agent/index.js';
 import { generateKeyPair } from '../src/domain/did.js';
 
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
@@ -71,6 +70,12 @@ class Proc {
   }
 }
 
+interface Gc {
+  count: number;
+  totalMs: number;
+  maxMs: number;
+}
+
 const startProc = (file: string) => new Proc(spawn(process.execPath, ['--import', 'tsx', here(file)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
 
 function percentile(sorted: number[], p: number): number {
@@ -99,30 +104,12 @@ async function mentions(): Promise<void> {
     posters: POSTERS,
     agent: { did: keys.did, publicKey: keys.publicKey, name: agentName },
   });
+  const agent = startProc('./channels-agent.ts');
+  await agent.call({ cmd: 'start', url, keys, name: agentName });
 
   const sentAt = new Map<number, number>();
-  const latencies: number[] = [];
   const answerLatencies: number[] = [];
-  let measuring = false;
   let errors = 0;
-  const agent = new StewardAgent({
-    url,
-    keys,
-    name: agentName,
-    version: '1.0.0',
-    capabilities: ['api_call'],
-    reconnect: false,
-    onChannelMessage: (ctx) => {
-      const at = now();
-      const n = Number(ctx.message.content.slice(ctx.message.content.lastIndexOf('#') + 1));
-      const t0 = sentAt.get(n);
-      if (t0 === undefined) return;
-      sentAt.delete(n);
-      if (n >= 0 && measuring) latencies.push(at - t0);
-    },
-  }).start();
-  await agent.waitFor('ready', 30_000);
-
   const http = new Agent({ keepAlive: true, maxSockets: 128 });
   const { port, hostname } = new URL(url);
   const postOne = (n: number, token: string) => {
@@ -142,7 +129,7 @@ async function mentions(): Promise<void> {
         res.resume();
         res.on('end', () => {
           if (res.statusCode !== 201) errors++;
-          else if (measuring && n >= 0) answerLatencies.push(now() - t0);
+          else if (n >= 0) answerLatencies.push(now() - t0);
         });
       },
     );
@@ -165,13 +152,21 @@ async function mentions(): Promise<void> {
 
   await drive(2, -1_000_000); // warm-up (negative numbers are not counted)
   await sleep(500);
-  await server.call({ cmd: 'counters' }); // resets the server's event-loop histogram
-  measuring = true;
+  await agent.call({ cmd: 'collect' });
+  await server.call({ cmd: 'counters' }); // resets the server's event-loop histogram and CPU mark
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
   const elapsed = await drive(SECONDS, 0);
   await sleep(2000);
-  measuring = false;
-  const counters = await server.call<{ cpuMs: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssMB: number; messages: number }>({ cmd: 'counters' });
+  loop.disable();
+  const counters = await server.call<{ cpuMs: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssMB: number; gc: Gc }>({ cmd: 'counters' });
+  const got = new Map((await agent.call<{ received: Array<[number, number]> }>({ cmd: 'collect' })).received);
   const expected = Math.round(RATE * SECONDS);
+  const latencies: number[] = [];
+  for (let n = 0; n < expected; n++) {
+    const at = got.get(n);
+    if (at !== undefined) latencies.push(at - sentAt.get(n)!);
+  }
   latencies.sort((a, b) => a - b);
   answerLatencies.sort((a, b) => a - b);
   table(`(a) @mention -> agent while ${RATE} messages/s are posted (${SECONDS} s, ${POSTERS} posters, one channel, every message mentions the agent)`, [
@@ -186,11 +181,13 @@ async function mentions(): Promise<void> {
     ['mention -> agent max (ms)', fmt(latencies[latencies.length - 1] ?? NaN)],
     ['HTTP 201 answer p50 / p99 (ms)', `${fmt(percentile(answerLatencies, 50))} / ${fmt(percentile(answerLatencies, 99))}`],
     ['server event-loop delay p99 / max (ms)', `${fmt(counters.loopDelayP99Ms)} / ${fmt(counters.loopDelayMaxMs)}`],
+    ['poster event-loop delay p99 / max (ms)', `${fmt(loop.percentile(99) / 1e6)} / ${fmt(loop.max / 1e6)}`],
     ['server CPU per message (ms)', fmt(counters.cpuMs / expected, 3)],
+    ['server GC pauses: count / total / longest (ms)', `${counters.gc.count} / ${fmt(counters.gc.totalMs, 0)} / ${fmt(counters.gc.maxMs)}`],
     ['server RSS after (MB)', fmt(counters.rssMB, 0)],
   ]);
-  await agent.stop();
   http.destroy();
+  await agent.call({ cmd: 'stop' });
   await server.call({ cmd: 'stop' });
 }
 

@@ -14,6 +14,10 @@
  * duration of (d) (BENCH_HB_SECONDS, default 10), --concurrency C handshakes in flight per load
  * generator (BENCH_CONCURRENCY, default 250), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS
  * in (a) (BENCH_ACTOR_IDLE_SECONDS, default 30; the hold should be longer to see actors leave memory).
+ *
+ * Diagnostics: BENCH_PROFILE_DIR=/tmp/x writes CPU profiles of the server during the connection
+ * phase and the measured phase; BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
+ * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -98,8 +102,10 @@ interface Setup {
 
 /** A server with N pre-registered agents in one workspace, and load generators connected. */
 async function setup(n: number, env: Record<string, string> = {}): Promise<Setup> {
-  const server = startProc('./server.ts', ['--expose-gc', ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : [])]);
-  const started = await server.call<{ port: number; token: string; workspaceId: string; memory: any }>({ cmd: 'start', env });
+  const server = startProc('./server.ts', ['--expose-gc', ...(process.env.BENCH_SERVER_NODE_OPTIONS?.split(' ').filter(Boolean) ?? [])]);
+  // BENCH_SERVER_ENV='{"NAME":"value"}' adds configuration to the server under test.
+  const extra = process.env.BENCH_SERVER_ENV ? (JSON.parse(process.env.BENCH_SERVER_ENV) as Record<string, string>) : {};
+  const started = await server.call<{ port: number; token: string; workspaceId: string; memory: any }>({ cmd: 'start', env: { ...extra, ...env } });
   const url = `http://127.0.0.1:${started.port}`;
   const seed = randomBytes(8).toString('hex');
   const reg = await server.call<{ ms: number; memory: any }>({ cmd: 'preregister', seed, count: n, workspaceId: started.workspaceId });

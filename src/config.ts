@@ -151,7 +151,7 @@ export const VARIABLES = {
   },
   AGENT_OFFLINE_GRACE_MS: {
     schema: int(0, 600_000),
-    default: '3000',
+    default: '10000',
     description: "An agent's actor records it offline only after it has been disconnected this long, so a quick reconnect is not two transitions (the API's isOnline follows the socket at once); 0 records every disconnection.",
   },
   AGENT_ACTOR_IDLE_SECONDS: {

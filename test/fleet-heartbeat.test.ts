@@ -1,10 +1,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { makeUser } from './fixtures.js';
+import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { fleet, isError, once, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { fleet, isError, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
 import { GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
-import { ownerOf } from './fixtures.js';
 
 const test = suite('fleet heartbeats and token statistics');
 let ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
@@ -134,7 +133,6 @@ test('GET /api/stats/tokens is for global admins', async () => {
   isError(await member.api.get('/api/stats/tokens'), 403);
   const r = await fetch(`${s.url}/api/stats/tokens`);
   assert.is(r.status, 401);
-  await stopAll();
 });
 
 test.run();

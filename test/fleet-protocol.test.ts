@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { waitFor } from './helpers.js';
-import { approve, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approve, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
 
 const test = suite('fleet protocol');
 const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
@@ -116,6 +116,25 @@ test('a second authenticated connection of the same agent replaces the first (44
   second.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
   assert.equal(await second.next('heartbeat_ack'), { type: 'heartbeat_ack', seq: 1 });
   second.close();
+});
+
+test('two connections of one agent authenticating at once: the later one wins, the earlier gets 4409', async () => {
+  const { s } = ctx;
+  const keys = await approvedRaw();
+  const a = new RawAgent(s.url, keys);
+  const b = new RawAgent(s.url, keys);
+  await Promise.all([a.authenticate(), b.authenticate()]);
+  // Whichever authenticated second replaced the other before either was ready.
+  const [first, second] = await Promise.race([
+    a.waitClosed().then(() => [a, b] as const),
+    b.waitClosed().then(() => [b, a] as const),
+  ]);
+  assert.is(first.closed!.code, 4409);
+  await second.acceptNextOffer();
+  assert.ok(fleet(s).gateway.isOnline(keys.did));
+  assert.is(fleet(s).gateway.onlineCount() >= 1, true);
+  second.close();
+  await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
 });
 
 test('a co-signature that does not verify closes with 4401 and leaves the old certificate in force', async () => {

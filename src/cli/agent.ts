@@ -79,7 +79,7 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
       io.out(`intent ${action} from ${requestedBy}: answering with an echo\n`);
       return { echo: params, action, at: new Date().toISOString() };
     },
-    onLlmConfig: (config) => io.out(`llm_config: ${config.provider ?? '?'} ${config.model ?? '?'}\n`),
+    onLlmConfig: (config) => io.out(`llm_config: ${config.model ? `${config.provider ?? ''} ${config.model}` : '(none)'}\n`),
     onSkillsConfig: (skills) => io.out(`skills_config: ${skills.map((s) => s.name).join(', ') || '(none)'}\n`),
     onChannelMessage: async ({ message, reply }) => {
       io.out(`channel message: ${message.content}\n`);

@@ -64,8 +64,11 @@ export async function postJson(
   }
 }
 
-/** A fetch failure in words, without the URL's credentials or query (they may hold secrets). */
+/**
+ * A fetch failure in a few words that never repeat the URL (its path, query or credentials may
+ * be a secret of the bridge): the system error code when there is one (ECONNREFUSED, ENOTFOUND).
+ */
 function describeFetchError(e: Error): string {
-  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ?? cause?.message ?? e.message;
+  const cause = (e as { cause?: { code?: unknown } }).cause;
+  return typeof cause?.code === 'string' ? cause.code : 'request failed';
 }

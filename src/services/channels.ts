@@ -16,11 +16,12 @@
  *   the member role, anyone themselves.
  *
  * Writes: every change of a channel or its messages is an event of the channel actor
- * (src/actors/channel.ts), which numbers posts and refuses what an archived channel refuses; the
- * commands it accepts run here, one channel's commands one at a time in the actor's order
- * (`Writer`). That is where membership is checked, messages are stored, and — after the caller
- * has its answer — events go out: to the live feed (uWS topic `channel:<id>`), to each
- * mentioned agent that is online (`channel_message_send`), and to the message hooks (bridges).
+ * (src/actors/channel.ts), which accepts them one at a time and refuses what an archived channel
+ * refuses; the commands it accepts run here, one channel's commands one at a time in the actor's
+ * order (`Writer`). That is where posts are numbered (`seq`), membership is checked, messages are
+ * stored, and — after the caller has its answer — events go out: to the live feed (uWS topic
+ * `channel:<id>`), to each mentioned agent that is online (`channel_message_send`), and to the
+ * message hooks (bridges).
  */
 import { nanoid } from 'nanoid';
 import type { AnyActorRef } from 'xstate';
@@ -607,7 +608,7 @@ export class ChannelService {
     return { isArchived: ch.isArchived };
   }
 
-  /** The channel's actor, booted (its archive state and sequence loaded). */
+  /** The channel's actor, booted (its archive state loaded). */
   private async actor(channelId: string): Promise<AnyActorRef> {
     for (let attempt = 0; attempt < 2; attempt++) {
       const actor = (await this.ctx.actors.get(CHANNEL_ACTOR_KIND, channelId)) as unknown as AnyActorRef;

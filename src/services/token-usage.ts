@@ -60,6 +60,7 @@ const LEDGER_DOC_MAX = 2000;
 const ACK_CHUNK = 500;
 /** Roll-up entries processed between two yields to the event loop. */
 const YIELD_EVERY = 20_000;
+const YIELD_OPS = 1000;
 const RETRY_MAX_MS = 5000;
 
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
@@ -90,7 +91,9 @@ export class TokenUsage implements HeartbeatSink {
 
   /** Opens the ledger (so the first heartbeat does not pay for it) and folds what a previous run left. */
   async start(): Promise<void> {
-    if ((await this.ctx.c.tokenLedger.count({})) > 0) await this.rollup();
+    // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
+    if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
+    else await this.rollup();
     this.rollupTimer = setInterval(() => void this.rollup(), this.ctx.config.tokenRollupIntervalMs);
     this.rollupTimer.unref();
   }
@@ -127,11 +130,15 @@ export class TokenUsage implements HeartbeatSink {
     else setTimeout(run, wait);
   }
 
-  /** Writes everything recorded so far. */
-  async drain(): Promise<void> {
-    while (this.batch.length > 0 || this.flushing) {
+  /** Writes everything recorded so far (giving up after a few failed writes: unacknowledged deltas are sent again by their agents). */
+  async drain(attempts = 3): Promise<void> {
+    while ((this.batch.length > 0 || this.flushing) && attempts > 0) {
       if (this.flushing) await this.flushing;
-      else await this.flush();
+      else {
+        const before = this.stats.ledgerWrites;
+        await this.flush();
+        if (this.stats.ledgerWrites === before && this.batch.length > 0) attempts--;
+      }
     }
   }
 
@@ -258,6 +265,7 @@ export class TokenUsage implements HeartbeatSink {
         const inc: Record<string, number> = {};
         for (const [day, [p, cc]] of byDay) incBuckets(inc, day, p, cc);
         if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: { rolledUpTo: last, updatedAt: now } }, upsert: true });
+        if (ops.length % YIELD_OPS === 0) await new Promise((r) => setImmediate(r));
       }
       for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenUsage.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
 
@@ -281,9 +289,11 @@ export class TokenUsage implements HeartbeatSink {
     const dids = new Set<string>();
     for (const doc of ledger) forEachEntry(doc.entries, (did) => dids.add(did));
     const out = new Map<string, string>();
+    let n = 0;
     for (const did of dids) {
       const doc = await this.ctx.c.tokenUsage.findById(did);
       if (doc?.rolledUpTo) out.set(did, doc.rolledUpTo);
+      if (++n % 200 === 0) await new Promise((r) => setImmediate(r));
     }
     return out;
   }
@@ -339,16 +349,17 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
 }
 
 function incBuckets(inc: Record<string, number>, day: string, p: number, c: number): void {
-  const bump = (k: string, v: number) => {
-    if (v !== 0) inc[k] = (inc[k] ?? 0) + v;
-  };
   const month = day.slice(0, 7);
-  bump('allTime.promptTokens', p);
-  bump('allTime.completionTokens', c);
-  bump(`days.${day}.promptTokens`, p);
-  bump(`days.${day}.completionTokens`, c);
-  bump(`months.${month}.promptTokens`, p);
-  bump(`months.${month}.completionTokens`, c);
+  if (p !== 0) {
+    inc['allTime.promptTokens'] = (inc['allTime.promptTokens'] ?? 0) + p;
+    inc[`days.${day}.promptTokens`] = (inc[`days.${day}.promptTokens`] ?? 0) + p;
+    inc[`months.${month}.promptTokens`] = (inc[`months.${month}.promptTokens`] ?? 0) + p;
+  }
+  if (c !== 0) {
+    inc['allTime.completionTokens'] = (inc['allTime.completionTokens'] ?? 0) + c;
+    inc[`days.${day}.completionTokens`] = (inc[`days.${day}.completionTokens`] ?? 0) + c;
+    inc[`months.${month}.completionTokens`] = (inc[`months.${month}.completionTokens`] ?? 0) + c;
+  }
 }
 
 function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {

@@ -393,8 +393,8 @@ export interface ChannelMemberDoc {
 }
 
 /**
- * A channel message (interface §2.9). `seq` is the channel's total order, given by the channel
- * actor. `metadata` is JSON text, so any key (dots and `$` included) survives every backend.
+ * A channel message (interface §2.9). `seq` is the channel's total order, in the order the
+ * channel actor accepted the posts. `metadata` is JSON text, so any key (dots and `$` included) survives every backend.
  * A deleted message stays as a tombstone (content and metadata emptied, `deletedAt` set).
  */
 export interface ChannelMessageDoc {

@@ -103,8 +103,12 @@ function isClosed(conn: AgentConn): boolean {
 }
 
 export class AgentGateway implements AgentPush {
-  private readonly live = new Map<string, AgentConn>();
-  private readonly waiting = new Map<string, AgentConn>();
+  /**
+   * The newest authenticated connection of each agent, whatever its phase (waiting for approval,
+   * certifying, ready): a newer one replaces it (4409). Online means: its phase is Ready.
+   */
+  private readonly conns = new Map<string, AgentConn>();
+  private online = 0;
   private readonly readyListeners = new Set<(did: string) => void>();
   /** Agents whose socket closed recently: their actor learns it after the grace period (flap damping). */
   private readonly leaving = new Map<string, { timer: NodeJS.Timeout; serial: string | null }>();
@@ -121,8 +125,8 @@ export class AgentGateway implements AgentPush {
     fleet.onDecision((did, d) => void this.onDecision(did, d));
     fleet.collectLiveSeen = () => {
       const out: Array<[string, number]> = [];
-      for (const [did, conn] of this.live) {
-        if (conn.lastSeen > conn.seenCollected) {
+      for (const [did, conn] of this.conns) {
+        if (conn.phase === Phase.Ready && conn.lastSeen > conn.seenCollected) {
           conn.seenCollected = conn.lastSeen;
           out.push([did, conn.lastSeen]);
         }
@@ -165,30 +169,31 @@ export class AgentGateway implements AgentPush {
   // Queries and pushes used by the rest of the server
 
   isOnline(did: string): boolean {
-    return this.live.has(did);
+    return this.liveConn(did) !== undefined;
   }
 
   /** Last activity of a connected agent (ms), else undefined. */
   lastSeenOf(did: string): number | undefined {
-    return this.live.get(did)?.lastSeen;
+    return this.liveConn(did)?.lastSeen;
   }
 
   /** Capabilities approved for a connected agent; undefined when it is not connected. */
   approvedCapabilities(did: string): Capability[] | undefined {
-    return this.live.get(did)?.capabilities;
+    return this.liveConn(did)?.capabilities;
   }
 
   onlineCount(): number {
-    return this.live.size;
+    return this.online;
   }
 
-  onlineDids(): IterableIterator<string> {
-    return this.live.keys();
+  private liveConn(did: string): AgentConn | undefined {
+    const conn = this.conns.get(did);
+    return conn?.phase === Phase.Ready ? conn : undefined;
   }
 
   /** Sends a frame to a connected agent; false when it is not connected (or its buffer overflowed). */
   push(did: string, frame: PushFrame): boolean {
-    const conn = this.live.get(did);
+    const conn = this.liveConn(did);
     return conn ? this.send(conn, frame as unknown as OutboundFrame) : false;
   }
 
@@ -211,8 +216,8 @@ export class AgentGateway implements AgentPush {
     for (let i = 0; i < targets.length; i += REISSUE_CHUNK) {
       if (i > 0) await new Promise((r) => setImmediate(r));
       for (const { did, terms } of targets.slice(i, i + REISSUE_CHUNK)) {
-        const conn = this.live.get(did);
-        if (!conn || conn.phase !== Phase.Ready) continue;
+        const conn = this.liveConn(did);
+        if (!conn) continue;
         if (conn.policyId === terms.policyId && terms.policyId !== null) continue;
         if (conn.policyId === null && terms.policyId === null) continue;
         this.offerNew(conn, terms, version, true);
@@ -290,9 +295,10 @@ export class AgentGateway implements AgentPush {
     if (isClosed(conn)) return;
     if (agent && agent.publicKey !== conn.publicKey) return this.end(conn, CLOSE.badSignature, 'the key does not match the registered key');
 
-    // One live socket per agent: this authenticated connection replaces an older one.
-    const old = this.live.get(did) ?? this.waiting.get(did);
+    // One socket per agent: this authenticated connection replaces an older one.
+    const old = this.conns.get(did);
     if (old && old !== conn) this.end(old, CLOSE.replaced, 'replaced by a newer connection');
+    this.conns.set(did, conn);
 
     if (!agent) {
       let registrationId: string;
@@ -326,14 +332,12 @@ export class AgentGateway implements AgentPush {
     if (isClosed(conn)) return;
     conn.phase = Phase.WaitApproval;
     this.clearTimer(conn); // waiting for a person may take long; pings keep the socket alive
-    this.waiting.set(conn.did!, conn);
     this.send(conn, { type: 'registration', status: 'pending', registrationId });
   }
 
   private async onDecision(did: string, decision: Decision): Promise<void> {
-    const conn = this.waiting.get(did);
-    if (!conn) return;
-    this.waiting.delete(did);
+    const conn = this.conns.get(did);
+    if (!conn || conn.phase !== Phase.WaitApproval) return;
     if (decision.status === 'rejected') {
       this.send(conn, { type: 'registration', status: 'rejected', reason: decision.reason });
       return this.end(conn, CLOSE.rejected, 'registration rejected');
@@ -432,7 +436,7 @@ export class AgentGateway implements AgentPush {
       conn.phase = Phase.Ready;
       conn.lastSeen = Date.now();
       this.clearTimer(conn);
-      this.live.set(did, conn);
+      this.online++;
       const left = this.leaving.get(did);
       if (left) {
         // Back within the grace period: to its actor it never left; only a new certificate is news.
@@ -480,6 +484,7 @@ export class AgentGateway implements AgentPush {
   // Connection plumbing
 
   private onClose(conn: AgentConn, ws: WebSocket<ConnRef>): void {
+    const wasReady = conn.phase === Phase.Ready;
     conn.phase = Phase.Closed;
     conn.ws = null;
     conn.offers = null;
@@ -488,9 +493,10 @@ export class AgentGateway implements AgentPush {
     this.ctx.sockets.delete('agent', ws as WebSocket<unknown>);
     const did = conn.did;
     if (!did) return;
-    if (this.waiting.get(did) === conn) this.waiting.delete(did);
-    if (this.live.get(did) === conn) {
-      this.live.delete(did);
+    if (this.conns.get(did) !== conn) return;
+    this.conns.delete(did);
+    if (wasReady) {
+      this.online--;
       this.fleet.seen(did, conn.lastSeen);
       this.intents?.agentGone(did);
       this.leave(did, conn.serial);
