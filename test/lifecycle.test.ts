@@ -2,6 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
 import { createMachine, assign } from 'xstate';
+import WebSocket from 'ws';
 import { http, startServer, tempDir, waitFor } from './helpers.js';
 
 const test = suite('lifecycle');
@@ -59,6 +60,17 @@ test('SIGTERM stops listening and exits 0 within the shutdown timeout', async ()
   assert.match(out, /shutdown complete/);
   const reachable = await http(`http://127.0.0.1:${port}`, 'GET', '/healthz').then(() => true, () => false);
   assert.not.ok(reachable, 'no longer listening');
+});
+
+test('close() ends open WebSockets with 1001 (going away)', async () => {
+  const s = await startServer();
+  const url = s.url.replace('http', 'ws');
+  const agentSock = new WebSocket(`${url}/ws/agent`);
+  const feedSock = new WebSocket(`${url}/ws/feed`);
+  await Promise.all([agentSock, feedSock].map((ws) => new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))));
+  const closed = [agentSock, feedSock].map((ws) => new Promise<number>((r) => ws.once('close', (code) => r(code))));
+  await s.stop(true);
+  assert.equal(await Promise.all(closed), [1001, 1001]);
 });
 
 test.run();
