@@ -234,6 +234,14 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   // The fleet registers /ws/agent and /ws/feed, and provides agentPush, agentIntents, agentLookup.
   const fleet = await createFleet(ctx);
   ctx.skills.attach(ctx);
+  // Decommissioned agents (DELETE /api/agents/:id): their skill overrides and channel memberships
+  // go too. The LLM configuration lives on the agent document and goes with it.
+  fleet.service.onAgentDeleted(async (agent) => {
+    await ctx.skills.forgetAgent(agent._id);
+  });
+  fleet.service.onAgentDeleted(async (agent) => {
+    await channels.forgetMember(agent._id); // the channel service keeps its member caches true
+  });
   ctx.workflows.attach(ctx);
   ctx.schedules.attach(ctx, ctx.workflows);
   // After the fleet: the model service subscribes to agents becoming ready through ctx.agentPush.

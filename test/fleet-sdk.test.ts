@@ -24,8 +24,9 @@ test('pushes: llm_config, skills_config (latest set kept), channel_message_send 
   await waitFor(() => llm.some((c: any) => c.model === 'm1'));
   assert.equal(agent.llmConfig, { provider: 'openai-compatible', model: 'm1', baseUrl: 'http://x/v1' });
 
-  s.ctx.agentPush.push(agent.did, { type: 'skills_config', skills: [{ name: 'a', content: '# A' }] });
-  s.ctx.agentPush.push(agent.did, { type: 'skills_config', skills: [{ name: 'b', content: '# B' }, { name: 'c', content: null }] });
+  const skill = (name: string, content: string) => ({ id: name, workspaceId: 'w', name, description: null, version: null, isRequired: false, config: {}, content });
+  s.ctx.agentPush.push(agent.did, { type: 'skills_config', skills: [skill('a', '# A')] });
+  s.ctx.agentPush.push(agent.did, { type: 'skills_config', skills: [skill('b', '# B'), skill('c', '')] });
   await waitFor(() => agent.skills.length === 2);
   assert.equal(agent.skills.map((x) => x.name), ['b', 'c']);
 

@@ -17,7 +17,7 @@ export const CLOSE = {
   policyViolation: 1008,
   /** Bad auth signature, or a certificate co-signature that does not verify: do not retry with this key. */
   badSignature: 4401,
-  /** Registration rejected: do not retry. */
+  /** Registration rejected, or the agent decommissioned (DELETE /api/agents/:id): do not retry. */
   rejected: 4403,
   /** The handshake did not finish in time: reconnect with back-off. */
   handshakeTimeout: 4408,
@@ -118,14 +118,41 @@ export interface UpdateCapabilitiesFrame {
   policyId: string | null;
   policyExpiresAt: string | null;
 }
+/** The `config` of `llm_config` (docs/models.md, "The llm_config frame"). No `provider`: use your environment. */
+export interface LlmConfig {
+  provider?: string;
+  model?: string;
+  /** '' when the provider's default applies. */
+  baseUrl?: string;
+  apiKey?: string;
+  source?: 'workspace' | 'registry' | 'manual';
+  /** Workspace routing: the workspace whose key is used. */
+  workspaceId?: string;
+  systemPrompt?: string;
+  /** With the model proxy configured: per workspace of the agent that has a virtual key, its key and allowed proxyModelNames. */
+  proxy?: { baseUrl: string; workspaces: Array<{ workspaceId: string; apiKey: string; models: string[] }> };
+}
 export interface LlmConfigFrame {
   type: 'llm_config';
-  config: { provider?: string; model?: string; baseUrl?: string; apiKey?: string; [k: string]: unknown };
+  config: LlmConfig;
+}
+/** One skill of `skills_config` (docs/skills.md, "The skills_config frame"). */
+export interface SkillEntry {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  version: string | null;
+  isRequired: boolean;
+  /** The skill's config, or the agent's override of it. */
+  config: Record<string, unknown>;
+  /** Markdown; '' when the skill has none. */
+  content: string;
 }
 export interface SkillsConfigFrame {
   type: 'skills_config';
-  workspaceId?: string;
-  skills: Array<{ id?: string; name: string; content?: string | null; [k: string]: unknown }>;
+  /** The full effective set; replaces the previous one. */
+  skills: SkillEntry[];
 }
 export interface ChannelMessageSendFrame {
   type: 'channel_message_send';

@@ -129,8 +129,6 @@ export class BridgeService {
   private readonly abort = new AbortController();
   private sweeper: NodeJS.Timeout | undefined;
   private stopped = false;
-  /** Outgoing attempts made, for tests and the benchmark. */
-  readonly stats = { attempts: 0, delivered: 0, dropped: 0 };
 
   constructor(
     private readonly ctx: AppContext,
@@ -407,7 +405,6 @@ export class BridgeService {
     box.waiting.push(d);
     if (box.waiting.length > OUTGOING_QUEUE_LIMIT) {
       const dropped = box.waiting.shift()!;
-      this.stats.dropped++;
       this.ctx.log.warn({ bridgeId: d.bridgeId, deliveryId: dropped.id }, 'outgoing bridge queue full: oldest delivery dropped');
     }
     this.pump(d.bridgeId, box);
@@ -435,17 +432,12 @@ export class BridgeService {
       const bridge = await this.c.bridges.findById(d.bridgeId).catch(() => null);
       if (!bridge || !outgoing(bridge)) return; // deleted, disabled or turned incoming-only since
       d.attempt++;
-      this.stats.attempts++;
       const result = await this.send(bridge, d);
       if (this.stopped) return;
-      if (result === 'skip' || result.ok) {
-        if (result !== 'skip') this.stats.delivered++;
-        return;
-      }
+      if (result === 'skip' || result.ok) return;
       const last = !result.retryable || d.attempt >= config.bridgeDeliveryAttempts;
       const info = { bridgeId: d.bridgeId, deliveryId: d.id, attempt: d.attempt, status: result.status, error: result.error };
       if (last) {
-        this.stats.dropped++;
         this.ctx.log.warn(info, 'outgoing bridge delivery failed for good');
         return;
       }

@@ -365,14 +365,18 @@ export class ChannelService {
       for (const ch of await this.c.channels.find({ workspaceId: ws._id }, { projection: { _id: 1 } })) await this.destroy(ch._id);
     });
     ctx.userService.onUserDeleted(async (user) => {
-      if (!user.did) return;
-      const gone = await this.c.channelMembers.find({ memberDid: user.did }, { projection: { channelId: 1 } });
-      await this.c.channelMembers.deleteMany({ memberDid: user.did });
-      for (const m of gone) {
-        this.cache.dropMembers(m.channelId);
-        this.accessLost(m.channelId, user.did);
-      }
+      if (user.did) await this.forgetMember(user.did);
     });
+  }
+
+  /** Removes a DID from every channel it is a member of (a deleted user or agent). */
+  async forgetMember(did: string): Promise<void> {
+    const gone = await this.c.channelMembers.find({ memberDid: did }, { projection: { channelId: 1 } });
+    await this.c.channelMembers.deleteMany({ memberDid: did });
+    for (const m of gone) {
+      this.cache.dropMembers(m.channelId);
+      this.accessLost(m.channelId, did);
+    }
   }
 
   /** Runs `fn` after each new message is stored and its author has the answer (bridges use it). */

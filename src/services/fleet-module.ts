@@ -37,6 +37,8 @@ export async function createFleet(ctx: AppContext): Promise<Fleet> {
   const feed = new Feed(ctx);
   const fleet: Fleet = { service, policies, gateway, tokens, intents, views, feed };
 
+  // A deleted agent's usage stays in the global totals; its own usage document goes.
+  service.onAgentDeleted((agent) => tokens.forgetAgent(agent._id));
   ctx.agentPush = gateway;
   ctx.agentIntents = intents;
   fleets.set(ctx, fleet);

@@ -21,6 +21,7 @@ import type { Principal } from '../domain/principal.js';
 import { AGENT_ACTOR_KIND, agentMachine, type AgentActorEvent, type ApprovalInput, type RejectionInput } from '../actors/agent.js';
 import { certificateBytes, newCertificate, type Certificate, type CertificateTerms } from '../domain/certificate.js';
 import { termsFor } from '../domain/policy.js';
+import { CLOSE } from '../domain/agent-protocol.js';
 import { CertificateStore } from './certificates.js';
 import { AgentSessions } from './agent-sessions.js';
 import { addAgentToWorkspace } from './workspaces.js';
@@ -46,6 +47,12 @@ export interface DecisionListener {
   (did: string, decision: Decision): void;
 }
 
+/**
+ * Runs after an agent was decommissioned (DELETE /api/agents/:id), once the fleet's own records
+ * are gone; `agent` is the document as it was. Areas that keep per-agent data subscribe here.
+ */
+export type AgentDeletedHook = (agent: AgentDoc) => Promise<void> | void;
+
 const DECISION_TIMEOUT_MS = 15_000;
 /** Actor events delivered per turn of the event loop. */
 const TELL_CHUNK = 128;
@@ -64,6 +71,9 @@ export class FleetService {
   /** Set by PolicyService at construction. */
   policies!: PolicyService;
   private readonly decisionListeners = new Set<DecisionListener>();
+  private readonly deletedHooks: AgentDeletedHook[] = [];
+  /** Set by the gateway: ends the agent's socket with `code` and forgets it (no offline event reaches its actor). */
+  dropConnection: (did: string, code: number, reason: string) => void = () => undefined;
   /** Where a brand-new actor starts, read synchronously by the actor kind's `input`. */
   private readonly bootStatus = new Map<string, AgentDoc['status']>();
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
@@ -281,6 +291,57 @@ export class FleetService {
         this.ctx.log.error({ err, did }, 'decision listener failed');
       }
     }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Decommissioning
+
+  /** Runs `fn` after an agent is deleted (see AgentDeletedHook). A failing hook is logged; the deletion stands. */
+  onAgentDeleted(fn: AgentDeletedHook): void {
+    this.deletedHooks.push(fn);
+  }
+
+  /**
+   * Decommissions an agent, whatever its status (active, pending or rejected): closes its socket
+   * with 4403, ends its session, deletes its document, workspace memberships, agent-scoped
+   * policies, certificates, registrations, grants naming it and its actor snapshot, then runs the
+   * onAgentDeleted hooks (skills overrides, token usage, channel memberships, ...). The same key
+   * registering afterwards starts over as a new pending registration. 404 for an unknown agent.
+   */
+  async deleteAgent(did: string, by: Principal): Promise<AgentDoc> {
+    const { ctx } = this;
+    const { c } = ctx;
+    const agent = await c.agents.findById(did);
+    if (!agent) throw notFound(`no agent ${did}`);
+    // The socket first, so no frame of this agent is handled while its records go.
+    this.dropConnection(did, CLOSE.rejected, 'decommissioned');
+    this.lastSeenPending.delete(did);
+    for (const item of this.told) if (item.did === did) item.dropped = true;
+    await ctx.sessions.endAllOf(did);
+    await c.agents.deleteOne({ _id: did });
+    await this.certificates.flush(); // a certificate being stored now must not outlive the agent
+    const [memberships, policies, certificates, registrations, grants] = await Promise.all([
+      c.workspaceAgents.deleteMany({ agentDid: did }),
+      this.policies.forgetAgent(did),
+      c.certificates.deleteMany({ agentDid: did }),
+      c.registrations.deleteMany({ agentDid: did }),
+      c.grants.deleteMany({ agentDid: did }),
+    ]);
+    await ctx.actors.remove(AGENT_ACTOR_KIND, did);
+    for (const fn of this.deletedHooks) {
+      try {
+        await fn(agent);
+      } catch (err) {
+        ctx.log.error({ err, did }, 'agent-deleted hook failed');
+      }
+    }
+    await ctx.audit.record(by, {
+      action: 'agent.delete',
+      targetType: 'agent',
+      target: did,
+      details: { name: agent.name, status: agent.status, memberships, policies, certificates, registrations, grants },
+    });
+    return agent;
   }
 
   // -------------------------------------------------------------------------------------------

@@ -138,6 +138,13 @@ export class PolicyService {
     return { sentTo };
   }
 
+  /** Deletes an agent's agent-scoped policies (the agent is being deleted: nobody is re-certified). */
+  async forgetAgent(agentDid: string): Promise<number> {
+    const n = await this.ctx.c.policies.deleteMany({ agentDid });
+    if (this.byAgent.delete(agentDid)) this.version++;
+    return n;
+  }
+
   async get(id: string): Promise<PolicyDoc | null> {
     return this.ctx.c.policies.findById(id);
   }

@@ -105,6 +105,16 @@ export class TokenUsage implements HeartbeatSink {
     await this.rollup();
   }
 
+  /**
+   * For a deleted agent: folds what the ledger holds (so the global totals keep its usage), then
+   * deletes the agent's own usage document.
+   */
+  async forgetAgent(did: string): Promise<void> {
+    await this.drain();
+    await this.rollup();
+    await this.ctx.c.tokenUsage.deleteOne({ _id: did });
+  }
+
   // -------------------------------------------------------------------------------------------
   // 1. Ledger
 

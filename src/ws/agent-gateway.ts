@@ -123,6 +123,7 @@ export class AgentGateway implements AgentPush {
   ) {
     this.heartbeatIntervalMs = ctx.config.agentHeartbeatIntervalMs;
     fleet.onDecision((did, d) => void this.onDecision(did, d));
+    fleet.dropConnection = (did, code, reason) => this.drop(did, code, reason);
     fleet.collectLiveSeen = () => {
       const out: Array<[string, number]> = [];
       for (const [did, conn] of this.conns) {
@@ -518,6 +519,27 @@ export class AgentGateway implements AgentPush {
     }, grace);
     timer.unref();
     this.leaving.set(did, { timer, serial: prev?.serial ?? serial });
+  }
+
+  /**
+   * Ends an agent's socket (whatever its phase) and forgets the agent: the close is not reported
+   * to its actor, and a pending offline notice is cancelled (the agent is being deleted).
+   */
+  private drop(did: string, code: number, reason: string): void {
+    const conn = this.conns.get(did);
+    if (conn) {
+      this.conns.delete(did); // onClose then finds another (no) connection and does nothing more
+      if (conn.phase === Phase.Ready) {
+        this.online--;
+        this.intents?.agentGone(did);
+      }
+      this.end(conn, code, reason);
+    }
+    const left = this.leaving.get(did);
+    if (left) {
+      clearTimeout(left.timer);
+      this.leaving.delete(did);
+    }
   }
 
   /** At shutdown: every agent still in its grace period is told now. */

@@ -5,6 +5,8 @@
  *   GET  /api/agents                          user         list (filters, paging, visibility)
  *   GET  /api/agents/search?q=                user         {agents: [{did, name, capabilities}]}
  *   GET  /api/agents/:id                      user         detail
+ *   DELETE /api/agents/:id                    user         {ok: true}: decommissions the agent (global
+ *                                                          admin, or admin of its primary workspace)
  *   POST /api/agents/register                 optional     201 {agentId, message}
  *   POST /api/agents/:did/intents             user         200 intent_result
  *   GET  /api/registrations                   globalAdmin  pending registrations
@@ -13,7 +15,9 @@
  */
 import { z } from 'zod';
 import { q, route, type RequestContext, type RouteDef } from '../router.js';
-import { HttpError } from '../errors.js';
+import { HttpError, forbidden, notFound } from '../errors.js';
+import { can } from '../../domain/permissions.js';
+import { memberRole, primaryWorkspaceOf } from '../../services/workspaces.js';
 import type { AppContext } from '../../server.js';
 import type { Fleet } from '../../services/fleet-module.js';
 import type { UserPrincipal } from '../../domain/principal.js';
@@ -73,6 +77,30 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       tags: ['agents'],
       params: z.object({ id: did }),
       handler: async (r) => ({ body: { agent: await fleet.views.detail(r.principal!, r.params.id) } }),
+    }),
+
+    route({
+      method: 'DELETE',
+      path: '/api/agents/:id',
+      auth: 'user',
+      summary:
+        'Decommissions an agent (any status, a rejected registration included): closes its socket (4403), ends its session, deletes its records; global admin or admin of its primary workspace',
+      tags: ['agents'],
+      params: z.object({ id: did }),
+      handler: async (r) => {
+        const person = personOf(r);
+        const agent = await ctx.c.agents.findById(r.params.id);
+        if (!agent) throw notFound(`no agent ${r.params.id}`);
+        if (!person.isAdmin) {
+          const primary = await primaryWorkspaceOf(ctx.c, agent._id);
+          const role = primary ? await memberRole(ctx.c, person.userId, primary._id) : null;
+          if (!can({ isGlobalAdmin: false, workspaceRole: role }, 'manageWorkspaceAgents')) {
+            throw forbidden("deleting an agent needs the admin role in the agent's primary workspace (or global admin)");
+          }
+        }
+        await fleet.service.deleteAgent(agent._id, person);
+        return { body: { ok: true } };
+      },
     }),
 
     route({
