@@ -4,7 +4,7 @@
  * The JSON Schemas in schemas/agent/ are the contract; these types mirror them for code.
  * docs/agent-protocol.md is the description for people writing agents in other languages.
  */
-import type { Capability } from '../store/collections.js';
+import { CAPABILITIES, type Capability } from '../store/collections.js';
 import type { Certificate, ResourceLimits } from './certificate.js';
 
 export const AGENT_WS_PATH = '/ws/agent';
@@ -29,16 +29,7 @@ export const CLOSE = {
 export const FATAL_CLOSE_CODES: ReadonlySet<number> = new Set([CLOSE.policyViolation, CLOSE.badSignature, CLOSE.rejected, CLOSE.replaced]);
 
 /** `availableCapabilities` of GET /api/registrations: the first eight capability values (§2.1). */
-export const AVAILABLE_CAPABILITIES: readonly Capability[] = [
-  'file_access',
-  'internet_access',
-  'browser_control',
-  'api_call',
-  'mail_send',
-  'code_execution',
-  'system_command',
-  'agent_communication',
-];
+export const AVAILABLE_CAPABILITIES: readonly Capability[] = CAPABILITIES.slice(0, 8);
 
 export interface TokenDelta {
   promptTokens: number;
@@ -157,7 +148,21 @@ export interface SkillsConfigFrame {
 export interface ChannelMessageSendFrame {
   type: 'channel_message_send';
   channelId: string;
-  message: { id: string; content: string; threadId?: string | null; authorDid?: string; [k: string]: unknown };
+  channel?: { id: string; name: string; slug: string; workspaceId?: string | null };
+  message: {
+    id: string;
+    content: string;
+    channelId?: string;
+    threadId?: string | null;
+    authorDid?: string;
+    authorType?: 'user' | 'agent';
+    metadata?: Record<string, unknown>;
+    createdAt?: string;
+  };
+  /** The name the agent was mentioned by. */
+  mention?: string;
+  /** `channel`, or the bridge the message came in through. */
+  source?: 'channel' | 'webhook' | 'teams';
 }
 export interface IntentFrame {
   type: 'intent';
