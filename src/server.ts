@@ -239,9 +239,6 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   fleet.service.onAgentDeleted(async (agent) => {
     await ctx.skills.forgetAgent(agent._id);
   });
-  fleet.service.onAgentDeleted(async (agent) => {
-    await channels.forgetMember(agent._id); // the channel service keeps its member caches true
-  });
   ctx.workflows.attach(ctx);
   ctx.schedules.attach(ctx, ctx.workflows);
   // After the fleet: the model service subscribes to agents becoming ready through ctx.agentPush.
@@ -253,6 +250,17 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   const bridges = new BridgeService(ctx, channels);
   fleet.feed.channelAccess = channels.feedTopic;
   channels.onAccessLost((channelId, did) => void fleet.feed.recheckChannel(channelId, did));
+  fleet.service.onAgentDeleted(async (agent) => {
+    await channels.forgetMember(agent._id); // the channel service keeps its member caches true
+  });
+  // Leaving a workspace (or losing the account) ends feed subscriptions to its public channels.
+  ctx.workspaceService.onMemberRemoved(async (_workspaceId, userId) => {
+    const user = await c.users.findById(userId);
+    if (user?.did) await fleet.feed.recheckPerson(user.did);
+  });
+  ctx.userService.onUserDeleted(async (user) => {
+    if (user.did) await fleet.feed.recheckPerson(user.did);
+  });
   await bridges.start();
   ctx.onClose(() => bridges.stop());
   router.add(

@@ -116,4 +116,21 @@ test('a member removed from a private channel stops receiving its events', async
   assert.is((await f.next((x) => x.type === 'message.created')).message.content, 'marker');
 });
 
+test('a person removed from the workspace stops receiving its public channels', async () => {
+  const dave = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
+  const ch = await makeChannel(alice, { name: 'Open Hall', workspaceId: ws.id });
+  const f = await feed(dave);
+  assert.is((await f.subscribe(ch.id)).type, 'subscribed', 'a workspace member reads a public channel');
+  const r = await owner.api.del(`/api/workspaces/${ws.id}/members/${dave.user._id}`);
+  assert.is(r.status, 200, r.text);
+  const ended = await f.next((x) => x.type === 'unsubscribed' && x.channelId === ch.id);
+  assert.is(ended.reason, 'access_lost');
+  // A marker subscription proves later posts to the hall would have arrived by now.
+  const global = await makeChannel(owner, { name: 'Everyone Hall' });
+  assert.is((await f.subscribe(global.id)).type, 'subscribed');
+  await post(alice, ch.id, 'not for dave');
+  await post(owner, global.id, 'marker');
+  assert.is((await f.next((x) => x.type === 'message.created')).message.content, 'marker');
+});
+
 test.run();

@@ -179,12 +179,15 @@ async function promoteEarliest<T extends WorkspaceMemberDoc | WorkspaceAgentDoc>
 
 export type WorkspaceDeletedHook = (workspace: WorkspaceDoc) => Promise<void> | void;
 /** An agent joined or left a workspace (or its primary moved); `workspaceId` is the one that changed. */
+/** A person left a workspace (removed, or the workspace was deleted). */
+export type MemberRemovedHook = (workspaceId: string, userId: string) => Promise<void> | void;
 export type AgentMembershipHook = (workspaceId: string, agentDid: string) => Promise<void> | void;
 
 /** Workspace deletion and the hooks later areas hang their own clean-up on. */
 export class WorkspaceService {
   private readonly deletedHooks: WorkspaceDeletedHook[] = [];
   private readonly agentHooks: AgentMembershipHook[] = [];
+  private readonly memberHooks: MemberRemovedHook[] = [];
 
   constructor(
     private readonly c: Collections,
@@ -206,6 +209,21 @@ export class WorkspaceService {
    */
   onAgentMembershipChanged(fn: AgentMembershipHook): void {
     this.agentHooks.push(fn);
+  }
+
+  /** Runs `fn` after a person leaves a workspace (the live feed re-checks what they may read). */
+  onMemberRemoved(fn: MemberRemovedHook): void {
+    this.memberHooks.push(fn);
+  }
+
+  async memberRemoved(workspaceId: string, userId: string): Promise<void> {
+    for (const fn of this.memberHooks) {
+      try {
+        await fn(workspaceId, userId);
+      } catch (err) {
+        this.log.error({ err, workspaceId }, 'member-removed hook failed');
+      }
+    }
   }
 
   /** Tells the subscribers that an agent's membership of a workspace changed. */
@@ -242,6 +260,7 @@ export class WorkspaceService {
       }
     }
     for (const m of agents) await this.agentMembershipChanged(ws._id, m.agentDid);
+    for (const m of members) await this.memberRemoved(ws._id, m.userId);
     return { members: members.length, agents: agents.length };
   }
 }

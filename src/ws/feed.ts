@@ -211,6 +211,12 @@ export class Feed {
     }
   }
 
+  /** Re-checks every channel subscription of one person (they left a workspace, or are gone). */
+  async recheckPerson(did: string): Promise<void> {
+    const channels = [...this.channelSubs].filter(([, subs]) => [...subs].some((conn) => conn.user?.did === did)).map(([id]) => id);
+    for (const channelId of channels) await this.recheckChannel(channelId, did);
+  }
+
   private forgetChannel(conn: FeedConn, channelId: string): void {
     conn.channels?.delete(channelId);
     const subs = this.channelSubs.get(channelId);

@@ -335,6 +335,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
           target: a.ws._id,
           details: { userId: m.userId, role: m.role },
         });
+        await ctx.workspaceService.memberRemoved(a.ws._id, m.userId);
         return { body: { ok: true } };
       },
     }),
