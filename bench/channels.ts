@@ -19,14 +19,12 @@
  * Clocks: `performance.timeOrigin + performance.now()` in every process (the wall clock at
  * sub-millisecond resolution), so times taken in different processes on this machine compare.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { startProc } from './proc.js';
 import { Agent, request } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { cpus } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { generateKeyPair } from '../src/domain/did.js';
 
-const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
 const argv = process.argv.slice(2);
 const flag = (name: string, env: string, def: number): number => {
   const i = argv.indexOf(`--${name}`);
@@ -44,31 +42,6 @@ const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
 
-class Proc {
-  private seq = 0;
-  private readonly waiting = new Map<number, (v: any) => void>();
-  readonly ready: Promise<void>;
-  constructor(readonly child: ChildProcess) {
-    let hello: () => void;
-    this.ready = new Promise((r) => (hello = r));
-    child.on('message', (m: { id: number; hello?: boolean }) => {
-      if (m.hello) return hello();
-      const w = this.waiting.get(m.id);
-      this.waiting.delete(m.id);
-      w?.(m);
-    });
-  }
-  async call<T = any>(msg: object): Promise<T> {
-    await this.ready;
-    const id = ++this.seq;
-    const r = await new Promise<any>((resolve) => {
-      this.waiting.set(id, resolve);
-      this.child.send({ id, ...msg });
-    });
-    if (r.error) throw new Error(r.error);
-    return r as T;
-  }
-}
 
 interface Gc {
   count: number;
@@ -76,7 +49,6 @@ interface Gc {
   maxMs: number;
 }
 
-const startProc = (file: string) => new Proc(spawn(process.execPath, ['--import', 'tsx', here(file)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;

@@ -19,11 +19,9 @@
  * phase and the measured phase; BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
  * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { startProc, type Proc } from './proc.js';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 
-const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
 
 const argv = process.argv.slice(2);
 const flag = (name: string, env: string, def: number): number => {
@@ -42,36 +40,7 @@ const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 30);
 /** Loopback source addresses per load generator. */
 const ADDRESSES_PER_LOADGEN = 4;
 
-class Proc {
-  private seq = 0;
-  private readonly waiting = new Map<number, (v: any) => void>();
-  readonly ready: Promise<void>;
-  constructor(readonly child: ChildProcess) {
-    let hello: () => void;
-    this.ready = new Promise((r) => (hello = r));
-    child.on('message', (m: { id: number; hello?: boolean; error?: string }) => {
-      if (m.hello) return hello();
-      const w = this.waiting.get(m.id);
-      this.waiting.delete(m.id);
-      w?.(m);
-    });
-  }
-  async call<T = any>(msg: object): Promise<T> {
-    await this.ready;
-    const id = ++this.seq;
-    const r = await new Promise<any>((resolve) => {
-      this.waiting.set(id, resolve);
-      this.child.send({ id, ...msg });
-    });
-    if (r.error) throw new Error(r.error);
-    return r as T;
-  }
-}
 
-function startProc(file: string, extraArgs: string[] = []): Proc {
-  const child = spawn(process.execPath, [...extraArgs, '--import', 'tsx', here(file)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  return new Proc(child);
-}
 
 const MB = 1024 * 1024;
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');

@@ -28,6 +28,7 @@ import { badGateway, badRequest, conflict, forbidden, notFound } from '../http/e
 import { LiteLlmClient, ProxyError, litellmModelOf } from '../integrations/litellm.js';
 import { agentWorkspaceIds, resolveWorkspace, slugify } from './workspaces.js';
 import type { PushFrame } from './agent-push.js';
+import type { LlmConfig } from '../domain/agent-protocol.js';
 
 export const OPENAI_COMPATIBLE = 'openai-compatible';
 
@@ -98,17 +99,6 @@ export interface AgentLlmView {
   apiKeySet: boolean;
 }
 
-/** The `config` object of the `llm_config` frame (docs/models.md). */
-export interface LlmConfigPayload {
-  provider?: string;
-  model?: string;
-  baseUrl?: string;
-  apiKey?: string;
-  source?: 'workspace' | 'registry' | 'manual';
-  workspaceId?: string;
-  systemPrompt?: string;
-  proxy?: { baseUrl: string; workspaces: Array<{ workspaceId: string; apiKey: string; models: string[] }> };
-}
 
 const modelKeyAd = (id: string) => `model-api-key:${id}`;
 const workspaceKeyAd = (workspaceId: string) => `workspace-llm-key:${workspaceId}`;
@@ -650,7 +640,7 @@ export class ModelService {
   async frameFor(did: string, cache = new FrameCache()): Promise<PushFrame> {
     const { c } = this.ctx;
     const agent = await c.agents.findById(did);
-    const config: LlmConfigPayload = {};
+    const config: LlmConfig = {};
     if (agent?.llmSource) {
       config.provider = agent.llmProvider ?? '';
       config.model = agent.llmModel ?? '';
@@ -662,7 +652,7 @@ export class ModelService {
     }
     if (agent?.llmSystemPrompt) config.systemPrompt = agent.llmSystemPrompt;
     if (this.proxy && agent) {
-      const workspaces: NonNullable<LlmConfigPayload['proxy']>['workspaces'] = [];
+      const workspaces: NonNullable<LlmConfig['proxy']>['workspaces'] = [];
       for (const workspaceId of await agentWorkspaceIds(c, did)) {
         const key = await this.cachedKey(workspaceId, cache);
         if (key) workspaces.push({ workspaceId, apiKey: key.apiKey, models: key.models });
