@@ -1,5 +1,5 @@
 /**
- * A load generator process: many lightweight protocol clients (the `ws` package and
+ * A load generator process: many lightweight protocol clients (bench/wsclient.ts and
  * node:crypto, not one SDK object each), driven over IPC by bench/run.ts.
  *
  * Each client does the real handshake — hello, a signed challenge, a co-signed certificate —
@@ -10,7 +10,7 @@
  * ephemeral port range is not the limit.
  */
 import { sign } from 'node:crypto';
-import WebSocket from 'ws';
+import { MiniWebSocket } from './wsclient.js';
 import canonicalize from 'canonicalize';
 import { benchKey, type BenchKey } from './keys.js';
 
@@ -31,10 +31,11 @@ type Cmd =
   | { cmd: 'watchPolicy'; policyId: string | null; timeoutMs: number }
   | { cmd: 'reconnect'; concurrency: number }
   | { cmd: 'count' }
+  | { cmd: 'cpu' }
   | { cmd: 'close' };
 
 class Client {
-  ws: WebSocket | null = null;
+  ws: MiniWebSocket | null = null;
   ready = false;
   seq = 0;
   policyId: string | null = null;
@@ -60,8 +61,6 @@ let connectErrors = 0;
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
 function open(c: Client, done: () => void): void {
-  const ws = new WebSocket(`${url}/ws/agent`, { localAddress: c.localAddress, perMessageDeflate: false });
-  c.ws = ws;
   c.ready = false;
   let finished = false;
   const finish = () => {
@@ -70,57 +69,61 @@ function open(c: Client, done: () => void): void {
       done();
     }
   };
-  ws.on('open', () => {
-    ws.send(JSON.stringify({ type: 'hello', did: c.key.did, publicKey: c.key.publicKey, name: 'bench', version: '1.0.0', capabilities: ['api_call', 'file_access'] }));
+  const ws = new MiniWebSocket(`${url}/ws/agent`, c.localAddress, {
+    onOpen: () => {
+      ws.send(JSON.stringify({ type: 'hello', did: c.key.did, publicKey: c.key.publicKey, name: 'bench', version: '1.0.0', capabilities: ['api_call', 'file_access'] }));
+    },
+    onMessage: (text) => onFrame(c, ws, JSON.parse(text), finish),
+    onError: () => {
+      connectErrors++;
+      finish();
+    },
+    onClose: () => {
+      if (c.ws === ws) c.ready = false;
+      finish();
+    },
   });
-  ws.on('message', (data) => {
-    const f = JSON.parse(data.toString());
-    switch (f.type) {
-      case 'challenge':
-        ws.send(JSON.stringify({ type: 'auth', signature: sign(null, Buffer.from(`steward-agent-auth:${f.nonce}`), c.key.privateKey).toString('base64url') }));
-        return;
-      case 'certificate_offer': {
-        let sig = c.lastSig;
-        if (f.certificate.serial !== c.lastSerial) {
-          sig = sign(null, Buffer.from(canonicalize(f.certificate)!, 'utf8'), c.key.privateKey).toString('base64url');
-          c.lastSerial = f.certificate.serial;
-          c.lastSig = sig;
-        }
-        ws.send(JSON.stringify({ type: 'certificate_accept', agentSignature: sig }));
-        return;
+  c.ws = ws;
+}
+
+function onFrame(c: Client, ws: MiniWebSocket, f: any, finish: () => void): void {
+  switch (f.type) {
+    case 'challenge':
+      ws.send(JSON.stringify({ type: 'auth', signature: sign(null, Buffer.from(`steward-agent-auth:${f.nonce}`), c.key.privateKey).toString('base64url') }));
+      return;
+    case 'certificate_offer': {
+      let sig = c.lastSig;
+      if (f.certificate.serial !== c.lastSerial) {
+        sig = sign(null, Buffer.from(canonicalize(f.certificate)!, 'utf8'), c.key.privateKey).toString('base64url');
+        c.lastSerial = f.certificate.serial;
+        c.lastSig = sig;
       }
-      case 'ready':
-        c.ready = true;
-        c.readyAt = Date.now();
-        c.policyId = f.certificate.policyId;
-        finish();
-        onReady?.(c);
-        return;
-      case 'heartbeat_ack': {
-        const t = c.sentAt.get(f.seq);
-        if (t !== undefined) {
-          c.sentAt.delete(f.seq);
-          latencies.push(performance.now() - t);
-          acked++;
-        }
-        return;
-      }
-      case 'registration':
-      case 'update_capabilities':
-        return;
-      case 'error':
-        process.stderr.write(`server error frame: ${JSON.stringify(f)}\n`);
-        return;
+      ws.send(JSON.stringify({ type: 'certificate_accept', agentSignature: sig }));
+      return;
     }
-  });
-  ws.on('error', () => {
-    connectErrors++;
-    finish();
-  });
-  ws.on('close', () => {
-    c.ready = false;
-    finish();
-  });
+    case 'ready':
+      c.ready = true;
+      c.readyAt = Date.now();
+      c.policyId = f.certificate.policyId;
+      finish();
+      onReady?.(c);
+      return;
+    case 'heartbeat_ack': {
+      const t = c.sentAt.get(f.seq);
+      if (t !== undefined) {
+        c.sentAt.delete(f.seq);
+        latencies.push(performance.now() - t);
+        acked++;
+      }
+      return;
+    }
+    case 'registration':
+    case 'update_capabilities':
+      return;
+    case 'error':
+      process.stderr.write(`server error frame: ${JSON.stringify(f)}\n`);
+      return;
+  }
 }
 
 /** Opens every client with at most `concurrency` handshakes in flight; resolves when all are done. */
@@ -219,6 +222,8 @@ process.on('message', async (m: { id: number } & Cmd) => {
       await connectAll(clients, m.concurrency);
       return reply(id, { t0, ready: clients.filter((c) => c.ready).length, errors: connectErrors, lastReadyAt: Math.max(...clients.map((c) => c.readyAt)) });
     }
+    case 'cpu':
+      return reply(id, process.cpuUsage());
     case 'count':
       return reply(id, { ready: clients.filter((c) => c.ready).length });
     case 'close': {

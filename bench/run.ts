@@ -116,6 +116,27 @@ async function profiled<T>(s: Setup, name: string, fn: () => Promise<T>): Promis
   }
 }
 
+interface CpuMark {
+  server: NodeJS.CpuUsage;
+  loadgens: NodeJS.CpuUsage[];
+}
+
+/** CPU time used so far by the server and by the load generators (user + system). */
+async function cpuMark(s: Setup): Promise<CpuMark> {
+  const [server, ...loadgens] = await Promise.all([s.server.call<NodeJS.CpuUsage>({ cmd: 'cpu' }), ...s.loadgens.map((lg) => lg.call<NodeJS.CpuUsage>({ cmd: 'cpu' }))]);
+  return { server: server!, loadgens };
+}
+
+/** Table rows: CPU seconds the server and the load generators used between two marks. */
+function cpuRows(a: CpuMark, b: CpuMark): Array<[string, string]> {
+  const sec = (x: NodeJS.CpuUsage, y: NodeJS.CpuUsage) => (y.user - x.user + y.system - x.system) / 1e6;
+  const lg = b.loadgens.reduce((acc, u, i) => acc + sec(a.loadgens[i]!, u), 0);
+  return [
+    ['server CPU time (user + system), all threads', `${fmt(sec(a.server, b.server), 2)} s`],
+    ['load generators CPU time (user + system)', `${fmt(lg, 2)} s`],
+  ];
+}
+
 async function online(s: Setup): Promise<number> {
   return (await s.server.call<{ online: number }>({ cmd: 'online' })).online;
 }
@@ -151,6 +172,7 @@ async function benchRecert(): Promise<void> {
   const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
   await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
   if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile' });
+  const cpu0 = await cpuMark(s);
   const t0 = Date.now();
   const res = await fetch(`${s.url}/api/policies`, {
     method: 'POST',
@@ -160,6 +182,7 @@ async function benchRecert(): Promise<void> {
   const tAnswer = Date.now();
   const body = (await res.json()) as { sentTo?: string[] };
   const watched = await watching;
+  const cpu1 = await cpuMark(s);
   if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile', file: `${process.env.BENCH_PROFILE_DIR}/recert-${N}.cpuprofile` });
   const last = Math.max(...watched.map((w) => w.lastAt));
   const missing = watched.reduce((a, w) => a + w.missing, 0);
@@ -168,18 +191,21 @@ async function benchRecert(): Promise<void> {
     ['sentTo', String(body.sentTo?.length ?? 0)],
     ['POST answered after', `${tAnswer - t0} ms`],
     ['last agent holds its co-signed certificate (ready) after', missing === 0 ? `${last - t0} ms` : `${missing} agents never did`],
+    ...cpuRows(cpu0, cpu1),
   ]);
   await teardown(s);
 }
 
 async function benchReconnect(): Promise<void> {
   const s = await setup(N);
+  const cpu0 = await cpuMark(s);
   const results = await profiled(s, 'reconnect', () =>
     Promise.all(s.loadgens.map((lg) => lg.call<{ t0: number; ready: number; lastReadyAt: number; errors: number }>({ cmd: 'reconnect', concurrency: CONCURRENCY }))),
   );
   const t0 = Math.min(...results.map((r) => r.t0));
   const last = Math.max(...results.map((r) => r.lastReadyAt));
   const ready = results.reduce((a, r) => a + r.ready, 0);
+  const cpu1 = await cpuMark(s);
   const on = await online(s);
   table(`(c) ${N} agents reconnecting at once`, [
     ['agents ready again', `${ready} of ${N}`],
@@ -187,6 +213,7 @@ async function benchReconnect(): Promise<void> {
     ['socket errors', String(results.reduce((a, r) => a + r.errors, 0))],
     ['handshakes in flight per load generator', String(CONCURRENCY)],
     ['all online after', `${last - t0} ms`],
+    ...cpuRows(cpu0, cpu1),
   ]);
   await teardown(s);
 }
@@ -195,11 +222,13 @@ async function benchHeartbeat(): Promise<void> {
   const s = await setup(N);
   const intervalMs = Math.max(1, Math.round((N / RATE) * 1000));
   const before = await s.server.call<{ tokens: { heartbeats: number; ledgerWrites: number }; loop: { p99: number; max: number } }>({ cmd: 'counters' });
+  const cpu0 = await cpuMark(s);
   const hb = await profiled(s, 'heartbeat', async () => {
     await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
     await new Promise((r) => setTimeout(r, HB_SECONDS * 1000));
     return Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[] }>({ cmd: 'stopHeartbeats' })));
   });
+  const cpu1 = await cpuMark(s);
   await new Promise((r) => setTimeout(r, 500));
   const after = await s.server.call<{ tokens: { heartbeats: number; ledgerWrites: number }; loop: { p99: number; max: number } }>({ cmd: 'counters' });
   const all = hb.flatMap((r) => r.latencies).sort((a, b) => a - b);
@@ -214,6 +243,7 @@ async function benchHeartbeat(): Promise<void> {
     ['ack latency max', `${fmt(all[all.length - 1] ?? NaN, 2)} ms`],
     ['ledger writes (store round trips) for them', String(after.tokens.ledgerWrites - before.tokens.ledgerWrites)],
     ['server event-loop delay p99 / max', `${fmt(after.loop.p99, 1)} / ${fmt(after.loop.max, 1)} ms`],
+    ...cpuRows(cpu0, cpu1),
   ]);
   await teardown(s);
 }

@@ -28,6 +28,7 @@ type Msg =
   | { cmd: 'online' }
   | { cmd: 'counters' }
   | { cmd: 'profile'; file?: string }
+  | { cmd: 'cpu' }
   | { cmd: 'stop' };
 
 let profiler: Session | undefined;
@@ -89,6 +90,8 @@ process.on('message', async (raw: { id: number } & Msg) => {
       }
       case 'memory':
         return reply(id, { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts() });
+      case 'cpu':
+        return reply(id, process.cpuUsage());
       case 'online':
         return reply(id, { online: fleetOf(steward!.ctx).gateway.onlineCount() });
       case 'counters': {

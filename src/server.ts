@@ -165,9 +165,19 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
   const metrics = createMetrics();
   const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb });
-  const store = instrumentStore(rawStore, (collection, op, seconds, ok) =>
-    metrics.storeDuration.observe({ collection, op, outcome: ok ? 'ok' : 'error' }, seconds),
-  );
+  // One histogram child per (collection, op, outcome): observing through a labels object hashes
+  // the labels on every call, which shows at thousands of store operations per second.
+  const storeTimers = new Map<string, { observe(seconds: number): void }>();
+  const store = instrumentStore(rawStore, (collection, op, seconds, ok) => {
+    const outcome = ok ? 'ok' : 'error';
+    const key = `${collection}\u0000${op}\u0000${outcome}`;
+    let timer = storeTimers.get(key);
+    if (!timer) {
+      timer = metrics.storeDuration.labels(collection, op, outcome);
+      storeTimers.set(key, timer);
+    }
+    timer.observe(seconds);
+  });
   log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
 
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });

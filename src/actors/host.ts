@@ -141,7 +141,7 @@ class Entry {
   /** Persisted snapshot captured before the host stopped the actor (a stopped actor's own snapshot says `stopped`). */
   frozen: unknown = undefined;
   waiters: Waiter[] | undefined = undefined;
-  /** In the host's dirty set: a store operation is wanted. */
+  /** A store operation is wanted (the entry is in the host's dirty set unless one is in flight). */
   dirty = false;
   /** A store operation of this actor is in flight. */
   busy = false;
@@ -678,11 +678,15 @@ export class ActorHost {
   // ---------------------------------------------------------------------------------------------
   // Persistence
 
+  /**
+   * An entry whose write is in flight is flagged but kept out of the dirty set until that write
+   * ends (completed() puts it back), so a round never walks thousands of busy entries.
+   */
   private markDirty(e: Entry): void {
-    if (!e.dirty) {
-      e.dirty = true;
-      this.dirty.add(e);
-    }
+    if (e.dirty) return;
+    e.dirty = true;
+    if (e.busy) return;
+    this.dirty.add(e);
     this.schedule();
   }
 
@@ -787,12 +791,11 @@ export class ActorHost {
     for (const e of entries) {
       e.busy = false;
       if (!ok) {
-        if (!e.dirty) {
-          e.dirty = true; // retried later, with whatever is latest by then
-          this.dirty.add(e);
-        }
+        e.dirty = true; // retried later, with whatever is latest by then
+        this.dirty.add(e);
         this.settle(e, false, error);
       } else if (e.dirty) {
+        this.dirty.add(e);
         again = true; // changed during the write: written once more, now
       } else {
         this.settle(e, true);

@@ -8,10 +8,12 @@
  * key (the key of its did:key `issuer`), the agent co-signs the same bytes with its own key;
  * signatures are base64url without padding.
  */
-import { createPublicKey, randomBytes, verify as cryptoVerify } from 'node:crypto';
+import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import type { Capability } from '../store/collections.js';
 import { verifySignature } from './did.js';
+import { randomBase64Url, randomHex } from './random.js';
+import { cryptoJob } from './crypto-queue.js';
 import { describeSchemaErrors, validateCertificateShape } from './wire-schemas.js';
 
 export const CERTIFICATE_VERSION = 1;
@@ -72,7 +74,7 @@ export function newCertificate(input: {
 }): Certificate {
   return {
     version: CERTIFICATE_VERSION,
-    serial: randomBytes(16).toString('hex'),
+    serial: randomHex(16),
     subject: input.subject,
     subjectPublicKey: input.subjectPublicKey,
     issuer: input.issuer,
@@ -81,7 +83,7 @@ export function newCertificate(input: {
     resourceLimits: input.terms.resourceLimits,
     policyId: input.terms.policyId,
     policyExpiresAt: input.terms.policyExpiresAt,
-    nonce: randomBytes(18).toString('base64url'),
+    nonce: randomBase64Url(18),
   };
 }
 
@@ -115,7 +117,6 @@ export function verifyEd25519Async(publicKey: Uint8Array, data: Uint8Array, sign
   } catch {
     return Promise.resolve(false);
   }
-  return new Promise((resolve) => {
-    cryptoVerify(null, data, key, Buffer.from(signature, 'base64url'), (err, ok) => resolve(!err && ok));
-  });
+  const sig = Buffer.from(signature, 'base64url');
+  return cryptoJob<boolean>((done) => cryptoVerify(null, data, key, sig, done)).catch(() => false);
 }

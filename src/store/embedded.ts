@@ -1016,8 +1016,18 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
     return this.find(filter, { ...options, limit: 1 }).then((docs) => docs[0] ?? null);
   }
 
+  /**
+   * A direct look-up in nedb's `_id` index. It does not queue behind the writes waiting in nedb's
+   * executor (a cursor does): nedb changes its in-memory documents before it appends them to the
+   * file, so this sees every write that has returned, and maybe one still being appended.
+   */
   findById(id: string): Promise<T | null> {
-    return this.findOne({ _id: id });
+    if (typeof id !== 'string') return this.findOne({ _id: id });
+    return this.read(async (ds) => {
+      const index = (ds as unknown as { indexes: { _id: { getMatching(value: string): StoredDoc[] } } }).indexes._id;
+      const doc = index.getMatching(id)[0];
+      return doc ? (cloneValue(doc) as T) : null;
+    });
   }
 
   find(filter: Filter, options: FindOptions = {}): Promise<T[]> {

@@ -16,7 +16,7 @@
  * Per-socket memory is one small AgentConn; uWS userData holds only a reference to it. What the
  * handshake needs (the hello, the nonce, pending offers) is dropped once it is done.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBase64Url } from '../domain/random.js';
 import type { AppContext } from '../server.js';
 import type { WebSocket } from '../http/uws.js';
 import type { Capability } from '../store/collections.js';
@@ -277,7 +277,7 @@ export class AgentGateway implements AgentPush {
     conn.did = f.did;
     conn.publicKey = encodeBase64Url(key);
     conn.hello = f;
-    conn.nonce = randomBytes(24).toString('base64url');
+    conn.nonce = randomBase64Url(24);
     conn.phase = Phase.AwaitAuth;
     this.send(conn, { type: 'challenge', nonce: conn.nonce, serverDid: this.ctx.identity.did });
   }
