@@ -8,6 +8,8 @@ import {
   signMessage,
   verifySignature,
 } from '../src/domain/did.js';
+import { verifyEd25519Async } from '../src/domain/certificate.js';
+import { randomBase64Url, randomHex } from '../src/domain/random.js';
 
 const test = suite('did:key and signatures');
 
@@ -43,6 +45,31 @@ test('resolvePublicKey: did:key must match a given key; other methods need one',
   assert.ok(resolvePublicKey('did:web:example.org', k.publicKey));
   assert.is(resolvePublicKey('did:web:example.org', 'garbage'), null);
   assert.is(publicKeyFromDidKey('did:key:zQ3shokFTS3brHcDQrn82RUDfCZESWL1ZdCEJwekUDPQiYBme'), null, 'secp256k1 did:key is not Ed25519');
+});
+
+test('pooled random bytes: right lengths, never handed out twice, across pool refills', () => {
+  const seen = new Set<string>();
+  for (let i = 0; i < 2000; i++) {
+    const hex = randomHex(16);
+    const b64 = randomBase64Url(18);
+    assert.match(hex, /^[0-9a-f]{32}$/);
+    assert.match(b64, /^[A-Za-z0-9_-]{24}$/);
+    assert.not.ok(seen.has(hex) || seen.has(b64), 'a value came out twice');
+    seen.add(hex);
+    seen.add(b64);
+  }
+  assert.is(randomHex(5000).length, 10000, 'more than the pool at once');
+});
+
+test('thread-pool verification: many more jobs than may run at once all answer, each with its own result', async () => {
+  const k = generateKeyPair();
+  const pub = resolvePublicKey(k.did)!;
+  const messages = Array.from({ length: 100 }, (_, i) => Buffer.from(`message ${i}`));
+  const sigs = messages.map((m) => signMessage(k, m));
+  // Odd jobs get the signature of another message: they must come back false, the others true.
+  const results = await Promise.all(messages.map((m, i) => verifyEd25519Async(pub, m, sigs[i % 2 === 0 ? i : (i + 1) % 100]!)));
+  results.forEach((ok, i) => assert.is(ok, i % 2 === 0, `job ${i}`));
+  assert.is(await verifyEd25519Async(pub, messages[0]!, 'not-a-signature'), false, 'a malformed signature is false');
 });
 
 test.run();
