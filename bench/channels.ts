@@ -19,19 +19,13 @@
  * Clocks: `performance.timeOrigin + performance.now()` in every process (the wall clock at
  * sub-millisecond resolution), so times taken in different processes on this machine compare.
  */
+import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc } from './proc.js';
 import { Agent, request } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { cpus } from 'node:os';
 import { generateKeyPair } from '../src/domain/did.js';
 
-const argv = process.argv.slice(2);
-const flag = (name: string, env: string, def: number): number => {
-  const i = argv.indexOf(`--${name}`);
-  const v = i >= 0 ? argv[i + 1] : process.env[env];
-  return v === undefined ? def : Number(v);
-};
-const which = argv.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
 const RATE = flag('rate', 'BENCH_MSG_RATE', 1000);
 const SECONDS = flag('seconds', 'BENCH_MSG_SECONDS', 10);
 const POSTERS = flag('posters', 'BENCH_POSTERS', 10);
@@ -40,7 +34,7 @@ const MESSAGES = flag('messages', 'BENCH_FEED_MESSAGES', 20);
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+const fmt = (n: number, d = 2) => formatNumber(n, d);
 
 
 interface Gc {
@@ -50,18 +44,7 @@ interface Gc {
 }
 
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
-function table(title: string, rows: Array<[string, string]>): void {
-  const w = Math.max(...rows.map(([k]) => k.length), 7);
-  console.log(`\n### ${title}\n`);
-  console.log(`| ${'Measure'.padEnd(w)} | Value |`);
-  console.log(`|${'-'.repeat(w + 2)}|-------|`);
-  for (const [k, v] of rows) console.log(`| ${k.padEnd(w)} | ${v} |`);
-}
 
 // -------------------------------------------------------------------------------------------------
 // (a) mention -> agent latency under load

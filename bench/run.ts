@@ -19,17 +19,11 @@
  * phase and the measured phase; BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
  * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
  */
+import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc, type Proc } from './proc.js';
 import { randomBytes } from 'node:crypto';
 
 
-const argv = process.argv.slice(2);
-const flag = (name: string, env: string, def: number): number => {
-  const i = argv.indexOf(`--${name}`);
-  const v = i >= 0 ? argv[i + 1] : process.env[env];
-  return v === undefined ? def : Number(v);
-};
-const which = argv.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
 const N = flag('agents', 'BENCH_AGENTS', 500);
 const LOADGENS = Math.max(1, flag('loadgens', 'BENCH_LOADGENS', 2));
 const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 35);
@@ -43,20 +37,9 @@ const ADDRESSES_PER_LOADGEN = 4;
 
 
 const MB = 1024 * 1024;
-const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+const fmt = (n: number, d = 1) => formatNumber(n, d);
 
-function table(title: string, rows: Array<[string, string]>): void {
-  const w = Math.max(...rows.map(([k]) => k.length), 6);
-  console.log(`\n### ${title}\n`);
-  console.log(`| ${'Measure'.padEnd(w)} | Value |`);
-  console.log(`|${'-'.repeat(w + 2)}|-------|`);
-  for (const [k, v] of rows) console.log(`| ${k.padEnd(w)} | ${v} |`);
-}
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 interface Setup {
   server: Proc;

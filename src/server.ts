@@ -165,28 +165,14 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
   const metrics = createMetrics();
   const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb });
-  // One histogram child per (collection, op, outcome): observing through a labels object hashes
-  // the labels on every call, which shows at thousands of store operations per second.
-  const storeTimers = new Map<string, { observe(seconds: number): void }>();
-  const store = instrumentStore(rawStore, (collection, op, seconds, ok) => {
-    const outcome = ok ? 'ok' : 'error';
-    const key = `${collection}\u0000${op}\u0000${outcome}`;
-    let timer = storeTimers.get(key);
-    if (!timer) {
-      timer = metrics.storeDuration.labels(collection, op, outcome);
-      storeTimers.set(key, timer);
-    }
-    timer.observe(seconds);
-  });
+  const store = instrumentStore(rawStore, (collection, op, seconds, ok) => metrics.observeStore(collection, op, ok, seconds));
   log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
 
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });
   metrics.setActorSource(() => actors.counts());
 
   const router = new Router(({ method, route, status, seconds, error }) => {
-    const labels = { method, route, status: String(status) };
-    metrics.httpRequests.inc(labels);
-    metrics.httpDuration.observe(labels, seconds);
+    metrics.observeHttp(method, route, status, seconds);
     if (error) log.error({ err: error, method, route, status }, 'request failed');
   });
 

@@ -710,7 +710,6 @@ export class ActorHost {
     let ops: Array<{ filter: { _id: string }; update: { $set: Omit<SnapshotDoc, '_id'> }; upsert: true }> = [];
     const deletes: Entry[] = [];
     for (const e of this.dirty) {
-      if (e.busy) continue; // written again when its current operation ends
       this.dirty.delete(e);
       e.dirty = false;
       if (e.deleteOnFlush) {
