@@ -201,10 +201,29 @@ async function benchReconnect(): Promise<void> {
   await teardown(s);
 }
 
+interface Counters {
+  tokens: { heartbeats: number; ledgerWrites: number };
+  loop: { p99: number; max: number };
+  /** Cumulative counts of steward_heartbeat_ack_seconds per upper bound. */
+  ackBuckets: Array<[number, number]>;
+}
+
+/** The histogram bucket holding the p-th percentile of the observations between two readings. */
+function bucketPercentile(before: Array<[number, number]>, after: Array<[number, number]>, p: number): string {
+  const counts = after.map(([le, n], i) => [le, n - (before[i]?.[1] ?? 0)] as const);
+  const total = counts[counts.length - 1]?.[1] ?? 0;
+  if (total === 0) return 'n/a';
+  const rank = Math.ceil((p / 100) * total);
+  const i = counts.findIndex(([, n]) => n >= rank);
+  const upper = counts[i]![0];
+  const lower = i > 0 ? counts[i - 1]![0] : 0;
+  return upper === Infinity ? `> ${lower * 1000} ms` : `${lower * 1000}–${upper * 1000} ms`;
+}
+
 async function benchHeartbeat(): Promise<void> {
   const s = await setup(N);
   const intervalMs = Math.max(1, Math.round((N / RATE) * 1000));
-  const before = await s.server.call<{ tokens: { heartbeats: number; ledgerWrites: number }; loop: { p99: number; max: number } }>({ cmd: 'counters' });
+  const before = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const hb = await profiled(s, 'heartbeat', async () => {
     await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
@@ -213,7 +232,7 @@ async function benchHeartbeat(): Promise<void> {
   });
   const cpu1 = await cpuMark(s);
   await new Promise((r) => setTimeout(r, 500));
-  const after = await s.server.call<{ tokens: { heartbeats: number; ledgerWrites: number }; loop: { p99: number; max: number } }>({ cmd: 'counters' });
+  const after = await s.server.call<Counters>({ cmd: 'counters' });
   const all = hb.flatMap((r) => r.latencies).sort((a, b) => a - b);
   const sent = hb.reduce((a, r) => a + r.sent, 0);
   const acked = hb.reduce((a, r) => a + r.acked, 0);
@@ -224,6 +243,7 @@ async function benchHeartbeat(): Promise<void> {
     ['ack latency p50', `${fmt(percentile(all, 50), 2)} ms`],
     ['ack latency p99', `${fmt(percentile(all, 99), 2)} ms`],
     ['ack latency max', `${fmt(all[all.length - 1] ?? NaN, 2)} ms`],
+    ['server side, arrival to ack sent: p50 / p99 (histogram bucket)', `${bucketPercentile(before.ackBuckets, after.ackBuckets, 50)} / ${bucketPercentile(before.ackBuckets, after.ackBuckets, 99)}`],
     ['ledger writes (store round trips) for them', String(after.tokens.ledgerWrites - before.tokens.ledgerWrites)],
     ['server event-loop delay p99 / max', `${fmt(after.loop.p99, 1)} / ${fmt(after.loop.max, 1)} ms`],
     ...cpuRows(cpu0, cpu1),

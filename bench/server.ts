@@ -46,6 +46,16 @@ function memory() {
   return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers };
 }
 
+/** The server's own heartbeat-ack histogram: cumulative counts per upper bound (seconds). */
+async function ackBuckets(): Promise<Array<[number, number]>> {
+  const metric = steward!.ctx.metrics.registry.getSingleMetric('steward_heartbeat_ack_seconds');
+  if (!metric) return [];
+  const { values } = await metric.get();
+  return values
+    .filter((v) => v.metricName === 'steward_heartbeat_ack_seconds_bucket')
+    .map((v) => [v.labels.le === '+Inf' ? Infinity : Number(v.labels.le), v.value] as [number, number]);
+}
+
 process.on('message', async (raw: { id: number } & Msg) => {
   const { id } = raw;
   try {
@@ -98,7 +108,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const f = fleetOf(steward!.ctx);
         const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
         loopDelay.reset();
-        return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop });
+        return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets() });
       }
       case 'profile': {
         // BENCH_PROFILE_DIR set: a CPU profile of the measured phase (start, then stop with a file name).

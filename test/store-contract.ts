@@ -664,6 +664,48 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.equal(await c.findById('u2'), { _id: 'u2', email: 'b@x', seen: true });
   });
 
+  s('bulkUpdate: an op sees the effect of every op before it, on the same document or not', async () => {
+    const c = fresh('bulkorder');
+    await c.insertMany([
+      { _id: 'o1', n: 1, tag: 'a' },
+      { _id: 'o2', n: 1, tag: 'a' },
+    ]);
+    const r = await c.bulkUpdate([
+      { filter: { _id: 'o1' }, update: { $inc: { n: 1 } } },
+      { filter: { _id: 'o1' }, update: { $inc: { n: 10 } } }, // same document again
+      { filter: { _id: 'o2' }, update: { $set: { tag: 'b' } } },
+      { filter: { tag: 'b' }, update: { $inc: { n: 100 } } }, // matches only after the op before
+      { filter: { _id: 'o3' }, update: { $set: { n: 5 } }, upsert: true },
+      { filter: { _id: 'o3' }, update: { $inc: { n: 1 } } }, // the document upserted just before
+    ]);
+    assert.equal(r, { matched: 5, modified: 5, upserted: 1 });
+    assert.equal(await c.find({}, { sort: { _id: 1 } }), [
+      { _id: 'o1', n: 12, tag: 'a' },
+      { _id: 'o2', n: 101, tag: 'b' },
+      { _id: 'o3', n: 6 },
+    ]);
+  });
+
+  s('bulkUpdate: an upsert refused by a unique index does not stop the other upserts', async () => {
+    const c = fresh('bulkupsert');
+    await c.createIndex({ fields: { email: 1 }, unique: true });
+    await c.insertOne({ _id: 'v1', email: 'a@x' });
+    await rejects(
+      c.bulkUpdate([
+        { filter: { _id: 'v2' }, update: { $set: { email: 'b@x' } }, upsert: true },
+        { filter: { _id: 'v3' }, update: { $set: { email: 'a@x' } }, upsert: true }, // duplicate
+        { filter: { _id: 'v4' }, update: { $set: { email: 'c@x' } }, upsert: true },
+        { filter: { _id: 'v1' }, update: { $set: { seen: true } } },
+      ]),
+      DuplicateKeyError,
+    );
+    assert.equal(await c.find({}, { sort: { _id: 1 } }), [
+      { _id: 'v1', email: 'a@x', seen: true },
+      { _id: 'v2', email: 'b@x' },
+      { _id: 'v4', email: 'c@x' },
+    ]);
+  });
+
   // -- indexes ----------------------------------------------------------------------------------
 
   s('unique index: insert and update that would duplicate throw DuplicateKeyError', async () => {

@@ -70,6 +70,17 @@ embedded('a datafile is compacted when the collection is opened again', async ()
     assert.is((await store.collection<Doc & { v: number }>('counters').findById('n'))?.v, 200); // first use loads it
     assert.is(await lineCount(file), 1, 'one line per live document');
     assert.ok((await stat(file)).size < sizeBefore / 50, 'the file shrank');
+    // Writes after the compaction go to the new file, not to the one it replaced.
+    const after = store.collection<Doc & { v: number }>('counters');
+    await after.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
+    await after.insertOne({ _id: 'later', v: 7 });
+    assert.is(await lineCount(file), 3);
+    await store.close();
+    store = await openEmbeddedStore({ dataDir });
+    assert.equal(await store.collection('counters').find({}, { sort: { _id: 1 } }), [
+      { _id: 'later', v: 7 },
+      { _id: 'n', v: 201 },
+    ]);
     await store.close();
   } finally {
     await rm(dataDir, { recursive: true, force: true });
@@ -114,6 +125,35 @@ embedded('close waits for writes that are still queued', async () => {
     await Promise.all(writes);
     store = await openEmbeddedStore({ dataDir });
     assert.is(await store.collection('pending').count(), 30);
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('bulkUpdate: a refused field name fails that op only, and gathered writes survive a reopen', async () => {
+  const dataDir = await tempDir();
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    const c = store.collection<Doc & { n?: number }>('batched');
+    await c.insertMany(Array.from({ length: 50 }, (_, i) => ({ _id: `d${i}`, n: i })));
+    try {
+      await c.bulkUpdate([
+        { filter: { _id: 'd0' }, update: { $set: { bad: { $x: 1 } } } },
+        ...Array.from({ length: 50 }, (_, i) => ({ filter: { _id: `d${i}` }, update: { $inc: { n: 1000 } } })),
+        { filter: { _id: 'new' }, update: { $set: { n: -1 } }, upsert: true },
+      ]);
+      assert.unreachable('the op with a "$" field name should fail');
+    } catch (err) {
+      assert.instance(err, InvalidQueryError);
+    }
+    await store.close();
+    store = await openEmbeddedStore({ dataDir });
+    const docs = await store.collection<Doc & { n: number; bad?: unknown }>('batched').find({}, { sort: { n: 1 } });
+    assert.is(docs.length, 51);
+    assert.equal(docs[0], { _id: 'new', n: -1 });
+    assert.equal(docs.slice(1).map((d) => d.n), Array.from({ length: 50 }, (_, i) => i + 1000));
+    assert.ok(docs.every((d) => d.bad === undefined));
     await store.close();
   } finally {
     await rm(dataDir, { recursive: true, force: true });

@@ -10,6 +10,8 @@ export interface Metrics {
   observeHttp(method: string, route: string, status: number, seconds: number): void;
   /** Records one store operation's latency. */
   observeStore(collection: string, op: string, ok: boolean, seconds: number): void;
+  /** Records one heartbeat's time from arrival to acknowledgement (the ledger write in between). */
+  observeHeartbeatAck(seconds: number): void;
   /** Sources read at scrape time. */
   setSocketSource(fn: () => Record<string, number>): void;
   setActorSource(fn: () => Record<string, number>): void;
@@ -59,6 +61,12 @@ export function createMetrics(): Metrics {
     buckets: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
   });
+  const heartbeatAck = new client.Histogram({
+    name: 'steward_heartbeat_ack_seconds',
+    help: 'Time from a heartbeat arriving to its heartbeat_ack being sent (its ledger write in between)',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
   new client.Gauge({
     name: 'steward_open_sockets',
     help: 'Open WebSocket connections by kind',
@@ -91,6 +99,7 @@ export function createMetrics(): Metrics {
       child.duration.observe(seconds);
     },
     observeStore: (collection, op, ok, seconds) => storeChild([collection, op, ok ? 'ok' : 'error']).observe(seconds),
+    observeHeartbeatAck: (seconds) => heartbeatAck.observe(seconds),
     setSocketSource: (fn) => (sockets = fn),
     setActorSource: (fn) => (actors = fn),
   };

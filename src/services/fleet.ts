@@ -63,7 +63,7 @@ interface Told {
   status: AgentDoc['status'];
   dropped: boolean;
 }
-const LAST_SEEN_CHUNK = 500;
+const LAST_SEEN_CHUNK = 100;
 
 export class FleetService {
   readonly certificates: CertificateStore;

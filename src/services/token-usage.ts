@@ -23,6 +23,7 @@
  * it (bounded by the roll-up interval), so it is exact and cheap whatever the fleet size.
  */
 import { randomBytes } from 'node:crypto';
+import { TimeSlice } from '../domain/time-slice.js';
 import type { AppContext } from '../server.js';
 import type { TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
@@ -43,6 +44,8 @@ interface Entry {
   did: string;
   p: number;
   c: number;
+  /** performance.now() at arrival. */
+  at: number;
   ack: () => void;
   alive: () => boolean;
 }
@@ -51,16 +54,14 @@ export const GLOBAL_ID = 'global';
 /** Daily buckets kept (per agent and global). Monthly buckets and allTime are kept forever. */
 export const DAYS_KEPT = 62;
 const ROLLUP_BATCH = 5000;
-const UPDATE_CHUNK = 500;
+/** Per-agent updates per store call (the embedded store applies a call as one synchronous batch). */
+const UPDATE_CHUNK = 100;
 const RETRY_MIN_MS = 100;
 const FLUSH_MIN_GAP_MS = 5;
 /** Entries per ledger document (a flush under heavy load writes several in one insertMany). */
 const LEDGER_DOC_MAX = 2000;
 /** Heartbeat acks sent per turn of the event loop. */
 const ACK_CHUNK = 500;
-/** Roll-up entries processed between two yields to the event loop. */
-const YIELD_EVERY = 20_000;
-const YIELD_OPS = 1000;
 const RETRY_MAX_MS = 5000;
 
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
@@ -120,7 +121,7 @@ export class TokenUsage implements HeartbeatSink {
 
   record(did: string, _seq: number, promptTokens: number, completionTokens: number, ack: () => void, alive: () => boolean): void {
     this.stats.heartbeats++;
-    this.batch.push({ did, p: promptTokens, c: completionTokens, ack, alive });
+    this.batch.push({ did, p: promptTokens, c: completionTokens, at: performance.now(), ack, alive });
     this.schedule();
   }
 
@@ -212,6 +213,8 @@ export class TokenUsage implements HeartbeatSink {
   private acknowledge(entries: Entry[], from: number): void {
     const end = Math.min(entries.length, from + ACK_CHUNK);
     for (let i = from; i < end; i++) entries[i]!.ack();
+    const now = performance.now();
+    for (let i = from; i < end; i++) this.ctx.metrics.observeHeartbeatAck((now - entries[i]!.at) / 1000);
     if (end < entries.length) setImmediate(() => this.acknowledge(entries, end));
   }
 
@@ -246,12 +249,13 @@ export class TokenUsage implements HeartbeatSink {
       const globalDone = global?.rolledUpTo ?? '';
 
       // Per agent and UTC day: the sums of the ledger documents not folded into the agent yet (all
-      // of them, unless recovering from a failure). One pass over the entries, yielding now and
-      // then so a large roll-up does not stall the sockets.
-      const done = this.clean ? null : await this.agentProgress(ledger);
+      // of them, unless recovering from a failure). One pass over the entries, in time slices so a
+      // large roll-up does not hold back heartbeat acknowledgements.
+      const slice = new TimeSlice();
+      const done = this.clean ? null : await this.agentProgress(ledger, slice);
       const sums = new Map<string, Map<string, [number, number]>>();
-      let n = 0;
       for (const doc of ledger) {
+        await slice.yieldIfDue();
         forEachEntry(doc.entries, (did, p, cc) => {
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
@@ -262,12 +266,7 @@ export class TokenUsage implements HeartbeatSink {
             sum[0] += p;
             sum[1] += cc;
           } else byDay.set(doc.day, [p, cc]);
-          n++;
         });
-        if (n >= YIELD_EVERY) {
-          n = 0;
-          await new Promise((r) => setImmediate(r));
-        }
       }
       const now = new Date().toISOString();
       const ops: BulkUpdateOp[] = [];
@@ -275,7 +274,7 @@ export class TokenUsage implements HeartbeatSink {
         const inc: Record<string, number> = {};
         for (const [day, [p, cc]] of byDay) incBuckets(inc, day, p, cc);
         if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: { rolledUpTo: last, updatedAt: now } }, upsert: true });
-        if (ops.length % YIELD_OPS === 0) await new Promise((r) => setImmediate(r));
+        await slice.yieldIfDue();
       }
       for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenUsage.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
 
@@ -295,15 +294,14 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   /** Each agent's `rolledUpTo` (after a failure or a restart: which ledger documents it already has). */
-  private async agentProgress(ledger: TokenLedgerDoc[]): Promise<Map<string, string>> {
+  private async agentProgress(ledger: TokenLedgerDoc[], slice: TimeSlice): Promise<Map<string, string>> {
     const dids = new Set<string>();
     for (const doc of ledger) forEachEntry(doc.entries, (did) => dids.add(did));
     const out = new Map<string, string>();
-    let n = 0;
     for (const did of dids) {
       const doc = await this.ctx.c.tokenUsage.findById(did);
       if (doc?.rolledUpTo) out.set(did, doc.rolledUpTo);
-      if (++n % 200 === 0) await new Promise((r) => setImmediate(r));
+      await slice.yieldIfDue();
     }
     return out;
   }
