@@ -155,6 +155,7 @@ async function benchRecert(): Promise<void> {
   const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
   await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
   if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile' });
+  const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const t0 = Date.now();
   const res = await fetch(`${s.url}/api/policies`, {
@@ -166,6 +167,7 @@ async function benchRecert(): Promise<void> {
   const body = (await res.json()) as { sentTo?: string[] };
   const watched = await watching;
   const cpu1 = await cpuMark(s);
+  const counters1 = await s.server.call<Counters>({ cmd: 'counters' });
   if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile', file: `${process.env.BENCH_PROFILE_DIR}/recert-${N}.cpuprofile` });
   const last = Math.max(...watched.map((w) => w.lastAt));
   const missing = watched.reduce((a, w) => a + w.missing, 0);
@@ -174,6 +176,7 @@ async function benchRecert(): Promise<void> {
     ['sentTo', String(body.sentTo?.length ?? 0)],
     ['POST answered after', `${tAnswer - t0} ms`],
     ['last agent holds its co-signed certificate (ready) after', missing === 0 ? `${last - t0} ms` : `${missing} agents never did`],
+    actorWritesRow(counters0, counters1),
     ...cpuRows(cpu0, cpu1),
   ]);
   await teardown(s);
@@ -181,6 +184,7 @@ async function benchRecert(): Promise<void> {
 
 async function benchReconnect(): Promise<void> {
   const s = await setup(N);
+  const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const results = await profiled(s, 'reconnect', () =>
     Promise.all(s.loadgens.map((lg) => lg.call<{ t0: number; ready: number; lastReadyAt: number; errors: number }>({ cmd: 'reconnect', concurrency: CONCURRENCY }))),
@@ -189,6 +193,7 @@ async function benchReconnect(): Promise<void> {
   const last = Math.max(...results.map((r) => r.lastReadyAt));
   const ready = results.reduce((a, r) => a + r.ready, 0);
   const cpu1 = await cpuMark(s);
+  const counters1 = await s.server.call<Counters>({ cmd: 'counters' });
   const on = await online(s);
   table(`(c) ${N} agents reconnecting at once`, [
     ['agents ready again', `${ready} of ${N}`],
@@ -196,6 +201,7 @@ async function benchReconnect(): Promise<void> {
     ['socket errors', String(results.reduce((a, r) => a + r.errors, 0))],
     ['handshakes in flight per load generator', String(CONCURRENCY)],
     ['all online after', `${last - t0} ms`],
+    actorWritesRow(counters0, counters1),
     ...cpuRows(cpu0, cpu1),
   ]);
   await teardown(s);
@@ -203,9 +209,16 @@ async function benchReconnect(): Promise<void> {
 
 interface Counters {
   tokens: { heartbeats: number; ledgerWrites: number };
+  actorWrites: number;
+  actorBatches: number;
   loop: { p99: number; max: number };
   /** Cumulative counts of steward_heartbeat_ack_seconds per upper bound. */
   ackBuckets: Array<[number, number]>;
+}
+
+/** Actor snapshot writes between two readings, and the store calls that carried them. */
+function actorWritesRow(before: Counters, after: Counters): [string, string] {
+  return ['actor snapshot writes (store calls)', `${after.actorWrites - before.actorWrites} (${after.actorBatches - before.actorBatches})`];
 }
 
 /** The histogram bucket holding the p-th percentile of the observations between two readings. */

@@ -159,6 +159,11 @@ export const VARIABLES = {
     default: '120',
     description: "An agent's actor with no lifecycle event for this long leaves memory (its snapshot stays; heartbeats are not lifecycle events); 0 keeps agent actors in memory.",
   },
+  AGENT_ACTOR_WRITE_DELAY_MS: {
+    schema: int(0, 60_000),
+    default: '1000',
+    description: "Agent actors' snapshots are written at most this long after a transition, so a burst (a policy re-certifying the fleet, a mass reconnect) costs one write per agent with its latest state; 0 writes on the next turn of the event loop. Agent status and certificates are stored on their own, at once.",
+  },
   AGENT_LAST_SEEN_WRITE_SECONDS: {
     schema: int(1, 3600),
     default: '60',
@@ -289,6 +294,7 @@ export interface Config {
   agentLastSeenWriteMs: number;
   agentOfflineGraceMs: number;
   agentActorIdleMs: number;
+  agentActorWriteDelayMs: number;
   tokenRollupIntervalMs: number;
   intentTimeoutMs: number;
   intentMaxTimeoutMs: number;
@@ -370,6 +376,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentLastSeenWriteMs: p.AGENT_LAST_SEEN_WRITE_SECONDS * 1000,
     agentOfflineGraceMs: p.AGENT_OFFLINE_GRACE_MS,
     agentActorIdleMs: p.AGENT_ACTOR_IDLE_SECONDS * 1000,
+    agentActorWriteDelayMs: p.AGENT_ACTOR_WRITE_DELAY_MS,
     tokenRollupIntervalMs: p.TOKEN_ROLLUP_INTERVAL_SECONDS * 1000,
     intentTimeoutMs: p.INTENT_TIMEOUT_MS,
     intentMaxTimeoutMs: p.INTENT_MAX_TIMEOUT_MS,

@@ -286,6 +286,80 @@ test('one write per actor in flight; a change during a write is written once mor
   }
 });
 
+test('writeDelayMs: transitions within the window cost one write; flush, other kinds and removal do not wait', async () => {
+  const ctx = await open(tempDir());
+  try {
+    const { host, counts } = ctx;
+    // A window longer than the test: whatever is written, something other than the timer wrote it.
+    host.define('lazy', { machine: counter, input: (id) => ({ owner: id }), writeDelayMs: 60_000 });
+    const a = await host.get('lazy', 'a');
+    a.send({ type: 'INC' });
+    await sleep(20);
+    a.send({ type: 'TOGGLE' });
+    a.send({ type: 'INC' });
+    await sleep(20);
+    assert.is(counts.bulkOps, 0, 'nothing written inside the window');
+    assert.ok(host.pendingWrites() > 0);
+
+    // A round for a kind without a delay takes the waiting actors along.
+    await host.send('counter', 'c', { type: 'INC' });
+    for (let i = 0; i < 200 && host.pendingWrites() > 0; i++) await sleep(5);
+    assert.is(host.pendingWrites(), 0);
+    const doc = await storedDoc(ctx.store, 'lazy:a');
+    assert.is(doc.stateValue, 'on');
+    assert.is(JSON.parse(doc.snapshot).context.count, 2);
+
+    // flush() writes at once.
+    a.send({ type: 'INC' });
+    await host.flush();
+    assert.is(JSON.parse((await storedDoc(ctx.store, 'lazy:a')).snapshot).context.count, 3);
+
+    // Removal deletes at once (waiting for the window would outlast the test).
+    a.send({ type: 'INC' });
+    await host.remove('lazy', 'a');
+    assert.is(await host.exists('lazy', 'a'), false);
+
+    // A short window: a burst is written once, when it ends.
+    host.define('brief', { machine: counter, input: (id) => ({ owner: id }), writeDelayMs: 50 });
+    const opsBefore = counts.bulkOps;
+    const b = await host.get('brief', 'b');
+    for (let i = 0; i < 5; i++) b.send({ type: 'INC' });
+    for (let i = 0; i < 400 && host.pendingWrites() > 0; i++) await sleep(10);
+    assert.is(host.pendingWrites(), 0, 'written after the window');
+    assert.is(counts.bulkOps - opsBefore, 1, 'one write for the creation and five transitions');
+    assert.is(JSON.parse((await storedDoc(ctx.store, 'brief:b')).snapshot).context.count, 5);
+  } finally {
+    await close(ctx);
+  }
+});
+
+test('writeDelayMs: a delayed write waits while the event loop is saturated, then goes out', async () => {
+  const ctx = await open(tempDir());
+  try {
+    const { host, counts } = ctx;
+    host.define('patient', { machine: counter, input: (id) => ({ owner: id }), writeDelayMs: 50 });
+    const a = await host.get('patient', 'a');
+    a.send({ type: 'INC' });
+    // Keep the loop busy for 400 ms (eight windows), giving it back briefly every 25 ms.
+    const until = Date.now() + 400;
+    while (Date.now() < until) {
+      const sliceEnd = Math.min(until, Date.now() + 25);
+      while (Date.now() < sliceEnd) {
+        /* busy */
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.is(counts.bulkOps, 0, 'not written while the loop was saturated');
+    assert.ok(host.pendingWrites() > 0);
+    for (let i = 0; i < 400 && host.pendingWrites() > 0; i++) await sleep(10);
+    assert.is(host.pendingWrites(), 0, 'written once the loop was free');
+    assert.is(counts.bulkOps, 1);
+    assert.is(JSON.parse((await storedDoc(ctx.store, 'patient:a')).snapshot).context.count, 1);
+  } finally {
+    await close(ctx);
+  }
+});
+
 test('flush() waits for pending writes', async () => {
   const ctx = await open(tempDir());
   try {

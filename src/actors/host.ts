@@ -21,6 +21,7 @@
  * observer), one unref'd `Timeout` reused with `refresh()`, and one inspection callback shared by
  * every actor of a kind.
  */
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { createActor } from 'xstate';
 import type { ActorRefFrom, AnyActor, AnyStateMachine, EventObject, InputFrom, InspectionEvent } from 'xstate';
 import type { Collection, Doc, Store } from '../store/types.js';
@@ -33,6 +34,14 @@ export interface ActorKindOptions<M extends AnyStateMachine> {
   idleMs?: number;
   /** Whether a snapshot in a final state is deleted from the store (default false). */
   deleteWhenDone?: boolean;
+  /**
+   * Coalesce this kind's snapshot writes for up to this long (default 0: the next turn of the
+   * event loop). Transitions within the window cost one write with the latest snapshot. While
+   * the event loop is saturated (a burst being served) the write waits further windows, up to
+   * ten, so background persistence does not compete with the burst. An actor that finishes, is
+   * removed or leaves memory is written at once regardless.
+   */
+  writeDelayMs?: number;
   /** Keys of context to leave out of inspect() output (secrets). */
   redact?: string[];
 }
@@ -107,6 +116,7 @@ interface KindState {
   readonly machine: AnyStateMachine;
   readonly input: ((id: string) => unknown) | undefined;
   readonly idleMs: number;
+  readonly writeDelayMs: number;
   readonly deleteWhenDone: boolean;
   readonly redact: ReadonlySet<string>;
   /** Actors in memory that accept events. */
@@ -128,6 +138,10 @@ const BATCH_MAX = 500;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
 const FLUSH_MAX_ROUNDS = 1_000;
+/** Event-loop utilisation above which a delayed round waits another window (the loop is saturated). */
+const BUSY_LOOP_UTILISATION = 0.9;
+/** How many windows in a row a delayed round may wait for a saturated loop. */
+const MAX_DEFERRALS = 10;
 
 /**
  * One hosted actor. Also the actor's observer (only `error`): XState reports a failing root actor
@@ -200,6 +214,12 @@ export class ActorHost {
   /** Store operations in flight; each resolves to whether it succeeded (never rejects). */
   private readonly inflight = new Set<Promise<boolean>>();
   private immediate: NodeJS.Immediate | undefined;
+  /** A round due later, for kinds with a write delay; its window and the loop's use when armed. */
+  private delayed: NodeJS.Timeout | undefined;
+  private delayedMs = 0;
+  private delayedFrom: EventLoopUtilization | undefined;
+  private deferrals = 0;
+  private readonly runDelayedRound = (): void => this.delayedRound();
   private retryTimer: NodeJS.Timeout | undefined;
   private retryMs = RETRY_MIN_MS;
   private stopped = false;
@@ -230,11 +250,14 @@ export class ActorHost {
     if (this.kinds.has(kind)) throw new Error(`actor kind ${kind} is already defined`);
     const idleMs = options.idleMs ?? this.defaultIdleMs;
     if (!Number.isFinite(idleMs) || idleMs < 0) throw new Error(`invalid idleMs for actor kind ${kind}`);
+    const writeDelayMs = options.writeDelayMs ?? 0;
+    if (!Number.isFinite(writeDelayMs) || writeDelayMs < 0) throw new Error(`invalid writeDelayMs for actor kind ${kind}`);
     const k: KindState = {
       name: kind,
       machine: options.machine,
       input: options.input as ((id: string) => unknown) | undefined,
       idleMs,
+      writeDelayMs,
       deleteWhenDone: options.deleteWhenDone ?? false,
       redact: new Set(options.redact ?? []),
       live: new Map(),
@@ -478,6 +501,8 @@ export class ActorHost {
     await this.flush();
     if (this.immediate) clearImmediate(this.immediate);
     this.immediate = undefined;
+    if (this.delayed) clearTimeout(this.delayed);
+    this.delayed = undefined;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     if (this.dirty.size > 0) {
@@ -683,15 +708,43 @@ export class ActorHost {
    * ends (completed() puts it back), so a round never walks thousands of busy entries.
    */
   private markDirty(e: Entry): void {
-    if (e.dirty) return;
-    e.dirty = true;
-    if (e.busy) return;
-    this.dirty.add(e);
-    this.schedule();
+    if (e.busy) {
+      e.dirty = true;
+      return;
+    }
+    if (!e.dirty) {
+      e.dirty = true;
+      this.dirty.add(e);
+      this.schedule(e.retired ? 0 : e.kind.writeDelayMs);
+    } else if (e.retired && this.retryTimer === undefined) {
+      this.schedule(0); // already waiting, then retired: written at once, not after its window
+    }
   }
 
-  private schedule(): void {
-    if (this.immediate === undefined) this.immediate = setImmediate(this.runRound);
+  /** A round on the next turn of the event loop, or within `delayMs` (one timer for all). */
+  private schedule(delayMs = 0): void {
+    if (this.immediate !== undefined) return;
+    if (delayMs === 0) {
+      this.immediate = setImmediate(this.runRound);
+    } else if (this.delayed === undefined) {
+      this.delayedMs = delayMs;
+      this.delayedFrom = performance.eventLoopUtilization();
+      this.delayed = setTimeout(this.runDelayedRound, delayMs);
+      this.delayed.unref(); // stop() flushes whatever is still waiting
+    }
+  }
+
+  /** The delayed round: waits another window while the loop was saturated during this one. */
+  private delayedRound(): void {
+    this.delayed = undefined;
+    const used = performance.eventLoopUtilization(this.delayedFrom).utilization;
+    if (used > BUSY_LOOP_UTILISATION && this.deferrals < MAX_DEFERRALS && !this.stopped) {
+      this.deferrals++;
+      this.schedule(this.delayedMs);
+      return;
+    }
+    this.deferrals = 0;
+    this.round();
   }
 
   private persisted(e: Entry): unknown {
@@ -702,6 +755,9 @@ export class ActorHost {
   private round(): void {
     if (this.immediate !== undefined) clearImmediate(this.immediate);
     this.immediate = undefined;
+    if (this.delayed !== undefined) clearTimeout(this.delayed);
+    this.delayed = undefined;
+    this.deferrals = 0;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     if (this.dirty.size === 0) return;
@@ -786,7 +842,7 @@ export class ActorHost {
 
   private completed(entries: Entry[], error: unknown): void {
     const ok = error === undefined;
-    let again = false;
+    let again = Infinity; // the shortest write delay among entries that changed during the write
     for (const e of entries) {
       e.busy = false;
       if (!ok) {
@@ -794,15 +850,15 @@ export class ActorHost {
         this.dirty.add(e);
         this.settle(e, false, error);
       } else if (e.dirty) {
-        this.dirty.add(e);
-        again = true; // changed during the write: written once more, now
+        this.dirty.add(e); // changed during the write: written once more
+        again = Math.min(again, e.retired ? 0 : e.kind.writeDelayMs);
       } else {
         this.settle(e, true);
       }
     }
     if (ok) {
       this.retryMs = RETRY_MIN_MS;
-      if (again) this.schedule();
+      if (again !== Infinity) this.schedule(again);
     } else {
       this.scheduleRetry();
     }

@@ -101,6 +101,7 @@ export class FleetService {
       }),
       input: (id) => ({ did: id, status: this.bootStatus.get(id) ?? 'pending' }),
       idleMs: ctx.config.agentActorIdleMs,
+      writeDelayMs: ctx.config.agentActorWriteDelayMs,
     });
     // A process that stopped without closing its sockets (a crash) left online snapshots behind.
     const online = await ctx.actors.restoreAll(AGENT_ACTOR_KIND, (p) => {
