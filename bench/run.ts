@@ -77,6 +77,7 @@ async function setup(n: number, env: Record<string, string> = {}): Promise<Setup
   const results = await Promise.all(loadgens.map((lg) => lg.call<{ ready: number; errors: number }>({ cmd: 'connect', concurrency: CONCURRENCY })));
   const connectMs = Date.now() - t0;
   if (pdir) await server.call({ cmd: 'profile', file: `${pdir}/connect-${n}.cpuprofile` });
+  await server.call({ cmd: 'settle' });
   const ready = results.reduce((a, r) => a + r.ready, 0);
   if (ready !== n) console.warn(`warning: ${ready} of ${n} agents ready after the first connection (${results.map((r) => r.errors).join('+')} socket errors)`);
   return { server, loadgens, url, token: started.token, workspaceId: started.workspaceId, mem0: started.memory, memRegistered: reg.memory, connectMs };

@@ -138,8 +138,8 @@ const BATCH_MAX = 500;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
 const FLUSH_MAX_ROUNDS = 1_000;
-/** Event-loop utilisation above which a delayed round waits another window (the loop is saturated). */
-const BUSY_LOOP_UTILISATION = 0.9;
+/** Event-loop utilisation above which a delayed round waits another window (the loop is serving a burst). */
+const BUSY_LOOP_UTILISATION = 0.5;
 /** How many windows in a row a delayed round may wait for a saturated loop. */
 const MAX_DEFERRALS = 10;
 
