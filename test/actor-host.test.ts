@@ -314,6 +314,11 @@ test('writeDelayMs: transitions within the window cost one write; flush, other k
     await host.flush();
     assert.is(JSON.parse((await storedDoc(ctx.store, 'lazy:a')).snapshot).context.count, 3);
 
+    // persist() writes one actor at once.
+    a.send({ type: 'INC' });
+    await host.persist('lazy', 'a');
+    assert.is(JSON.parse((await storedDoc(ctx.store, 'lazy:a')).snapshot).context.count, 4);
+
     // Removal deletes at once (waiting for the window would outlast the test).
     a.send({ type: 'INC' });
     await host.remove('lazy', 'a');

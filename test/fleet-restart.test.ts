@@ -74,4 +74,17 @@ test('an agent left online by a crash is restored offline', async () => {
   await s.stop(true);
 });
 
+test('an approval is in the stored actor snapshot when it is answered, whatever the write delay', async () => {
+  const { s, owner } = await startWithOwner({ AGENT_ACTOR_WRITE_DELAY_MS: '60000' });
+  const agent = newAgent(s, { reconnect: false });
+  await agent.waitFor('pending');
+  assert.is((await owner.api.post(`/api/registrations/${agent.registrationId}/approve`, { capabilities: ['api_call'] })).status, 200);
+  const doc = await s.ctx.store.collection<SnapshotDoc>('actor_snapshots').findById(`agent:${agent.did}`);
+  assert.ok(doc, 'snapshot stored');
+  const value = JSON.parse(doc!.snapshot).value;
+  assert.type(value.active, 'object', `stored as active, not ${JSON.stringify(value)}`);
+  await stopAll(agent);
+  await s.stop(true);
+});
+
 test.run();

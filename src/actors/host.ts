@@ -448,6 +448,18 @@ export class ActorHost {
     return this.dirty.size + this.inflight.size;
   }
 
+  /**
+   * Writes one actor's pending snapshot now, not after its kind's write delay, and resolves once
+   * it is stored (for transitions that must survive a crash, such as an approval).
+   */
+  async persist(kind: string, id: string): Promise<void> {
+    const k = this.kindOf(kind);
+    const e = k.live.get(id) ?? k.draining.get(id);
+    if (!e || (!e.dirty && !e.busy)) return;
+    if (e.dirty && !e.busy && this.retryTimer === undefined) this.schedule(0);
+    await this.waitClean(e);
+  }
+
   async remove(kind: string, id: string): Promise<void> {
     const k = this.kindOf(kind);
     const loading = k.loading.get(id);
@@ -851,7 +863,7 @@ export class ActorHost {
         this.settle(e, false, error);
       } else if (e.dirty) {
         this.dirty.add(e); // changed during the write: written once more
-        again = Math.min(again, e.retired ? 0 : e.kind.writeDelayMs);
+        again = Math.min(again, e.retired || e.waiters ? 0 : e.kind.writeDelayMs); // someone waits: now
       } else {
         this.settle(e, true);
       }

@@ -257,6 +257,8 @@ export class FleetService {
       sub = actor.subscribe({ next: check, error: (err: unknown) => finish(err) });
       actor.send(event);
     });
+    // A decision is not left to the write delay: after a crash the actor must not be pending again.
+    await this.ctx.actors.persist(AGENT_ACTOR_KIND, reg.agentDid);
   }
 
   private async recordApproval(input: ApprovalInput): Promise<void> {
