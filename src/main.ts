@@ -37,11 +37,7 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
     setTimeout(() => process.exit(1), 50);
     return;
   }
-  // An unclaimed owner gets a fresh claim on the console after every start (docs/identity.md);
-  // it is printed before the 'listening' line, so whoever waits for that line has it too.
-  await announceOwnerClaim(steward.ctx).catch((err: unknown) => log.error({ err }, 'printing the owner claim failed'));
-  log.info({ port: steward.port, host: config.host, publicUrl: config.publicUrl }, `Steward listening on http://${config.host}:${steward.port}`);
-
+  // Signal handlers first: whoever waits for the 'listening' line may signal at once.
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -65,4 +61,8 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // An unclaimed owner gets a fresh claim on the console after every start (docs/identity.md);
+  // it is printed before the 'listening' line, so whoever waits for that line has it too.
+  await announceOwnerClaim(steward.ctx).catch((err: unknown) => log.error({ err }, 'printing the owner claim failed'));
+  log.info({ port: steward.port, host: config.host, publicUrl: config.publicUrl }, `Steward listening on http://${config.host}:${steward.port}`);
 }
