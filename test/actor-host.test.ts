@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { assign, setup } from 'xstate';
 import { ActorHost, type ActorTransition } from '../src/actors/host.js';
 import { openStore } from '../src/store/index.js';
+import { waitFor } from './helpers.js';
 import type { Collection, Doc, Store } from '../src/store/types.js';
 
 // A small machine of the test's own: a toggle with a counter, a delayed state, a failure and a final state.
@@ -168,6 +169,11 @@ async function storedDoc(store: Store, id: string): Promise<any> {
   return store.collection('actor_snapshots').findById(id);
 }
 
+/** The counter machine's `count` in an actor's stored snapshot. */
+async function storedCount(store: Store, id: string): Promise<number> {
+  return JSON.parse((await storedDoc(store, id)).snapshot).context.count;
+}
+
 const test = suite('actor host');
 
 test.after(() => {
@@ -230,7 +236,7 @@ test('coalesces a burst of events into one write', async () => {
     assert.ok(ops >= 1 && ops <= 2, `expected 1-2 snapshot writes, got ${ops}`);
     assert.ok(host.stats.writes - writesBefore <= 2);
     assert.is(counts.otherWrites, 0);
-    assert.is(JSON.parse((await storedDoc(ctx.store, 'counter:a')).snapshot).context.count, 200);
+    assert.is(await storedCount(ctx.store, 'counter:a'), 200);
 
     // Many actors changing in one tick share one store round trip.
     const callsBefore = counts.bulkCalls;
@@ -303,8 +309,7 @@ test('writeDelayMs: transitions within the window cost one write; flush, other k
 
     // A round for a kind without a delay takes the waiting actors along.
     await host.send('counter', 'c', { type: 'INC' });
-    for (let i = 0; i < 200 && host.pendingWrites() > 0; i++) await sleep(5);
-    assert.is(host.pendingWrites(), 0);
+    await waitFor(() => host.pendingWrites() === 0);
     const doc = await storedDoc(ctx.store, 'lazy:a');
     assert.is(doc.stateValue, 'on');
     assert.is(JSON.parse(doc.snapshot).context.count, 2);
@@ -312,12 +317,12 @@ test('writeDelayMs: transitions within the window cost one write; flush, other k
     // flush() writes at once.
     a.send({ type: 'INC' });
     await host.flush();
-    assert.is(JSON.parse((await storedDoc(ctx.store, 'lazy:a')).snapshot).context.count, 3);
+    assert.is(await storedCount(ctx.store, 'lazy:a'), 3);
 
     // persist() writes one actor at once.
     a.send({ type: 'INC' });
     await host.persist('lazy', 'a');
-    assert.is(JSON.parse((await storedDoc(ctx.store, 'lazy:a')).snapshot).context.count, 4);
+    assert.is(await storedCount(ctx.store, 'lazy:a'), 4);
 
     // Removal deletes at once (waiting for the window would outlast the test).
     a.send({ type: 'INC' });
@@ -329,10 +334,9 @@ test('writeDelayMs: transitions within the window cost one write; flush, other k
     const opsBefore = counts.bulkOps;
     const b = await host.get('brief', 'b');
     for (let i = 0; i < 5; i++) b.send({ type: 'INC' });
-    for (let i = 0; i < 400 && host.pendingWrites() > 0; i++) await sleep(10);
-    assert.is(host.pendingWrites(), 0, 'written after the window');
+    await waitFor(() => host.pendingWrites() === 0); // written after the window
     assert.is(counts.bulkOps - opsBefore, 1, 'one write for the creation and five transitions');
-    assert.is(JSON.parse((await storedDoc(ctx.store, 'brief:b')).snapshot).context.count, 5);
+    assert.is(await storedCount(ctx.store, 'brief:b'), 5);
   } finally {
     await close(ctx);
   }
@@ -356,10 +360,9 @@ test('writeDelayMs: a delayed write waits while the event loop is saturated, the
     }
     assert.is(counts.bulkOps, 0, 'not written while the loop was saturated');
     assert.ok(host.pendingWrites() > 0);
-    for (let i = 0; i < 400 && host.pendingWrites() > 0; i++) await sleep(10);
-    assert.is(host.pendingWrites(), 0, 'written once the loop was free');
+    await waitFor(() => host.pendingWrites() === 0); // written once the loop was free
     assert.is(counts.bulkOps, 1);
-    assert.is(JSON.parse((await storedDoc(ctx.store, 'patient:a')).snapshot).context.count, 1);
+    assert.is(await storedCount(ctx.store, 'patient:a'), 1);
   } finally {
     await close(ctx);
   }

@@ -456,7 +456,7 @@ export class ActorHost {
     const k = this.kindOf(kind);
     const e = k.live.get(id) ?? k.draining.get(id);
     if (!e || (!e.dirty && !e.busy)) return;
-    if (e.dirty && !e.busy && this.retryTimer === undefined) this.schedule(0);
+    if (!e.busy) this.writeSoon(); // a busy one is written again at once when its write ends: it has a waiter
     await this.waitClean(e);
   }
 
@@ -728,9 +728,14 @@ export class ActorHost {
       e.dirty = true;
       this.dirty.add(e);
       this.schedule(e.retired ? 0 : e.kind.writeDelayMs);
-    } else if (e.retired && this.retryTimer === undefined) {
-      this.schedule(0); // already waiting, then retired: written at once, not after its window
+    } else if (e.retired) {
+      this.writeSoon(); // already waiting, then retired: written at once, not after its window
     }
+  }
+
+  /** A round on the next turn of the event loop, unless a failed write is waiting for its retry. */
+  private writeSoon(): void {
+    if (this.retryTimer === undefined) this.schedule(0);
   }
 
   /** A round on the next turn of the event loop, or within `delayMs` (one timer for all). */

@@ -22,6 +22,7 @@ import { AGENT_ACTOR_KIND, agentMachine, type AgentActorEvent, type ApprovalInpu
 import { certificateBytes, newCertificate, type Certificate, type CertificateTerms } from '../domain/certificate.js';
 import { termsFor } from '../domain/policy.js';
 import { CLOSE } from '../domain/agent-protocol.js';
+import { yieldToLoop } from '../domain/time-slice.js';
 import { CertificateStore } from './certificates.js';
 import { AgentSessions } from './agent-sessions.js';
 import { addAgentToWorkspace } from './workspaces.js';
@@ -166,7 +167,7 @@ export class FleetService {
 
   /** Resolves once every queued actor event has been handed to its actor. */
   async drainTold(): Promise<void> {
-    while (this.told.length > 0 || this.telling) await new Promise((r) => setImmediate(r));
+    while (this.told.length > 0 || this.telling) await yieldToLoop();
   }
 
   private readonly told: Told[] = [];

@@ -212,9 +212,12 @@ export class TokenUsage implements HeartbeatSink {
   /** Sends the acks a chunk per turn of the event loop, so a large batch does not stall the sockets. */
   private acknowledge(entries: Entry[], from: number): void {
     const end = Math.min(entries.length, from + ACK_CHUNK);
-    for (let i = from; i < end; i++) entries[i]!.ack();
-    const now = performance.now();
-    for (let i = from; i < end; i++) this.ctx.metrics.observeHeartbeatAck((now - entries[i]!.at) / 1000);
+    const now = performance.now(); // one clock read per chunk
+    for (let i = from; i < end; i++) {
+      const e = entries[i]!;
+      e.ack();
+      this.ctx.metrics.observeHeartbeatAck((now - e.at) / 1000);
+    }
     if (end < entries.length) setImmediate(() => this.acknowledge(entries, end));
   }
 

@@ -1293,7 +1293,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
             }
             continue;
           }
-          await this.writeBatch(ds, batch, fail);
+          await this.applyBatch(ds, batch, fail);
           const { result } = await this.updateLocked(ds, op.filter, plan, { upsert: Boolean(op.upsert), multi: false });
           total.matched += result.matched;
           total.modified += result.modified;
@@ -1302,7 +1302,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
           fail(this.failure(err));
         }
       }
-      await this.writeBatch(ds, batch, fail);
+      await this.applyBatch(ds, batch, fail);
       if (firstError !== undefined) throw firstError;
       return total;
     });
@@ -1313,7 +1313,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
    * inserts an array all or nothing; when a unique index refuses the batch, the documents are
    * written one by one so only the offending ones fail.
    */
-  private async writeBatch(ds: NedbStore, batch: WriteBatch, fail: (err: unknown) => void): Promise<void> {
+  private async applyBatch(ds: NedbStore, batch: WriteBatch, fail: (err: unknown) => void): Promise<void> {
     if (batch.empty) return;
     const { replacements, inserts } = batch;
     if (replacements.length > 0) {

@@ -17,6 +17,7 @@
  * handshake needs (the hello, the nonce, pending offers) is dropped once it is done.
  */
 import { randomBase64Url } from '../domain/random.js';
+import { yieldToLoop } from '../domain/time-slice.js';
 import type { AppContext } from '../server.js';
 import type { WebSocket } from '../http/uws.js';
 import type { Capability } from '../store/collections.js';
@@ -215,7 +216,7 @@ export class AgentGateway implements AgentPush {
     const sentTo: string[] = [];
     const version = this.fleet.policies.version;
     for (let i = 0; i < targets.length; i += REISSUE_CHUNK) {
-      if (i > 0) await new Promise((r) => setImmediate(r));
+      if (i > 0) await yieldToLoop();
       for (const { did, terms } of targets.slice(i, i + REISSUE_CHUNK)) {
         const conn = this.liveConn(did);
         if (!conn) continue;
