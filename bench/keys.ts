@@ -3,8 +3,9 @@
  * SHA-256(`<runSeed>:<i>`), so the server process (which pre-registers agents) and the load
  * generators (which connect them) derive the same keys without exchanging them.
  */
-import { createHash, createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey } from 'node:crypto';
 import { didKeyFromPublicKey } from '../src/domain/did.js';
+import { ed25519, type SigningKey } from '../src/domain/ed25519.js';
 
 const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
@@ -12,12 +13,13 @@ export interface BenchKey {
   did: string;
   /** Raw public key, base64url. */
   publicKey: string;
-  privateKey: KeyObject;
+  /** Ready for `ed25519().sign` (the implementation Steward and its SDK use). */
+  signingKey: SigningKey;
 }
 
 export function benchKey(runSeed: string, i: number): BenchKey {
   const seed = createHash('sha256').update(`${runSeed}:${i}`).digest();
   const privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519_PREFIX, seed]), format: 'der', type: 'pkcs8' });
   const x = createPublicKey(privateKey).export({ format: 'jwk' }).x!;
-  return { did: didKeyFromPublicKey(Buffer.from(x, 'base64url')), publicKey: x, privateKey };
+  return { did: didKeyFromPublicKey(Buffer.from(x, 'base64url')), publicKey: x, signingKey: ed25519().signingKey(seed) };
 }

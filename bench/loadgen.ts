@@ -9,7 +9,7 @@
  * Connections are spread over several loopback source addresses (127.0.0.2, ...) so the
  * ephemeral port range is not the limit.
  */
-import { sign } from 'node:crypto';
+import { ed25519 } from '../src/domain/ed25519.js';
 import { MiniWebSocket } from './wsclient.js';
 import canonicalize from 'canonicalize';
 import { benchKey, type BenchKey } from './keys.js';
@@ -89,12 +89,12 @@ function open(c: Client, done: () => void): void {
 function onFrame(c: Client, ws: MiniWebSocket, f: any, finish: () => void): void {
   switch (f.type) {
     case 'challenge':
-      ws.send(JSON.stringify({ type: 'auth', signature: sign(null, Buffer.from(`steward-agent-auth:${f.nonce}`), c.key.privateKey).toString('base64url') }));
+      ws.send(JSON.stringify({ type: 'auth', signature: ed25519().sign(c.key.signingKey, Buffer.from(`steward-agent-auth:${f.nonce}`)).toString('base64url') }));
       return;
     case 'certificate_offer': {
       let sig = c.lastSig;
       if (f.certificate.serial !== c.lastSerial) {
-        sig = sign(null, Buffer.from(canonicalize(f.certificate)!, 'utf8'), c.key.privateKey).toString('base64url');
+        sig = ed25519().sign(c.key.signingKey, Buffer.from(canonicalize(f.certificate)!, 'utf8')).toString('base64url');
         c.lastSerial = f.certificate.serial;
         c.lastSig = sig;
       }

@@ -84,6 +84,12 @@ export const VARIABLES = {
     default: '0',
     description: "Set to 1 to allow starting on uWebSockets.js's slow JavaScript fallback when the native binary does not load.",
   },
+  STEWARD_ED25519: {
+    schema: z.enum(['auto', 'libsodium', 'openssl'], { message: 'expected auto, libsodium or openssl' }),
+    default: 'auto',
+    description:
+      "Ed25519 implementation: `libsodium` (the sodium-native binary, about twice as fast), `openssl` (Node's crypto), or `auto` (libsodium when its binary loads, else OpenSSL). `libsodium` refuses to start without it.",
+  },
   ACTOR_IDLE_MS: {
     schema: int(0, 7 * 24 * 3600 * 1000),
     default: String(10 * 60 * 1000),
@@ -269,6 +275,7 @@ export interface Config {
   logLevel: Parsed['LOG_LEVEL'];
   bodyLimitBytes: number;
   allowUwsFallback: boolean;
+  ed25519: Parsed['STEWARD_ED25519'];
   actorIdleMs: number;
   shutdownTimeoutMs: number;
   sessionTtlMs: number;
@@ -353,6 +360,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: p.LOG_LEVEL,
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
+    ed25519: p.STEWARD_ED25519,
     actorIdleMs: p.ACTOR_IDLE_MS,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
     sessionTtlMs: p.SESSION_TTL_HOURS * 3600_000,

@@ -3,6 +3,8 @@
  * uWS app. `startSteward` returns a handle with the bound port and `close()` (graceful:
  * stop listening, close sockets with 1001, flush snapshots, close the store).
  */
+import { selectEd25519 } from './domain/ed25519.js';
+import { startCryptoWorker } from './domain/crypto-worker.js';
 import { mkdir, readFile } from 'node:fs/promises';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
@@ -159,6 +161,15 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   } else {
     log.info({ uws: 'native', binary: uws.detail }, 'uWebSockets.js native binary loaded');
   }
+  let ed;
+  try {
+    ed = selectEd25519(config.ed25519);
+  } catch (err) {
+    throw new StartupError(`STEWARD_ED25519=libsodium: ${(err as Error).message}`);
+  }
+  if (config.ed25519 === 'auto' && ed.name !== 'libsodium') log.warn({ ed25519: ed.name }, 'libsodium (sodium-native) does not load here; Ed25519 runs on OpenSSL, about half as fast');
+  else log.info({ ed25519: ed.name }, `Ed25519 on ${ed.name}`);
+  startCryptoWorker();
 
   const embedded = !config.mongodbUri;
   if (embedded) await mkdir(config.dataDir, { recursive: true });

@@ -18,6 +18,7 @@ test('defaults', () => {
   assert.is(c.bodyLimitBytes, 1024 * 1024);
   assert.is(c.logLevel, 'info');
   assert.is(c.allowUwsFallback, false);
+  assert.is(c.ed25519, 'auto');
 });
 
 test('values are parsed and trailing slashes trimmed', () => {
@@ -33,6 +34,7 @@ test('bad values name the variable and the problem', () => {
     [{ PORT: 'eighty' }, /PORT="eighty": expected a whole number/],
     [{ PORT: '70000' }, /PORT="70000": must be at most 65535/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL="loud": expected fatal/],
+    [{ STEWARD_ED25519: 'nacl' }, /STEWARD_ED25519="nacl": expected auto, libsodium or openssl/],
     [{ PUBLIC_URL: 'ftp://x' }, /PUBLIC_URL="ftp:\/\/x": expected an http/],
     [{ MONGODB_URI: 'postgres://x' }, /MONGODB_URI="<redacted>": expected a mongodb:\/\//],
     [{ STEWARD_OWNER_DID: 'did:web:x' }, /STEWARD_OWNER_DID="did:web:x": expected an Ed25519 did:key/],

@@ -3,8 +3,8 @@
  * start with `did:key:z6Mk`), signatures in base64url, and the purpose prefixes that make a
  * signature made for one purpose useless for another.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { base58 } from '@scure/base';
+import { ed25519, type SigningKey } from './ed25519.js';
 
 const ED25519_MULTICODEC = Uint8Array.of(0xed, 0x01);
 
@@ -66,30 +66,13 @@ export function resolvePublicKey(did: string, publicKeyB64?: string | null): Uin
   return given;
 }
 
-const publicKeyObjects = new Map<string, KeyObject>();
-
-function publicKeyObject(raw: Uint8Array): KeyObject {
-  const x = encodeBase64Url(raw);
-  let key = publicKeyObjects.get(x);
-  if (!key) {
-    key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
-    if (publicKeyObjects.size > 50_000) publicKeyObjects.clear();
-    publicKeyObjects.set(x, key);
-  }
-  return key;
-}
-
 /** Verifies a base64url Ed25519 signature over the UTF-8 bytes of `message` (or raw bytes). */
 export function verifySignature(publicKey: Uint8Array, message: string | Uint8Array, signatureB64: string): boolean {
   if (typeof signatureB64 !== 'string' || !/^[A-Za-z0-9_-]{86}(==)?$/.test(signatureB64)) return false;
   const sig = Buffer.from(signatureB64, 'base64url');
   if (sig.length !== 64) return false;
-  try {
-    const data = typeof message === 'string' ? Buffer.from(message, 'utf8') : message;
-    return verify(null, data, publicKeyObject(publicKey), sig);
-  } catch {
-    return false;
-  }
+  const data = typeof message === 'string' ? Buffer.from(message, 'utf8') : message;
+  return ed25519().verify(publicKey, data, sig);
 }
 
 export interface Ed25519KeyPair {
@@ -101,21 +84,20 @@ export interface Ed25519KeyPair {
 }
 
 export function generateKeyPair(): Ed25519KeyPair {
-  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
-  const pub = publicKey.export({ format: 'jwk' }).x!;
-  const d = privateKey.export({ format: 'jwk' }).d!;
-  return { did: didKeyFromPublicKey(Buffer.from(pub, 'base64url')), publicKey: pub, privateKey: d };
+  const { seed, publicKey } = ed25519().generate();
+  return { did: didKeyFromPublicKey(publicKey), publicKey: encodeBase64Url(publicKey), privateKey: encodeBase64Url(seed) };
 }
 
-const privateKeyObjects = new WeakMap<Ed25519KeyPair, KeyObject>();
+const signingKeys = new WeakMap<Ed25519KeyPair, SigningKey>();
 
 /** Signs the UTF-8 bytes of `message` (or raw bytes); returns base64url. */
 export function signMessage(keys: Ed25519KeyPair, message: string | Uint8Array): string {
-  let key = privateKeyObjects.get(keys);
-  if (!key) {
-    key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: keys.publicKey, d: keys.privateKey }, format: 'jwk' });
-    privateKeyObjects.set(keys, key);
+  const impl = ed25519();
+  let key = signingKeys.get(keys);
+  if (!key || key.kind !== impl.name) {
+    key = impl.signingKey(Buffer.from(keys.privateKey, 'base64url'));
+    signingKeys.set(keys, key);
   }
   const data = typeof message === 'string' ? Buffer.from(message, 'utf8') : message;
-  return sign(null, data, key).toString('base64url');
+  return impl.sign(key, data).toString('base64url');
 }

@@ -365,10 +365,10 @@ export class FleetService {
   }
 
   /** A new certificate with the given terms, signed by the server. */
-  issue(subject: string, subjectPublicKey: string, terms: CertificateTerms): IssuedCertificate {
+  async issue(subject: string, subjectPublicKey: string, terms: CertificateTerms): Promise<IssuedCertificate> {
     const certificate = newCertificate({ subject, subjectPublicKey, issuer: this.ctx.identity.did, terms });
     const bytes = certificateBytes(certificate);
-    return { certificate, bytes, serverSignature: this.ctx.identity.sign(bytes) };
+    return { certificate, bytes, serverSignature: await this.ctx.identity.signOffThread(bytes) };
   }
 
   // -------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 import type { Collections } from '../store/collections.js';
 import type { SecretBox } from '../domain/secrets.js';
 import { generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
+import { offThreadSigner } from '../domain/crypto-worker.js';
 import { DuplicateKeyError } from '../store/types.js';
 
 const SETTING_ID = 'server_identity';
@@ -32,6 +33,14 @@ export class ServerIdentity {
   /** base64url Ed25519 signature over the UTF-8 bytes of message (or raw bytes). */
   sign(message: string | Uint8Array): string {
     return signMessage(this.keys, message);
+  }
+
+  private signer: ((data: Uint8Array) => Promise<Buffer>) | null = null;
+
+  /** The same signature, made on the crypto worker thread: for signing in bulk (certificates). */
+  async signOffThread(data: Uint8Array): Promise<string> {
+    this.signer ??= offThreadSigner(Buffer.from(this.keys.privateKey, 'base64url'));
+    return (await this.signer(data)).toString('base64url');
   }
 
   static async load(c: Collections, secrets: SecretBox): Promise<ServerIdentity> {

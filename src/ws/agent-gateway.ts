@@ -213,8 +213,8 @@ export class AgentGateway implements AgentPush {
    * in chunks, yielding to the event loop between them.
    */
   async reissue(targets: ReadonlyArray<{ did: string; terms: CertificateTerms }>): Promise<string[]> {
-    const sentTo: string[] = [];
     const version = this.fleet.policies.version;
+    const offers: Array<Promise<string | null>> = [];
     for (let i = 0; i < targets.length; i += REISSUE_CHUNK) {
       if (i > 0) await yieldToLoop();
       for (const { did, terms } of targets.slice(i, i + REISSUE_CHUNK)) {
@@ -222,11 +222,18 @@ export class AgentGateway implements AgentPush {
         if (!conn) continue;
         if (conn.policyId === terms.policyId && terms.policyId !== null) continue;
         if (conn.policyId === null && terms.policyId === null) continue;
-        this.offerNew(conn, terms, version, true);
-        sentTo.push(did);
+        offers.push(
+          this.offerNew(conn, terms, version, true).then(
+            (sent) => (sent ? did : null),
+            (err: unknown) => {
+              this.ctx.log.error({ err, did }, 'certificate could not be issued');
+              return null;
+            },
+          ),
+        );
       }
     }
-    return sentTo;
+    return (await Promise.all(offers)).filter((did): did is string => did !== null);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -378,18 +385,23 @@ export class AgentGateway implements AgentPush {
       this.pushOffer(conn, { issued, reused: stored, supersedes: null, policyVersion: version }, false);
       return;
     }
-    this.offerNew(conn, terms, version, stored !== null);
+    await this.offerNew(conn, terms, version, stored !== null);
   }
 
-  /** Issues, signs and offers a new certificate; with `announce`, update_capabilities goes first. */
-  private offerNew(conn: AgentConn, terms: CertificateTerms, version: number, announce: boolean): void {
-    const issued = this.fleet.issue(conn.did!, conn.publicKey!, terms);
+  /**
+   * Issues, signs (on the crypto worker) and offers a new certificate; with `announce`,
+   * update_capabilities goes first. False when the socket closed before the offer could go.
+   */
+  private async offerNew(conn: AgentConn, terms: CertificateTerms, version: number, announce: boolean): Promise<boolean> {
     conn.policyId = terms.policyId;
+    const issued = await this.fleet.issue(conn.did!, conn.publicKey!, terms);
+    if (isClosed(conn)) return false;
     const offer: Offer = { issued, reused: null, supersedes: conn.serial, policyVersion: version };
     conn.ws?.cork(() => {
       if (announce) this.send(conn, { type: 'update_capabilities', ...terms });
       this.pushOffer(conn, offer, conn.phase === Phase.Ready);
     });
+    return true;
   }
 
   private pushOffer(conn: AgentConn, offer: Offer, reissue: boolean): void {
@@ -458,7 +470,7 @@ export class AgentGateway implements AgentPush {
       // A policy changed while this handshake was under way: bring the certificate up to date.
       if (offer.policyVersion !== this.fleet.policies.version) {
         const terms = await this.fleet.termsOf({ _id: did, capabilities: conn.capabilities });
-        if (conn.phase === Phase.Ready && !sameTerms(cert, terms)) this.offerNew(conn, terms, this.fleet.policies.version, true);
+        if (conn.phase === Phase.Ready && !sameTerms(cert, terms)) await this.offerNew(conn, terms, this.fleet.policies.version, true);
       }
     } else {
       this.fleet.tell(did, { type: 'CERTIFICATE_STORED', serial: cert.serial, policyId: cert.policyId });
