@@ -29,6 +29,7 @@ import {
   type HelloFrame,
   type IntentResultFrame,
   type OutboundFrame,
+  type ReadyFrame,
 } from '../domain/agent-protocol.js';
 import type { AgentPush, PushFrame } from '../services/agent-push.js';
 import { describeSchemaErrors, frameValidators, isInboundType } from '../domain/wire-schemas.js';
@@ -99,6 +100,8 @@ export interface IntentSink {
 const REISSUE_CHUNK = 256;
 
 /** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
+const OFFER_HEAD = Buffer.from('{"type":"certificate_offer","certificate":');
+
 function isClosed(conn: AgentConn): boolean {
   return conn.phase === Phase.Closed;
 }
@@ -406,7 +409,9 @@ export class AgentGateway implements AgentPush {
 
   private pushOffer(conn: AgentConn, offer: Offer, reissue: boolean): void {
     (conn.offers ??= []).push(offer);
-    this.send(conn, { type: 'certificate_offer', certificate: offer.issued.certificate, serverSignature: offer.issued.serverSignature });
+    // The certificate goes out as the canonical text that was signed (valid JSON), not re-serialised.
+    const { bytes, serverSignature } = offer.issued;
+    this.sendRaw(conn, Buffer.concat([OFFER_HEAD, bytes, Buffer.from(`,"serverSignature":"${serverSignature}"}`)]));
     if (reissue) this.fleet.tell(conn.did!, { type: 'REISSUE_OFFERED', serial: offer.issued.certificate.serial });
   }
 
@@ -436,15 +441,13 @@ export class AgentGateway implements AgentPush {
     if (isClosed(conn) || conn.offers) return; // a newer offer is on its way; `ready` follows that one
     const session = await this.fleet.agentSessions.sessionOf(conn.did!);
     if (isClosed(conn)) return;
-    this.send(conn, {
-      type: 'ready',
-      agentId: conn.did!,
-      certificate: cert,
+    const rest: Omit<ReadyFrame, 'type' | 'agentId' | 'certificate'> = {
       serverSignature: offer.issued.serverSignature,
       agentSignature: f.agentSignature,
       session,
       heartbeatIntervalMs: this.heartbeatIntervalMs,
-    });
+    };
+    this.sendRaw(conn, Buffer.concat([Buffer.from(`{"type":"ready","agentId":${JSON.stringify(conn.did!)},"certificate":`), offer.issued.bytes, Buffer.from(`,${JSON.stringify(rest).slice(1)}`)]));
     const did = conn.did!;
     if (conn.phase === Phase.AwaitAccept) {
       conn.phase = Phase.Ready;
@@ -566,10 +569,15 @@ export class AgentGateway implements AgentPush {
   }
 
   send(conn: AgentConn, frame: OutboundFrame): boolean {
+    return this.sendRaw(conn, JSON.stringify(frame));
+  }
+
+  /** Sends a frame already serialised (UTF-8 JSON text). */
+  private sendRaw(conn: AgentConn, text: string | Buffer): boolean {
     const ws = conn.ws;
     if (!ws || conn.phase === Phase.Closed) return false;
     try {
-      return ws.send(JSON.stringify(frame)) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
+      return ws.send(text) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
     } catch {
       return false; // closed under our feet
     }
