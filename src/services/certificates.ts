@@ -3,7 +3,8 @@
  * turn of the event loop goes into one `insertMany` (one round trip, one append in the embedded
  * store), and the caller is answered once it is durable — so ten thousand agents re-certified at
  * once cost a handful of writes, not ten thousand. An agent's current certificate is its newest
- * one; the ones it supersedes are deleted afterwards, also in batches.
+ * one; the ones it supersedes are deleted in batches once no certificate has been stored for
+ * `pruneDelayMs` (a burst of re-certifications is not slowed by deletions), and at `flush`.
  */
 import type { CertificateDoc, Collections } from '../store/collections.js';
 import type { Certificate } from '../domain/certificate.js';
@@ -28,16 +29,20 @@ interface Pending {
 }
 
 const DELETE_CHUNK = 256;
+/** Quiet time after the last stored certificate before superseded ones are deleted. */
+const PRUNE_DELAY_MS = 1000;
 
 export class CertificateStore {
   private queue: Pending[] = [];
   private scheduled = false;
   private inflight: Promise<void> | null = null;
   private superseded: string[] = [];
+  private pruneTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly c: Collections,
     private readonly onError: (err: unknown, what: string) => void,
+    private readonly pruneDelayMs = PRUNE_DELAY_MS,
   ) {}
 
   /** The agent's current (newest) certificate, or null. */
@@ -98,29 +103,44 @@ export class CertificateStore {
     })().finally(() => {
       this.inflight = null;
       if (this.queue.length > 0) this.schedule();
-      else if (this.superseded.length > 0) void this.prune();
+      else if (this.superseded.length > 0) this.schedulePrune();
     });
     return this.inflight;
   }
 
-  private pruning = false;
+  private pruning: Promise<void> | null = null;
 
-  /** Deletes superseded certificates, a chunk per store call. */
-  private async prune(): Promise<void> {
-    if (this.pruning) return;
-    this.pruning = true;
-    try {
-      while (this.superseded.length > 0) {
-        const chunk = this.superseded.splice(0, DELETE_CHUNK);
-        try {
-          await this.c.certificates.deleteMany({ _id: { $in: chunk } });
-        } catch (err) {
-          this.onError(err, 'deleting superseded certificates');
-        }
-      }
-    } finally {
-      this.pruning = false;
+  /** (Re)starts the quiet-time timer: each batch stored pushes the deletions back. */
+  private schedulePrune(): void {
+    if (this.pruneTimer) clearTimeout(this.pruneTimer);
+    this.pruneTimer = setTimeout(() => {
+      this.pruneTimer = null;
+      void this.prune();
+    }, this.pruneDelayMs);
+    this.pruneTimer.unref();
+  }
+
+  /** Deletes superseded certificates, a chunk per store call; resolves when none is left. */
+  private prune(): Promise<void> {
+    if (this.pruneTimer) {
+      clearTimeout(this.pruneTimer);
+      this.pruneTimer = null;
     }
+    this.pruning ??= (async () => {
+      try {
+        while (this.superseded.length > 0) {
+          const chunk = this.superseded.splice(0, DELETE_CHUNK);
+          try {
+            await this.c.certificates.deleteMany({ _id: { $in: chunk } });
+          } catch (err) {
+            this.onError(err, 'deleting superseded certificates');
+          }
+        }
+      } finally {
+        this.pruning = null;
+      }
+    })();
+    return this.pruning;
   }
 }
 
