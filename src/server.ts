@@ -3,13 +3,13 @@
  * uWS app. `startSteward` returns a handle with the bound port and `close()` (graceful:
  * stop listening, close sockets with 1001, flush snapshots, close the store).
  */
-import { selectEd25519 } from './domain/ed25519.js';
-import { startCryptoWorker } from './domain/crypto-worker.js';
 import { mkdir, readFile } from 'node:fs/promises';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { loadUws, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
 import { Router } from './http/router.js';
+import { selectEd25519 } from './domain/ed25519.js';
+import { startCryptoWorker } from './domain/crypto-worker.js';
 import { HttpError } from './http/errors.js';
 import { attachHttp } from './http/adapter.js';
 import { createMetrics, type Metrics } from './http/metrics.js';

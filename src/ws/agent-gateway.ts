@@ -99,9 +99,10 @@ export interface IntentSink {
 
 const REISSUE_CHUNK = 256;
 
-/** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
+/** The start of a certificate_offer frame; the canonical certificate text follows. */
 const OFFER_HEAD = Buffer.from('{"type":"certificate_offer","certificate":');
 
+/** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
 function isClosed(conn: AgentConn): boolean {
   return conn.phase === Phase.Closed;
 }
