@@ -98,18 +98,22 @@ test('crypto worker: signatures made off thread are the signer’s, byte for byt
   });
 });
 
-test('crypto worker: once closed, pending and later jobs are done on the calling thread', async () => {
+test('crypto worker: jobs run on the thread; once closed, pending and later jobs run on the calling thread', async () => {
   const w = new CryptoWorker();
   const { seed, publicKey } = libsodium!.generate();
   const signer = w.addSigner(seed);
   const data = Buffer.from('payload');
   const good = libsodium!.sign(libsodium!.signingKey(seed), data);
+  assert.equal(await Promise.all([w.verify(publicKey, data, good), w.sign(signer, data)]), [true, good]);
+  assert.equal(w.stats, { onThread: 2, here: 0 }, 'done by the worker thread');
   const pending = [w.verify(publicKey, data, good), w.verify(publicKey, Buffer.from('other'), good), w.sign(signer, data)];
   await new Promise((r) => setImmediate(r)); // the batch goes to the worker
   await w.close();
   assert.equal(await Promise.all(pending), [true, false, good]);
   assert.is(await w.verify(publicKey, data, good), true);
   assert.equal(await w.sign(signer, data), good);
+  assert.is(w.stats.onThread + w.stats.here, 7);
+  assert.ok(w.stats.here >= 2, 'the jobs after close ran here');
 });
 
 test.run();

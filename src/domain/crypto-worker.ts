@@ -37,7 +37,9 @@ interface Job {
   resolve: (out: Uint8Array) => void;
 }
 
-// Plain JavaScript (CommonJS, run with `eval`), so it needs no loader and no build step.
+// Plain JavaScript (CommonJS, run with `eval`), so it needs no loader and no build step: a
+// worker does not inherit the TypeScript loader of a process run with tsx, so it cannot import
+// ed25519.ts, and this repeats its few calls to libsodium and node:crypto.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const crypto = require('node:crypto');
@@ -95,7 +97,9 @@ export class CryptoWorker {
   private nextId = 1;
   private readonly sent = new Map<number, Job[]>();
   /** Signing keys by number, for the worker and for running here if it fails. */
-  private readonly signers: Array<{ seed: Uint8Array; key: SigningKey | null }> = [];
+  private readonly signers: Array<{ seed: Uint8Array; key: SigningKey }> = [];
+  /** Jobs done on the worker thread and on the calling thread. */
+  readonly stats = { onThread: 0, here: 0 };
 
   verify(publicKey: Uint8Array, data: Uint8Array, signature: Uint8Array): Promise<boolean> {
     if (publicKey.length !== 32 || signature.length !== 64) return Promise.resolve(false);
@@ -105,10 +109,10 @@ export class CryptoWorker {
   }
 
   addSigner(seed: Uint8Array): number {
-    if (seed.length !== 32) throw new Error('an Ed25519 seed has 32 bytes');
+    const key = ed25519().signingKey(seed); // checks the seed
     const id = this.signers.length;
-    this.signers.push({ seed: Uint8Array.from(seed), key: null });
-    if (this.worker) this.worker.postMessage({ signer: { id, seed: this.signers[id]!.seed } });
+    this.signers.push({ seed: Uint8Array.from(seed), key });
+    this.worker?.postMessage({ signer: { id, seed: this.signers[id]!.seed } });
     return id;
   }
 
@@ -182,6 +186,7 @@ export class CryptoWorker {
     const jobs = this.sent.get(id);
     if (!jobs) return;
     this.sent.delete(id);
+    this.stats.onThread += jobs.length;
     for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(out.subarray(i * OUT, (i + 1) * OUT));
     if (this.sent.size === 0) this.worker?.unref();
   }
@@ -215,12 +220,13 @@ export class CryptoWorker {
 
   private runHere(jobs: Job[]): void {
     const impl = ed25519();
+    this.stats.here += jobs.length;
     for (const j of jobs) {
       const out = new Uint8Array(OUT);
       if (j.kind === VERIFY) out[0] = impl.verify(j.publicKey!, j.data, j.signature!) ? 1 : 0;
       else {
         const s = this.signers[j.signer]!;
-        if (!s.key || s.key.kind !== impl.name) s.key = impl.signingKey(s.seed);
+        if (s.key.kind !== impl.name) s.key = impl.signingKey(s.seed);
         out.set(impl.sign(s.key, j.data), 1);
         out[0] = 1;
       }
