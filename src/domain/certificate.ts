@@ -59,10 +59,45 @@ export function termsOf(cert: CertificateTerms): CertificateTerms {
 
 /** The bytes both parties sign. */
 export function certificateBytes(cert: Certificate): Buffer {
-  const text = canonicalize(cert);
+  const text = canonicalCertificate(cert) ?? canonicalize(cert);
   if (text === undefined) throw new Error('certificate cannot be canonicalised');
   return Buffer.from(text, 'utf8');
 }
+
+const str = JSON.stringify;
+const isStringOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
+
+/**
+ * The JCS text of a certificate that has exactly the certificate's members with their types,
+ * written member by member in JCS order (UTF-16 code-unit order of the names) with
+ * `JSON.stringify` for the values, which is how JCS serialises strings, finite numbers and
+ * arrays of strings. Only `resourceLimits`, an object of open shape, goes through the general
+ * canonicaliser. Anything else (a missing or extra member, another type) yields undefined and
+ * the caller canonicalises the object as it is. Several times faster than the general
+ * canonicaliser, which matters when ten thousand certificates are issued at once; a test checks
+ * the two agree.
+ */
+function canonicalCertificate(c: Certificate): string | undefined {
+  if (Object.keys(c).length !== CERTIFICATE_MEMBERS) return undefined;
+  if (typeof c.version !== 'number' || !Number.isFinite(c.version)) return undefined;
+  if (typeof c.serial !== 'string' || typeof c.subject !== 'string' || typeof c.subjectPublicKey !== 'string') return undefined;
+  if (typeof c.issuer !== 'string' || typeof c.issuedAt !== 'string' || typeof c.nonce !== 'string') return undefined;
+  if (!isStringOrNull(c.policyId) || !isStringOrNull(c.policyExpiresAt)) return undefined;
+  if (!Array.isArray(c.capabilities)) return undefined;
+  for (let i = 0; i < c.capabilities.length; i++) if (typeof c.capabilities[i] !== 'string') return undefined;
+  let limits: string | undefined;
+  if (c.resourceLimits === null) limits = 'null';
+  else if (typeof c.resourceLimits === 'object' && !Array.isArray(c.resourceLimits)) limits = canonicalize(c.resourceLimits);
+  if (limits === undefined) return undefined;
+  return (
+    `{"capabilities":${str(c.capabilities)},"issuedAt":${str(c.issuedAt)},"issuer":${str(c.issuer)},` +
+    `"nonce":${str(c.nonce)},"policyExpiresAt":${str(c.policyExpiresAt)},"policyId":${str(c.policyId)},` +
+    `"resourceLimits":${limits},"serial":${str(c.serial)},"subject":${str(c.subject)},` +
+    `"subjectPublicKey":${str(c.subjectPublicKey)},"version":${str(c.version)}}`
+  );
+}
+
+const CERTIFICATE_MEMBERS = 11;
 
 export function newCertificate(input: {
   subject: string;
