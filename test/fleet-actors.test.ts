@@ -3,7 +3,9 @@ import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import { makeUser } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { isError, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approvedKeys, isError, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { signMessage } from '../src/domain/did.js';
+import { certificateBytes } from '../src/domain/certificate.js';
 
 const test = suite('actor inspection and the live feed');
 const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
@@ -124,6 +126,38 @@ test('feed: no authentication within 5 s closes with 4408; a cookie from another
   await waitFor(() => f.closed(), 7000);
   assert.is(f.closed(), 4408);
   assert.not.ok(f.frames.some((x) => x.type === 'welcome'));
+});
+
+test('certificate region: an agent slow to co-sign a re-issued certificate shows reissuePending, then current', async () => {
+  const { s, owner } = ctx;
+  const keys = await approvedKeys(s, owner);
+  const raw = new RawAgent(s.url, keys);
+  await raw.authenticate();
+  const first = await raw.acceptNextOffer();
+  const path = `/api/admin/actors/${encodeURIComponent(`agent:${keys.did}`)}`;
+  const stateOf = async () => (await owner.api.get(path)).body.actor;
+  await waitFor(async () => (await stateOf())?.state?.active?.connection === 'online');
+  const created = await owner.api.post('/api/policies', { agentDid: keys.did, capabilities: ['file_access'] });
+  assert.is(created.status, 201, created.text);
+  assert.equal(created.body.sentTo, [keys.did]);
+  await raw.next('update_capabilities');
+  const offer = await raw.next('certificate_offer');
+  assert.is.not(offer.certificate.serial, first.certificate.serial);
+  // No co-signature yet: once the hold on "reissue offered" is over, the actor says so.
+  const pending = await waitFor(async () => {
+    const a = await stateOf();
+    return a?.state?.active?.certificate === 'reissuePending' ? a : null;
+  }, 3000);
+  assert.is(pending.context.serial, first.certificate.serial, 'the old certificate is still in force');
+  raw.send({ type: 'certificate_accept', agentSignature: signMessage(keys, certificateBytes(offer.certificate)) });
+  assert.is((await raw.next('ready')).certificate.serial, offer.certificate.serial);
+  const current = await waitFor(async () => {
+    const a = await stateOf();
+    return a?.state?.active?.certificate === 'current' ? a : null;
+  }, 3000);
+  assert.equal(current.context, { did: keys.did, serial: offer.certificate.serial, policyId: created.body.policy.id });
+  raw.close();
+  await owner.api.del(`/api/policies/${created.body.policy.id}`);
 });
 
 test.run();

@@ -58,6 +58,17 @@ export async function readyAgent(s: TestServer, admin: TestUser, opts: AgentOpts
 }
 
 /** Resolves when the agent emits `event` (with its first argument). */
+/** Keys of an agent that was approved (through the SDK) and has gone offline again. */
+export async function approvedKeys(s: TestServer, admin: TestUser): Promise<Ed25519KeyPair> {
+  const keys = generateKeyPair();
+  const sdk = newAgent(s, { keys });
+  await approve(admin, sdk);
+  await sdk.waitFor('ready');
+  await sdk.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
+  return keys;
+}
+
 export function once<T = unknown>(agent: StewardAgent, event: string, timeoutMs = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no '${event}' within ${timeoutMs} ms`)), timeoutMs);

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { waitFor } from './helpers.js';
-import { approve, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
+import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
 
 const test = suite('fleet protocol');
 const ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
@@ -19,16 +19,7 @@ test.after(async () => {
 });
 
 /** An approved agent known to the server, driven by a raw client. */
-async function approvedRaw() {
-  const { s, owner } = ctx;
-  const keys = generateKeyPair();
-  const sdk = newAgent(s, { keys });
-  await approve(owner, sdk);
-  await sdk.waitFor('ready');
-  await sdk.stop();
-  await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
-  return keys;
-}
+const approvedRaw = () => approvedKeys(ctx.s, ctx.owner);
 
 test('a forged auth signature closes with 4401', async () => {
   const raw = new RawAgent(ctx.s.url);

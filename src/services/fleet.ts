@@ -55,14 +55,18 @@ export interface DecisionListener {
 export type AgentDeletedHook = (agent: AgentDoc) => Promise<void> | void;
 
 const DECISION_TIMEOUT_MS = 15_000;
-/** Actor events delivered per turn of the event loop. */
+/** Actor events delivered per turn of the event loop (dropped ones are not counted). */
 const TELL_CHUNK = 128;
+/** How long "reissue offered" waits for the co-signature that would make it moot. */
+const OFFER_HOLD_MS = 250;
 
 interface Told {
   did: string;
   event: AgentActorEvent;
   status: AgentDoc['status'];
   dropped: boolean;
+  /** performance.now() before which a held event is not delivered (0: at once). */
+  due: number;
 }
 const LAST_SEEN_CHUNK = 100;
 
@@ -145,17 +149,21 @@ export class FleetService {
   /**
    * Tells an agent's actor what happened on its socket. Socket events are queued and delivered
    * in order, a chunk per turn of the event loop, so that a burst (ten thousand re-certifications)
-   * does not starve the sockets themselves. When a certificate is stored before the queued
-   * "reissue offered" of that same certificate was delivered, the latter is dropped: the actor
-   * goes straight to the new certificate (one transition and one snapshot write instead of two).
+   * does not starve the sockets themselves. "Reissue offered" is held back for
+   * `OFFER_HOLD_MS` before it is delivered (and so is everything queued after it, to keep the
+   * order): when the agent co-signs within that time, which is the common case, the certificate
+   * is stored before the offer was delivered and the offer is dropped, so the actor goes
+   * straight to the new certificate (one transition and one snapshot write instead of two). An
+   * agent that is slow to co-sign shows `reissuePending` once the hold is over.
    * Failures are logged; the actor is not essential to the socket.
    */
   tell(did: string, event: AgentActorEvent, status: AgentDoc['status'] = 'active'): void {
-    const item: Told = { did, event, status, dropped: false };
+    const item: Told = { did, event, status, dropped: false, due: 0 };
     if (event.type === 'CERTIFICATE_STORED') {
       const offered = this.offered.get(did);
       if (offered && (offered.event as { serial: string }).serial === event.serial) offered.dropped = true;
     } else if (event.type === 'REISSUE_OFFERED') {
+      item.due = performance.now() + OFFER_HOLD_MS;
       this.offered.set(did, item);
     }
     this.told.push(item);
@@ -165,27 +173,52 @@ export class FleetService {
     }
   }
 
-  /** Resolves once every queued actor event has been handed to its actor. */
+  /** Delivers every queued actor event (held offers too); resolves once all are handed over. */
   async drainTold(): Promise<void> {
-    while (this.told.length > 0 || this.telling) await yieldToLoop();
+    this.draining = true;
+    try {
+      while (this.told.length > 0 || this.telling) await yieldToLoop();
+    } finally {
+      this.draining = false;
+    }
   }
 
   private readonly told: Told[] = [];
   private readonly offered = new Map<string, Told>();
   private telling = false;
+  private draining = false;
+  private told0 = 0;
   private readonly deliver = (): void => {
-    const batch = this.told.splice(0, TELL_CHUNK);
-    for (const item of batch) {
+    const now = performance.now();
+    let delivered = 0;
+    while (this.told0 < this.told.length && delivered < TELL_CHUNK) {
+      const item = this.told[this.told0]!;
+      if (!item.dropped && item.due > now && !this.draining) {
+        // A held offer heads the queue: wait for it (the events behind it keep their order).
+        this.compactTold();
+        setTimeout(this.deliver, Math.max(1, Math.ceil(item.due - now)));
+        return;
+      }
+      this.told0++;
       if (this.offered.get(item.did) === item) this.offered.delete(item.did);
       if (item.dropped) continue;
+      delivered++;
       this.actorOf(item.did, item.status).then(
         (actor) => actor.send(item.event),
         (err: unknown) => this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor unavailable'),
       );
     }
+    this.compactTold();
     if (this.told.length > 0) setImmediate(this.deliver);
     else this.telling = false;
   };
+
+  /** Drops delivered items from the head of the queue. */
+  private compactTold(): void {
+    if (this.told0 === 0) return;
+    this.told.splice(0, this.told0);
+    this.told0 = 0;
+  }
 
   // -------------------------------------------------------------------------------------------
   // Registration and decisions
