@@ -4,14 +4,17 @@
  *
  * Each client does the real handshake — hello, a signed challenge, a co-signed certificate —
  * and heartbeats with a token delta. Shortcuts, for the load generator only: it does not verify
- * the server's certificate signature (the SDK does), and it re-uses its co-signature when the
- * same certificate is offered again (Ed25519 is deterministic, so that is the same signature).
+ * the server's certificate signature (the SDK does), it co-signs the certificate's text as the
+ * offer carries it (the server sends the canonical text; the SDK canonicalises the parsed
+ * certificate), and it re-uses its co-signature when the same certificate is offered again
+ * (Ed25519 is deterministic, so that is the same signature).
  * Connections are spread over several loopback source addresses (127.0.0.2, ...) so the
  * ephemeral port range is not the limit.
  */
 import { ed25519 } from '../src/domain/ed25519.js';
+import { certificateBytes } from '../src/domain/certificate.js';
 import { MiniWebSocket } from './wsclient.js';
-import canonicalize from 'canonicalize';
+import { profileCommand } from './profiler.js';
 import { benchKey, type BenchKey } from './keys.js';
 
 interface Init {
@@ -32,6 +35,7 @@ type Cmd =
   | { cmd: 'reconnect'; concurrency: number }
   | { cmd: 'count' }
   | { cmd: 'cpu' }
+  | { cmd: 'profile'; file?: string }
   | { cmd: 'close' };
 
 class Client {
@@ -73,7 +77,7 @@ function open(c: Client, done: () => void): void {
     onOpen: () => {
       ws.send(JSON.stringify({ type: 'hello', did: c.key.did, publicKey: c.key.publicKey, name: 'bench', version: '1.0.0', capabilities: ['api_call', 'file_access'] }));
     },
-    onMessage: (text) => onFrame(c, ws, JSON.parse(text), finish),
+    onMessage: (text) => onFrame(c, ws, text, finish),
     onError: () => {
       connectErrors++;
       finish();
@@ -86,7 +90,21 @@ function open(c: Client, done: () => void): void {
   c.ws = ws;
 }
 
-function onFrame(c: Client, ws: MiniWebSocket, f: any, finish: () => void): void {
+/**
+ * The certificate of a certificate_offer as the server wrote it: its canonical text, which is
+ * what the agent signs (the SDK canonicalises the parsed object instead; the result is the same).
+ */
+function offeredBytes(text: string): Buffer | null {
+  const start = text.indexOf(CERT_KEY);
+  const end = text.lastIndexOf(SIG_KEY);
+  if (start < 0 || end < start || text[start + CERT_KEY.length] !== '{') return null;
+  return Buffer.from(text.slice(start + CERT_KEY.length, end), 'utf8');
+}
+const CERT_KEY = '"certificate":';
+const SIG_KEY = ',"serverSignature":';
+
+function onFrame(c: Client, ws: MiniWebSocket, text: string, finish: () => void): void {
+  const f = JSON.parse(text);
   switch (f.type) {
     case 'challenge':
       ws.send(JSON.stringify({ type: 'auth', signature: ed25519().sign(c.key.signingKey, Buffer.from(`steward-agent-auth:${f.nonce}`)).toString('base64url') }));
@@ -94,7 +112,7 @@ function onFrame(c: Client, ws: MiniWebSocket, f: any, finish: () => void): void
     case 'certificate_offer': {
       let sig = c.lastSig;
       if (f.certificate.serial !== c.lastSerial) {
-        sig = ed25519().sign(c.key.signingKey, Buffer.from(canonicalize(f.certificate)!, 'utf8')).toString('base64url');
+        sig = ed25519().sign(c.key.signingKey, offeredBytes(text) ?? certificateBytes(f.certificate)).toString('base64url');
         c.lastSerial = f.certificate.serial;
         c.lastSig = sig;
       }
@@ -224,6 +242,9 @@ process.on('message', async (m: { id: number } & Cmd) => {
     }
     case 'cpu':
       return reply(id, process.cpuUsage());
+    case 'profile':
+      await profileCommand(m.file);
+      return reply(id, {});
     case 'count':
       return reply(id, { ready: clients.filter((c) => c.ready).length });
     case 'close': {

@@ -2,7 +2,9 @@
  * A benchmark child process driven over IPC: it announces itself with `{hello: true}`, then
  * answers each `{id, cmd, ...}` with `{id, ...result}` or `{id, error}`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export class Proc {
@@ -31,8 +33,27 @@ export class Proc {
   }
 }
 
-/** Starts a bench/ script (path relative to bench/) under tsx with an IPC channel. */
+const root = fileURLToPath(new URL('..', import.meta.url));
+let built = false;
+
+/**
+ * Compiles src/ and bench/ with tsc once per run (tsconfig.bench.json: the production build in
+ * dist/, plus dist/bench), so the processes under test run the JavaScript a production build
+ * runs, not a loader's on-the-fly transform. BENCH_FROM_SOURCE=1 runs the sources under tsx.
+ */
+function build(): void {
+  if (built || process.env.BENCH_FROM_SOURCE === '1') return;
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.bench.json')], { cwd: root, stdio: 'inherit' });
+  built = true;
+}
+
+/** Starts a bench/ script (path relative to bench/) with an IPC channel, compiled (see build). */
 export function startProc(file: string, extraArgs: string[] = []): Proc {
-  const path = fileURLToPath(new URL(file, import.meta.url));
-  return new Proc(spawn(process.execPath, [...extraArgs, '--import', 'tsx', path], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  build();
+  const args =
+    process.env.BENCH_FROM_SOURCE === '1'
+      ? ['--import', 'tsx', fileURLToPath(new URL(file, import.meta.url))]
+      : [join(root, 'dist/bench', file.replace(/\.ts$/, '.js'))];
+  return new Proc(spawn(process.execPath, [...extraArgs, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
 }

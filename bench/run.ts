@@ -16,7 +16,8 @@
  * in (a) (BENCH_ACTOR_IDLE_SECONDS, default 30; the hold should be longer to see actors leave memory).
  *
  * Diagnostics: BENCH_PROFILE_DIR=/tmp/x writes CPU profiles of the server during the connection
- * phase and the measured phase; BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
+ * phase and the measured phase (in (b) also of each load generator);
+ * BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
  * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
  */
 import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
@@ -155,7 +156,8 @@ async function benchRecert(): Promise<void> {
   const s = await setup(N);
   const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
   await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
-  if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile' });
+  const pdir = process.env.BENCH_PROFILE_DIR;
+  if (pdir) await Promise.all([s.server, ...s.loadgens].map((p) => p.call({ cmd: 'profile' })));
   const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const t0 = Date.now();
@@ -169,7 +171,10 @@ async function benchRecert(): Promise<void> {
   const watched = await watching;
   const cpu1 = await cpuMark(s);
   const counters1 = await s.server.call<Counters>({ cmd: 'counters' });
-  if (process.env.BENCH_PROFILE_DIR) await s.server.call({ cmd: 'profile', file: `${process.env.BENCH_PROFILE_DIR}/recert-${N}.cpuprofile` });
+  if (pdir) {
+    await s.server.call({ cmd: 'profile', file: `${pdir}/recert-${N}.cpuprofile` });
+    await Promise.all(s.loadgens.map((lg, i) => lg.call({ cmd: 'profile', file: `${pdir}/recert-${N}-loadgen${i}.cpuprofile` })));
+  }
   const last = Math.max(...watched.map((w) => w.lastAt));
   const missing = watched.reduce((a, w) => a + w.missing, 0);
   table(`(b) a workspace policy re-certifying ${N} connected agents`, [

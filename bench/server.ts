@@ -14,8 +14,8 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { fleetOf } from '../src/services/fleet-module.js';
 import type { AgentDoc, WorkspaceAgentDoc } from '../src/store/collections.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Session } from 'node:inspector/promises';
-import { writeFile } from 'node:fs/promises';
+import type { MetricValueWithName } from 'prom-client';
+import { profileCommand } from './profiler.js';
 import { benchKey } from './keys.js';
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
@@ -31,8 +31,6 @@ type Msg =
   | { cmd: 'cpu' }
   | { cmd: 'settle' }
   | { cmd: 'stop' };
-
-let profiler: Session | undefined;
 
 let steward: Steward | undefined;
 let dataDir = '';
@@ -51,7 +49,8 @@ function memory() {
 async function ackBuckets(): Promise<Array<[number, number]>> {
   const metric = steward!.ctx.metrics.registry.getSingleMetric('steward_heartbeat_ack_seconds');
   if (!metric) return [];
-  const { values } = await metric.get();
+  // A histogram's values name their series (…_bucket, …_sum, …_count).
+  const values = (await metric.get()).values as Array<MetricValueWithName<string>>;
   return values
     .filter((v) => v.metricName === 'steward_heartbeat_ack_seconds_bucket')
     .map((v) => [v.labels.le === '+Inf' ? Infinity : Number(v.labels.le), v.value] as [number, number]);
@@ -116,20 +115,10 @@ process.on('message', async (raw: { id: number } & Msg) => {
         loopDelay.reset();
         return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets() });
       }
-      case 'profile': {
+      case 'profile':
         // BENCH_PROFILE_DIR set: a CPU profile of the measured phase (start, then stop with a file name).
-        if (!raw.file) {
-          profiler = new Session();
-          profiler.connect();
-          await profiler.post('Profiler.enable');
-          await profiler.post('Profiler.start');
-          return reply(id, {});
-        }
-        const { profile } = await profiler!.post('Profiler.stop');
-        await writeFile(raw.file, JSON.stringify(profile));
-        profiler!.disconnect();
+        await profileCommand(raw.file);
         return reply(id, {});
-      }
       case 'stop':
         await steward?.close();
         await rm(dataDir, { recursive: true, force: true });
