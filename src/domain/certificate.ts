@@ -87,7 +87,7 @@ function canonicalCertificate(c: Certificate): string | undefined {
   for (let i = 0; i < c.capabilities.length; i++) if (typeof c.capabilities[i] !== 'string') return undefined;
   let limits: string | undefined;
   if (c.resourceLimits === null) limits = 'null';
-  else if (typeof c.resourceLimits === 'object' && !Array.isArray(c.resourceLimits)) limits = canonicalize(c.resourceLimits);
+  else if (typeof c.resourceLimits === 'object' && !Array.isArray(c.resourceLimits)) limits = canonicalLimits(c.resourceLimits);
   if (limits === undefined) return undefined;
   return (
     `{"capabilities":${str(c.capabilities)},"issuedAt":${str(c.issuedAt)},"issuer":${str(c.issuer)},` +
@@ -98,6 +98,19 @@ function canonicalCertificate(c: Certificate): string | undefined {
 }
 
 const CERTIFICATE_MEMBERS = 11;
+
+/**
+ * The canonical text of resource limits, remembered per object: the certificates of one
+ * re-certification share their policy's limits object. Limits objects are not changed after
+ * they are made (a policy update makes new terms).
+ */
+const limitsText = new WeakMap<object, string | undefined>();
+function canonicalLimits(limits: ResourceLimits): string | undefined {
+  if (limitsText.has(limits)) return limitsText.get(limits);
+  const text = canonicalize(limits);
+  limitsText.set(limits, text);
+  return text;
+}
 
 export function newCertificate(input: {
   subject: string;

@@ -58,7 +58,7 @@ const DECISION_TIMEOUT_MS = 15_000;
 /** Actor events delivered per turn of the event loop (dropped ones are not counted). */
 const TELL_CHUNK = 128;
 /** How long "reissue offered" waits for the co-signature that would make it moot. */
-const OFFER_HOLD_MS = 250;
+const OFFER_HOLD_MS = 1000;
 
 interface Told {
   did: string;

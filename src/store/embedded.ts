@@ -65,7 +65,8 @@ function cloneValue(v: unknown): unknown {
   if (v instanceof Date) return new Date(v.getTime());
   if (isPlainObject(v)) {
     const out: Obj = {};
-    for (const [k, x] of Object.entries(v)) {
+    for (const k of Object.keys(v)) {
+      const x = (v as Obj)[k];
       if (x === undefined) continue;
       if (k === '__proto__') throw new InvalidQueryError('field name "__proto__" is not allowed');
       out[k] = cloneValue(x);
