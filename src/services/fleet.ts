@@ -176,6 +176,12 @@ export class FleetService {
   /** Delivers every queued actor event (held offers too); resolves once all are handed over. */
   async drainTold(): Promise<void> {
     this.draining = true;
+    if (this.holdTimer) {
+      // Waiting out a hold: deliver now instead.
+      clearTimeout(this.holdTimer);
+      this.holdTimer = null;
+      setImmediate(this.deliver);
+    }
     try {
       while (this.told.length > 0 || this.telling) await yieldToLoop();
     } finally {
@@ -188,7 +194,9 @@ export class FleetService {
   private telling = false;
   private draining = false;
   private told0 = 0;
+  private holdTimer: NodeJS.Timeout | null = null;
   private readonly deliver = (): void => {
+    this.holdTimer = null;
     const now = performance.now();
     let delivered = 0;
     while (this.told0 < this.told.length && delivered < TELL_CHUNK) {
@@ -196,7 +204,7 @@ export class FleetService {
       if (!item.dropped && item.due > now && !this.draining) {
         // A held offer heads the queue: wait for it (the events behind it keep their order).
         this.compactTold();
-        setTimeout(this.deliver, Math.max(1, Math.ceil(item.due - now)));
+        this.holdTimer = setTimeout(this.deliver, Math.max(1, Math.ceil(item.due - now)));
         return;
       }
       this.told0++;
