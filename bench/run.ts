@@ -16,7 +16,8 @@
  * in (a) (BENCH_ACTOR_IDLE_SECONDS, default 30; the hold should be longer to see actors leave memory).
  *
  * Diagnostics: BENCH_PROFILE_DIR=/tmp/x writes CPU profiles of the server during the connection
- * phase and the measured phase (in (b) also of each load generator);
+ * phase and the measured phase (in (b) also of each load generator), each with an allocation
+ * profile beside it (.heapprofile);
  * BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
  * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
  */

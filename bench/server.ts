@@ -32,13 +32,15 @@ type Msg =
   | { cmd: 'settle' }
   | { cmd: 'stop' };
 
+/** The full collection --expose-gc provides. */
+const gc = (globalThis as { gc?: () => void }).gc;
+
 let steward: Steward | undefined;
 let dataDir = '';
 
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
 function memory() {
-  const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
   gc?.();
   const m = process.memoryUsage();
@@ -106,7 +108,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
         // Writes the setup phase left pending (actor snapshots held back while the loop was busy),
         // and collects the setup phase's garbage, so the measured phase pays only for its own work.
         await steward!.ctx.actors.flush();
-        (globalThis as { gc?: () => void }).gc?.();
+        gc?.();
         return reply(id, {});
       case 'online':
         return reply(id, { online: fleetOf(steward!.ctx).gateway.onlineCount() });

@@ -65,6 +65,8 @@ export function certificateBytes(cert: Certificate): Buffer {
 }
 
 const str = JSON.stringify;
+/** Members of a certificate (schemas/certificate.schema.json). */
+const CERTIFICATE_MEMBERS = 11;
 const isStringOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
 
 /**
@@ -96,8 +98,6 @@ function canonicalCertificate(c: Certificate): string | undefined {
     `"subjectPublicKey":${str(c.subjectPublicKey)},"version":${str(c.version)}}`
   );
 }
-
-const CERTIFICATE_MEMBERS = 11;
 
 /**
  * The canonical text of resource limits, remembered per object: the certificates of one
