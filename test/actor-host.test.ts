@@ -514,6 +514,31 @@ test('does not passivate an actor waiting on a delayed transition', async () => 
   }
 });
 
+test('actors of a kind share one XState system; one actor’s delayed event keeps only that actor in memory', async () => {
+  const ctx = await open(tempDir(), { idleMs: 50 });
+  try {
+    const { host } = ctx;
+    const w = await host.get('counter', 'w');
+    const idle = await host.get('counter', 'idle');
+    const other = await host.get('ephemeral', 'e');
+    assert.is(w.system, idle.system, 'one system per kind');
+    assert.is.not(w.system, other.system, 'kinds do not share a system');
+    await host.send('counter', 'w', { type: 'WAIT' });
+    await sleep(200);
+    assert.ok(host.peek('counter', 'w'), 'waiting on its delayed transition');
+    assert.is(host.peek('counter', 'idle'), undefined, 'the other actor of the kind was passivated');
+    assert.is(idle.getSnapshot().status, 'stopped');
+    assert.is(host.peek('ephemeral', 'e'), undefined);
+    // A passivated actor is back on demand, in the same system, and takes events.
+    const again = await host.get('counter', 'idle');
+    assert.is(again.system, w.system);
+    await host.send('counter', 'idle', { type: 'INC' });
+    assert.is(again.getSnapshot().context.count, 1);
+  } finally {
+    await close(ctx);
+  }
+});
+
 test('an actor in a final state is written once more and dropped', async () => {
   const ctx = await open(tempDir());
   try {

@@ -18,11 +18,15 @@
  * history keys, arbitrary context keys) that document stores refuse as field names.
  *
  * Per-actor memory is kept small: one `Entry` object (which doubles as the actor's error
- * observer), one unref'd `Timeout` reused with `refresh()`, and one inspection callback shared by
- * every actor of a kind.
+ * observer), one unref'd `Timeout` reused with `refresh()`, and one XState actor system per kind.
+ * XState gives every root actor a system of its own (a scheduler, registries and about twenty
+ * closures: 2.7 KB, nearly half of a small actor), so the host starts one inert root actor per
+ * kind and creates that kind's actors as its children: they share its system, and with it the one
+ * inspection callback of the kind. Such children are stopped the way XState stops an actor's
+ * children (`stopHosted`), since XState refuses `stop()` on an actor that has a parent.
  */
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { createActor } from 'xstate';
+import { createActor, fromTransition } from 'xstate';
 import type { ActorRefFrom, AnyActor, AnyStateMachine, EventObject, InputFrom, InspectionEvent } from 'xstate';
 import type { Collection, Doc, Store } from '../store/types.js';
 
@@ -125,8 +129,12 @@ interface KindState {
   readonly draining: Map<string, Entry>;
   /** Restores in progress, shared by concurrent get() calls. */
   readonly loading: Map<string, Promise<AnyActor>>;
-  /** The one inspection callback shared by every actor of this kind. */
-  readonly inspect: (ev: InspectionEvent) => void;
+  /**
+   * The inert root actor whose system every actor of this kind shares (their parent). It ignores
+   * the done and error events XState relays to a parent; its system carries the kind's one
+   * inspection callback.
+   */
+  readonly root: AnyActor;
 }
 
 interface Waiter {
@@ -263,8 +271,14 @@ export class ActorHost {
       live: new Map(),
       draining: new Map(),
       loading: new Map(),
-      inspect: (ev) => this.onInspect(k, ev),
+      root: undefined as unknown as AnyActor, // created below, once k exists
     };
+    const root = createActor(fromTransition((state: null) => state, null), {
+      id: `${kind}-host`,
+      inspect: (ev: InspectionEvent) => this.onInspect(k, ev),
+    });
+    (k as { root: AnyActor }).root = root;
+    root.start();
     this.kinds.set(kind, k);
   }
 
@@ -558,8 +572,8 @@ export class ActorHost {
 
     const e = new Entry(this, k, id);
     const actor = persisted
-      ? createActor(k.machine, { id, snapshot: persisted as never, inspect: k.inspect })
-      : createActor(k.machine, { id, input: k.input?.(id) as never, inspect: k.inspect });
+      ? createActor(k.machine, { id, snapshot: persisted as never, parent: k.root })
+      : createActor(k.machine, { id, input: k.input?.(id) as never, parent: k.root });
     e.actor = actor;
     e.restoring = persisted !== undefined;
     actor.subscribe(e);
@@ -603,7 +617,8 @@ export class ActorHost {
   private onInspect(k: KindState, ev: InspectionEvent): void {
     if (ev.type !== '@xstate.snapshot') return;
     const ref = ev.actorRef as AnyActor;
-    if (ref.sessionId !== ev.rootId) return; // a child actor: its changes show in the root's snapshot
+    // Only hosted actors themselves: not the kind's root, and not the actors they invoke or spawn,
+    // whose changes show in their parent's snapshot.
     const e = k.live.get(ref.id);
     if (!e || e.actor !== ref || e.restoring || e.retired) return;
     const snap = ev.snapshot as { status: string; value?: unknown };
@@ -656,7 +671,7 @@ export class ActorHost {
     e.timer = undefined;
     if (k.live.get(e.id) === e) k.live.delete(e.id);
     try {
-      e.actor?.stop();
+      if (e.actor) stopHosted(e.actor);
     } catch (err) {
       this.log.warn({ kind: k.name, actorId: e.id, err: errInfo(err) }, 'error while stopping actor');
     }
@@ -683,8 +698,10 @@ export class ActorHost {
 
   /** Whether stopping the actor now would lose work that is not in its persisted snapshot. */
   private isBusy(actor: AnyActor): boolean {
-    const scheduled = actor.system.getSnapshot()._scheduledEvents;
-    for (const _ in scheduled) return true;
+    // The system is the kind's, shared: only this actor's own delayed events count (its children's
+    // are covered by the children check below).
+    const scheduled = actor.system.getSnapshot()._scheduledEvents as Record<string, { source?: unknown }>;
+    for (const id in scheduled) if (scheduled[id]!.source === actor) return true;
     const children = (actor.getSnapshot() as { children?: Record<string, AnyActor | undefined> }).children;
     if (children) {
       for (const id in children) {
@@ -919,6 +936,19 @@ export class ActorHost {
       (e.waiters ??= []).push({ resolve, reject });
     });
   }
+}
+
+/**
+ * Stops a hosted actor. It has a parent (its kind's root), and XState's `stop()` refuses actors
+ * with a parent; a parent stops its children through `_stop()`, which is what this calls. The
+ * check at start-up below fails loudly if an XState upgrade renames it.
+ */
+function stopHosted(actor: AnyActor): void {
+  (actor as unknown as { _stop(): void })._stop();
+}
+{
+  const probe = createActor(fromTransition((state: null) => state, null)) as unknown as { _stop?: unknown };
+  if (typeof probe._stop !== 'function') throw new Error('this XState version has no Actor._stop: the actor host cannot stop its actors');
 }
 
 function key(k: KindState, id: string): string {
