@@ -3,7 +3,8 @@
  *
  * nedb is used for what it does well: durable append-only persistence, crash-safe compaction,
  * the `_id` index and single/compound unique indexes (nedb 4 supports compound indexes through an
- * array `fieldName`). Query and update *semantics* are implemented here instead, because nedb's
+ * array `fieldName`; single-field indexes are kept in maps instead of nedb's trees, see
+ * nedb-index.ts). Query and update *semantics* are implemented here instead, because nedb's
  * differ from MongoDB in ways callers would notice (`{f: null}` does not match a missing field,
  * `$ne`/`$nin` on arrays test "some element", no `$all`/`$options`/`$setOnInsert`, upserts copy
  * operator objects into the new document, ...). Filters are compiled into a predicate and handed
@@ -16,6 +17,7 @@
  */
 import nedb from '@seald-io/nedb';
 import { checkObject, serialize } from '@seald-io/nedb/lib/model.js';
+import { installKeyedIndexes } from './nedb-index.js';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -41,6 +43,8 @@ import {
 
 type Obj = Record<string, unknown>;
 type StoredDoc = Obj & { _id: string };
+
+installKeyedIndexes();
 
 // ---------------------------------------------------------------------------------------------
 // Values: cloning, comparison (BSON order), paths
@@ -1536,8 +1540,8 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 }
 
 /**
- * Matching stored documents, in nedb's candidate order (the `_id` index, unless an index hint
- * narrows it). nedb evaluates `$where` with the stored document as `this`; we collect matches
+ * Matching stored documents, in nedb's candidate order (the `_id` index's, which is insertion
+ * order (src/store/nedb-index.ts), unless an index hint narrows it). nedb evaluates `$where` with the stored document as `this`; we collect matches
  * ourselves and answer false so nedb copies nothing. nedb never mutates a stored document in
  * place (updates swap in a new object), so these references are a consistent snapshot; callers
  * copy what they hand out.

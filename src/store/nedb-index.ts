@@ -1,0 +1,252 @@
+/**
+ * Leaner single-field indexes for nedb, installed once when the embedded store loads.
+ *
+ * nedb keeps each index in an AVL tree whose nodes carry their own copies of the tree's options:
+ * about 170 bytes of heap per indexed document and index. A fleet's collections index most
+ * documents two or three times (an agent costs about a dozen entries), so the trees alone were
+ * about 2 KB per agent. Here a single-field index keeps its keys in a `Map` instead (about 40
+ * bytes per entry): a key maps to its one document, or to an array when several share it.
+ *
+ * The index keeps nedb's meaning: keys are equal exactly when nedb's `compareThings` says so
+ * (strings, numbers, booleans, null and a missing field by value, dates by time, arrays and
+ * objects deeply), a unique index refuses a second document with the same `uniqueViolated` error,
+ * and range look-ups return documents in key order. What changes is the order of a full walk
+ * (nedb's candidate order when no index narrows a query): insertion order instead of key order.
+ * Neither order is part of the store contract, which like MongoDB promises no order without a
+ * sort. An update that keeps a document's key keeps its place (and costs one `Map.set`).
+ *
+ * How it is installed: nedb's `Index` builds its tree in its constructor and in `reset` by
+ * assigning `this.tree`; an accessor on `Index.prototype` takes that assignment and, for an index
+ * on one field, keeps a `KeyedTree` instead. Compound indexes keep nedb's tree. nedb is pinned,
+ * and the embedded store's contract tests run through these indexes.
+ */
+import Index from '@seald-io/nedb/lib/indexes.js';
+import { compareThings, getDotValues } from '@seald-io/nedb/lib/model.js';
+
+type IndexedDoc = object;
+/** One document, or the documents sharing a key (documents are objects, never arrays). */
+type Slot = IndexedDoc | IndexedDoc[];
+
+interface RangeQuery {
+  $lt?: unknown;
+  $lte?: unknown;
+  $gt?: unknown;
+  $gte?: unknown;
+}
+
+const isPrimitiveKey = (key: unknown): boolean =>
+  key === null || key === undefined || typeof key === 'string' || typeof key === 'number' || typeof key === 'boolean';
+
+function uniqueViolation(key: unknown): Error {
+  const err = new Error(`Can't insert key ${JSON.stringify(key)}, it violates the unique constraint`) as Error & {
+    key: unknown;
+    errorType: string;
+  };
+  err.key = key;
+  err.errorType = 'uniqueViolated';
+  return err;
+}
+
+/** The tree interface nedb's `Index` uses, over maps. */
+export class KeyedTree {
+  /** Strings, numbers, booleans, null and undefined (Map's SameValueZero is compareThings' equality for these). */
+  private readonly plain = new Map<unknown, Slot>();
+  /** Dates, by their time. */
+  private readonly dates = new Map<number, { key: Date; slot: Slot }>();
+  /** Arrays and objects (an indexed field holding a sub-document): compared with compareThings. */
+  private readonly deep: Array<{ key: unknown; slot: Slot }> = [];
+
+  constructor(readonly unique: boolean) {}
+
+  insert(key: unknown, doc: IndexedDoc): void {
+    const cur = this.get(key);
+    if (cur === undefined) return this.set(key, doc);
+    if (this.unique) throw uniqueViolation(key);
+    if (Array.isArray(cur)) cur.push(doc);
+    else this.set(key, [cur, doc]);
+  }
+
+  delete(key: unknown, doc: IndexedDoc): void {
+    const cur = this.get(key);
+    if (cur === undefined) return;
+    if (!Array.isArray(cur)) {
+      if (cur === doc) this.unset(key);
+      return;
+    }
+    // A new array, as nedb's tree does: an array handed out by search() stays as it was.
+    const rest = cur.filter((d) => d !== doc);
+    if (rest.length === cur.length) return;
+    if (rest.length === 0) this.unset(key);
+    else this.set(key, rest.length === 1 ? rest[0]! : rest);
+  }
+
+  /** Swaps `oldDoc` for `newDoc` under `key`, in place; false when `oldDoc` is not there. */
+  replace(key: unknown, oldDoc: IndexedDoc, newDoc: IndexedDoc): boolean {
+    const cur = this.get(key);
+    if (cur === oldDoc) {
+      this.set(key, newDoc);
+      return true;
+    }
+    if (!Array.isArray(cur)) return false;
+    const i = cur.indexOf(oldDoc);
+    if (i < 0) return false;
+    const next = cur.slice();
+    next[i] = newDoc;
+    this.set(key, next);
+    return true;
+  }
+
+  search(key: unknown): IndexedDoc[] {
+    const cur = this.get(key);
+    if (cur === undefined) return [];
+    return Array.isArray(cur) ? cur : [cur];
+  }
+
+  /** Documents whose key lies within the bounds, in key order (as nedb's tree returns them). */
+  betweenBounds(query: RangeQuery): IndexedDoc[] {
+    const inRange = (k: unknown): boolean =>
+      (!('$gt' in query) || compareThings(k, query.$gt) > 0) &&
+      (!('$gte' in query) || compareThings(k, query.$gte) >= 0) &&
+      (!('$lt' in query) || compareThings(k, query.$lt) < 0) &&
+      (!('$lte' in query) || compareThings(k, query.$lte) <= 0);
+    const hits = this.entries().filter(([k]) => inRange(k));
+    hits.sort((a, b) => compareThings(a[0], b[0]));
+    return hits.flatMap(([, slot]) => (Array.isArray(slot) ? slot : [slot]));
+  }
+
+  /** Every document, in insertion order of its key. */
+  all(): IndexedDoc[] {
+    const out: IndexedDoc[] = [];
+    const add = (slot: Slot) => {
+      if (Array.isArray(slot)) for (const d of slot) out.push(d);
+      else out.push(slot);
+    };
+    for (const slot of this.plain.values()) add(slot);
+    for (const e of this.dates.values()) add(e.slot);
+    for (const e of this.deep) add(e.slot);
+    return out;
+  }
+
+  /** nedb's tree walk; `Index#getAll` is replaced by `all()`, this is for anything else. */
+  executeOnEveryNode(fn: (node: { key: unknown; data: IndexedDoc[] }) => void): void {
+    for (const [key, slot] of this.entries()) fn({ key, data: Array.isArray(slot) ? slot : [slot] });
+  }
+
+  private entries(): Array<[unknown, Slot]> {
+    const out: Array<[unknown, Slot]> = [...this.plain];
+    for (const e of this.dates.values()) out.push([e.key, e.slot]);
+    for (const e of this.deep) out.push([e.key, e.slot]);
+    return out;
+  }
+
+  private get(key: unknown): Slot | undefined {
+    if (isPrimitiveKey(key)) return this.plain.get(key);
+    if (key instanceof Date) return this.dates.get(key.getTime())?.slot;
+    return this.deep.find((e) => compareThings(e.key, key) === 0)?.slot;
+  }
+
+  private set(key: unknown, slot: Slot): void {
+    if (isPrimitiveKey(key)) {
+      this.plain.set(key, slot);
+    } else if (key instanceof Date) {
+      const e = this.dates.get(key.getTime());
+      if (e) e.slot = slot;
+      else this.dates.set(key.getTime(), { key, slot });
+    } else {
+      const e = this.deep.find((x) => compareThings(x.key, key) === 0);
+      if (e) e.slot = slot;
+      else this.deep.push({ key, slot });
+    }
+  }
+
+  private unset(key: unknown): void {
+    if (isPrimitiveKey(key)) this.plain.delete(key);
+    else if (key instanceof Date) this.dates.delete(key.getTime());
+    else {
+      const i = this.deep.findIndex((x) => compareThings(x.key, key) === 0);
+      if (i >= 0) this.deep.splice(i, 1);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Installation on nedb's Index
+
+interface NedbIndex {
+  _fields: string[];
+  unique: boolean;
+  sparse: boolean;
+  tree: unknown;
+  update(oldDoc: unknown, newDoc?: unknown): void;
+  getAll(): IndexedDoc[];
+}
+interface Pair {
+  oldDoc: IndexedDoc;
+  newDoc: IndexedDoc;
+}
+
+const proto = (Index as unknown as { prototype: NedbIndex }).prototype;
+const TREE = Symbol('tree');
+type WithTree = NedbIndex & { [TREE]?: unknown };
+
+/** The index's key of `doc` when an update can keep the document in place, else a marker. */
+const MOVES = Symbol('moves');
+function stableKey(index: NedbIndex, oldDoc: IndexedDoc, newDoc: IndexedDoc): unknown {
+  const a = getDotValues(oldDoc, index._fields);
+  if (!isPrimitiveKey(a)) return MOVES;
+  return a === getDotValues(newDoc, index._fields) ? a : MOVES;
+}
+
+/** Keeps a document in place when its key is unchanged; false when it must be moved. */
+function updateInPlace(index: NedbIndex, tree: KeyedTree, pair: Pair): boolean {
+  const key = stableKey(index, pair.oldDoc, pair.newDoc);
+  if (key === MOVES) return false;
+  if (key === undefined && index.sparse) return true; // not indexed before or after
+  return tree.replace(key, pair.oldDoc, pair.newDoc);
+}
+
+let installed = false;
+
+/** Makes nedb's single-field indexes KeyedTrees (idempotent). */
+export function installKeyedIndexes(): void {
+  if (installed) return;
+  installed = true;
+  const originalUpdate = proto.update;
+  const originalGetAll = proto.getAll;
+  Object.defineProperty(proto, 'tree', {
+    configurable: true,
+    get(this: WithTree) {
+      return this[TREE];
+    },
+    set(this: WithTree, tree: unknown) {
+      this[TREE] = this._fields.length === 1 ? new KeyedTree(this.unique) : tree;
+    },
+  });
+  proto.getAll = function (this: NedbIndex): IndexedDoc[] {
+    const tree = this.tree;
+    return tree instanceof KeyedTree ? tree.all() : originalGetAll.call(this);
+  };
+  // nedb updates an index by removing the old document and inserting the new one (with a rollback
+  // when a unique key collides). A document whose key did not change is swapped in place instead:
+  // it cannot collide, and it keeps its place in the walk order.
+  proto.update = function (this: NedbIndex, oldDoc: unknown, newDoc?: unknown): void {
+    const tree = this.tree;
+    if (!(tree instanceof KeyedTree)) return originalUpdate.call(this, oldDoc, newDoc);
+    if (!Array.isArray(oldDoc)) {
+      if (updateInPlace(this, tree, { oldDoc: oldDoc as IndexedDoc, newDoc: newDoc as IndexedDoc })) return;
+      return originalUpdate.call(this, oldDoc, newDoc);
+    }
+    // Several documents: those whose key moves go through nedb's all-or-nothing update first;
+    // the in-place swaps cannot fail, so they follow once that has succeeded.
+    const pairs = oldDoc as Pair[];
+    const moving: Pair[] = [];
+    const staying: Array<{ key: unknown; pair: Pair }> = [];
+    for (const pair of pairs) {
+      const key = stableKey(this, pair.oldDoc, pair.newDoc);
+      if (key === MOVES || tree.search(key).indexOf(pair.oldDoc) < 0) moving.push(pair);
+      else staying.push({ key, pair });
+    }
+    if (moving.length > 0) originalUpdate.call(this, moving);
+    for (const { key, pair } of staying) tree.replace(key, pair.oldDoc, pair.newDoc);
+  };
+}
