@@ -17,7 +17,8 @@
  *
  * Diagnostics: BENCH_PROFILE_DIR=/tmp/x writes CPU profiles of the server during the connection
  * phase and the measured phase (in (b) also of each load generator), each with an allocation
- * profile beside it (.heapprofile);
+ * profile beside it (.heapprofile), and in (a) heap snapshots of the server once the agents are
+ * connected and after the hold (.heapsnapshot, for Chrome DevTools' Memory tab);
  * BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
  * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
  */
@@ -129,14 +130,23 @@ async function online(s: Setup): Promise<number> {
 
 // ---------------------------------------------------------------------------------------------
 
+/** New, old and large-object spaces of a memory reading: committed (used) MiB. */
+function spaceRow(spaces: Record<string, { size: number; used: number }>): string {
+  const one = (name: string) => `${fmt((spaces[name]?.size ?? 0) / MB)} (${fmt((spaces[name]?.used ?? 0) / MB)})`;
+  return ['new_space', 'old_space', 'large_object_space'].map(one).join(' / ') + ' MiB';
+}
+
 async function benchMemory(): Promise<void> {
   // Agent actors leave memory after ACTOR_IDLE s without a lifecycle event (AGENT_ACTOR_IDLE_SECONDS).
   const s = await setup(N, { AGENT_ACTOR_IDLE_SECONDS: String(ACTOR_IDLE_S) });
   const live = await s.server.call<{ memory: any; actors: Record<string, number> }>({ cmd: 'memory' });
+  const pdir = process.env.BENCH_PROFILE_DIR;
+  if (pdir) await s.server.call({ cmd: 'heapsnapshot', file: `${pdir}/memory-${N}-live.heapsnapshot` });
   await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs: 30_000 })));
   await new Promise((r) => setTimeout(r, HOLD_S * 1000));
   const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
   const m = await s.server.call<{ memory: any; sockets: Record<string, number>; actors: Record<string, number> }>({ cmd: 'memory' });
+  if (pdir) await s.server.call({ cmd: 'heapsnapshot', file: `${pdir}/memory-${N}-held.heapsnapshot` });
   const on = await online(s);
   const perAgent = (bytes: number) => `${fmt(bytes / N / 1024, 2)} KiB`;
   table(`(a) ${N} agents held, heartbeating every 30 s`, [
@@ -149,6 +159,8 @@ async function benchMemory(): Promise<void> {
     [`after the hold, ${m.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(m.memory.rss / MB)} / ${fmt(m.memory.heapUsed / MB)} MiB`],
     ['  per agent (minus the empty server): RSS / heap', `${perAgent(m.memory.rss - s.mem0.rss)} / ${perAgent(m.memory.heapUsed - s.mem0.heapUsed)}`],
     ['  V8 heap committed (heapTotal) / external / array buffers', `${fmt(m.memory.heapTotal / MB)} / ${fmt(m.memory.external / MB)} / ${fmt(m.memory.arrayBuffers / MB)} MiB`],
+    ['V8 spaces when connected, committed (used): new / old / large objects', spaceRow(live.memory.spaces)],
+    ['V8 spaces after the hold, committed (used): new / old / large objects', spaceRow(m.memory.spaces)],
   ]);
   await teardown(s);
 }

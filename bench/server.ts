@@ -14,6 +14,7 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { fleetOf } from '../src/services/fleet-module.js';
 import type { AgentDoc, WorkspaceAgentDoc } from '../src/store/collections.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import type { MetricValueWithName } from 'prom-client';
 import { profileCommand } from './profiler.js';
 import { benchKey } from './keys.js';
@@ -28,6 +29,7 @@ type Msg =
   | { cmd: 'online' }
   | { cmd: 'counters' }
   | { cmd: 'profile'; file?: string }
+  | { cmd: 'heapsnapshot'; file: string }
   | { cmd: 'cpu' }
   | { cmd: 'settle' }
   | { cmd: 'stop' };
@@ -44,7 +46,9 @@ function memory() {
   gc?.();
   gc?.();
   const m = process.memoryUsage();
-  return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers };
+  // Committed (space_size) and used bytes of each V8 heap space: where RSS beyond heapUsed sits.
+  const spaces = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
+  return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, spaces };
 }
 
 /** The server's own heartbeat-ack histogram: cumulative counts per upper bound (seconds). */
@@ -102,6 +106,11 @@ process.on('message', async (raw: { id: number } & Msg) => {
       }
       case 'memory':
         return reply(id, { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts() });
+      case 'heapsnapshot':
+        // BENCH_PROFILE_DIR set: what the heap holds, object by object (after a full collection).
+        gc?.();
+        writeHeapSnapshot(raw.file);
+        return reply(id, {});
       case 'cpu':
         return reply(id, process.cpuUsage());
       case 'settle':
