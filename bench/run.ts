@@ -13,7 +13,8 @@
  * default 35), --rate R heartbeats per second in (d) (BENCH_HB_RATE, default 2000), --seconds D
  * duration of (d) (BENCH_HB_SECONDS, default 10), --concurrency C handshakes in flight per load
  * generator (BENCH_CONCURRENCY, default 250), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS
- * in (a) (BENCH_ACTOR_IDLE_SECONDS, default 30; the hold should be longer to see actors leave memory).
+ * in (a) (BENCH_ACTOR_IDLE_SECONDS, default 60: longer than the hold, so that the reading after the
+ * hold has the actors in memory; (a) then waits until they have left memory for its last reading).
  *
  * Diagnostics: BENCH_PROFILE_DIR=/tmp/x writes CPU profiles of the server during the connection
  * phase and the measured phase (in (b) also of each load generator), each with an allocation
@@ -33,7 +34,7 @@ const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 35);
 const RATE = flag('rate', 'BENCH_HB_RATE', 2000);
 const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
 const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
-const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 30);
+const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 60);
 /** Loopback source addresses per load generator. */
 const ADDRESSES_PER_LOADGEN = 4;
 
@@ -137,30 +138,46 @@ function spaceRow(spaces: Record<string, { size: number; used: number }>): strin
 }
 
 async function benchMemory(): Promise<void> {
-  // Agent actors leave memory after ACTOR_IDLE s without a lifecycle event (AGENT_ACTOR_IDLE_SECONDS).
+  // Agent actors leave memory after ACTOR_IDLE s without a lifecycle event (AGENT_ACTOR_IDLE_SECONDS):
+  // the hold is shorter, so its reading has them in memory; the last reading waits until they left.
   const s = await setup(N, { AGENT_ACTOR_IDLE_SECONDS: String(ACTOR_IDLE_S) });
-  const live = await s.server.call<{ memory: any; actors: Record<string, number> }>({ cmd: 'memory' });
+  type Reading = { memory: any; actors: Record<string, number> };
+  const read = () => s.server.call<Reading>({ cmd: 'memory' });
+  const live = await read();
   const pdir = process.env.BENCH_PROFILE_DIR;
   if (pdir) await s.server.call({ cmd: 'heapsnapshot', file: `${pdir}/memory-${N}-live.heapsnapshot` });
   await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs: 30_000 })));
+  const c0 = await cpuMark(s);
   await new Promise((r) => setTimeout(r, HOLD_S * 1000));
-  const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
-  const m = await s.server.call<{ memory: any; sockets: Record<string, number>; actors: Record<string, number> }>({ cmd: 'memory' });
+  const c1 = await cpuMark(s);
+  const held = await read();
   if (pdir) await s.server.call({ cmd: 'heapsnapshot', file: `${pdir}/memory-${N}-held.heapsnapshot` });
+  // Until the actors have left memory (idle time after their last event, plus the idle check).
+  const deadline = Date.now() + (ACTOR_IDLE_S + 30) * 1000;
+  let passivated = held;
+  while ((passivated.actors.agent ?? 0) > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 5000));
+    passivated = await s.server.call<Reading>({ cmd: 'memory' });
+  }
+  const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
   const on = await online(s);
   const perAgent = (bytes: number) => `${fmt(bytes / N / 1024, 2)} KiB`;
+  const rows = (label: string, r: Reading): Array<[string, string]> => [
+    [`${label}, ${r.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(r.memory.rssAsIs / MB)} / ${fmt(r.memory.heapUsed / MB)} MiB`],
+    ['  per agent (minus the empty server): RSS / heap used', `**${perAgent(r.memory.rssAsIs - s.mem0.rssAsIs)}** / ${perAgent(r.memory.heapUsed - s.mem0.heapUsed)}`],
+    ['  RSS after a forced full collection, per agent', perAgent(r.memory.rss - s.mem0.rss)],
+    ['  V8 spaces, committed (used): new / old / large objects', spaceRow(r.memory.spaces)],
+  ];
   table(`(a) ${N} agents held, heartbeating every 30 s`, [
     ['agents online (server)', String(on)],
     ['first connection of all agents', `${fmt(s.connectMs / 1000, 1)} s`],
-    ['heartbeats sent / acknowledged during the hold', `${hb.reduce((a, r) => a + r.sent, 0)} / ${hb.reduce((a, r) => a + r.acked, 0)} in ${HOLD_S} s`],
-    ['server RSS: empty / agents registered', `${fmt(s.mem0.rss / MB)} / ${fmt(s.memRegistered.rss / MB)} MiB`],
-    [`connected, ${live.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(live.memory.rss / MB)} / ${fmt(live.memory.heapUsed / MB)} MiB`],
-    ['  per agent (minus the empty server): RSS / heap', `${perAgent(live.memory.rss - s.mem0.rss)} / ${perAgent(live.memory.heapUsed - s.mem0.heapUsed)}`],
-    [`after the hold, ${m.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(m.memory.rss / MB)} / ${fmt(m.memory.heapUsed / MB)} MiB`],
-    ['  per agent (minus the empty server): RSS / heap', `${perAgent(m.memory.rss - s.mem0.rss)} / ${perAgent(m.memory.heapUsed - s.mem0.heapUsed)}`],
-    ['  V8 heap committed (heapTotal) / external / array buffers', `${fmt(m.memory.heapTotal / MB)} / ${fmt(m.memory.external / MB)} / ${fmt(m.memory.arrayBuffers / MB)} MiB`],
-    ['V8 spaces when connected, committed (used): new / old / large objects', spaceRow(live.memory.spaces)],
-    ['V8 spaces after the hold, committed (used): new / old / large objects', spaceRow(m.memory.spaces)],
+    ['heartbeats sent / acknowledged', `${hb.reduce((a, r) => a + r.sent, 0)} / ${hb.reduce((a, r) => a + r.acked, 0)}`],
+    ['server RSS: empty / agents registered', `${fmt(s.mem0.rssAsIs / MB)} / ${fmt(s.memRegistered.rssAsIs / MB)} MiB`],
+    ...rows('right after the connection storm', live),
+    ...rows(`after a ${HOLD_S} s hold`, held),
+    ...cpuRows(c0, c1).map(([k, v]) => [`  during the hold: ${k}`, v] as [string, string]),
+    ...rows('once idle actors left memory', passivated),
+    ['  V8 heap committed (heapTotal) / external / array buffers, at the end', `${fmt(passivated.memory.heapTotal / MB)} / ${fmt(passivated.memory.external / MB)} / ${fmt(passivated.memory.arrayBuffers / MB)} MiB`],
   ]);
   await teardown(s);
 }

@@ -43,12 +43,15 @@ let dataDir = '';
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
 function memory() {
+  // RSS as the process has it (what an operator sees), then the heap after a full collection
+  // (what is really held). The collection itself compacts little and returns few pages.
+  const rssAsIs = process.memoryUsage.rss();
   gc?.();
   gc?.();
   const m = process.memoryUsage();
   // Committed (space_size) and used bytes of each V8 heap space: where RSS beyond heapUsed sits.
   const spaces = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
-  return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, spaces };
+  return { rssAsIs, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, spaces };
 }
 
 /** The server's own heartbeat-ack histogram: cumulative counts per upper bound (seconds). */
