@@ -93,7 +93,7 @@ export const VARIABLES = {
   ACTOR_IDLE_MS: {
     schema: int(0, 7 * 24 * 3600 * 1000),
     default: String(10 * 60 * 1000),
-    description: 'Actors idle this long are passivated (snapshot kept, memory freed); 0 never passivates.',
+    description: 'Actors idle this long are passivated (snapshot kept, memory freed), within a quarter of this time after it ends; 0 never passivates.',
   },
   SESSION_TTL_HOURS: {
     schema: int(1, 24 * 365),
@@ -163,7 +163,7 @@ export const VARIABLES = {
   AGENT_ACTOR_IDLE_SECONDS: {
     schema: int(0, 7 * 24 * 3600),
     default: '120',
-    description: "An agent's actor with no lifecycle event for this long leaves memory (its snapshot stays; heartbeats are not lifecycle events); 0 keeps agent actors in memory.",
+    description: "An agent's actor with no lifecycle event for this long leaves memory, within a quarter of this time after it (its snapshot stays; heartbeats are not lifecycle events); 0 keeps agent actors in memory.",
   },
   AGENT_ACTOR_WRITE_DELAY_MS: {
     schema: int(0, 60_000),

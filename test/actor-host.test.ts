@@ -461,7 +461,9 @@ test('passivates idle actors and restores them on demand', async () => {
       await host.send('counter', 'a', { type: 'INC' });
     }
     assert.ok(host.peek('counter', 'a'));
-    await sleep(300);
+    await sleep(80);
+    assert.ok(host.peek('counter', 'a'), 'not before idleMs');
+    await sleep(220);
     assert.is(host.peek('counter', 'a'), undefined);
     assert.equal(host.list(), []);
     assert.equal(host.counts().counter, 0);

@@ -18,7 +18,8 @@
  * history keys, arbitrary context keys) that document stores refuse as field names.
  *
  * Per-actor memory is kept small: one `Entry` object (which doubles as the actor's error
- * observer), one unref'd `Timeout` reused with `refresh()`, and one XState actor system per kind.
+ * observer; idle time is an epoch stamp on it, swept by one timer per kind, not a timer per
+ * actor), and one XState actor system per kind.
  * XState gives every root actor a system of its own (a scheduler, registries and about twenty
  * closures: 2.7 KB, nearly half of a small actor), so the host starts one inert root actor per
  * kind and creates that kind's actors as its children: they share its system, and with it the one
@@ -135,6 +136,13 @@ interface KindState {
    * inspection callback.
    */
   readonly root: AnyActor;
+  /**
+   * Idle tracking without a timer per actor: `epoch` advances every quarter of `idleMs` (while the
+   * kind has live actors), a use stamps the actor with it, and an actor whose stamp is more than
+   * four epochs old has been idle for between 1 and 1.25 × `idleMs`.
+   */
+  epoch: number;
+  sweeper: NodeJS.Timeout | undefined;
 }
 
 interface Waiter {
@@ -143,6 +151,8 @@ interface Waiter {
 }
 
 const BATCH_MAX = 500;
+/** Idle epochs per `idleMs` (see KindState.epoch). */
+const IDLE_EPOCHS = 4;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
 const FLUSH_MAX_ROUNDS = 1_000;
@@ -157,7 +167,8 @@ const MAX_DEFERRALS = 10;
  */
 class Entry {
   actor: AnyActor | undefined = undefined;
-  timer: NodeJS.Timeout | undefined = undefined;
+  /** The kind's idle epoch when the actor was last used (see KindState.epoch). */
+  usedEpoch = 0;
   /** The last snapshot object seen; XState keeps the same object when an event changes nothing. */
   seen: unknown = undefined;
   /** Persisted snapshot captured before the host stopped the actor (a stopped actor's own snapshot says `stopped`). */
@@ -171,7 +182,7 @@ class Entry {
   retired = false;
   /** Being started from a stored snapshot: its start-up snapshot event is not a change. */
   restoring = false;
-  /** Idle timer fired while a write was pending: passivate once it is written. */
+  /** Found idle while a write was pending: passivate once it is written. */
   passivating = false;
   /** The next store operation deletes the snapshot instead of writing it. */
   deleteOnFlush = false;
@@ -233,7 +244,6 @@ export class ActorHost {
   private stopped = false;
   private stopping: Promise<void> | undefined;
   private readonly runRound = (): void => this.round();
-  private readonly onIdleTimer = (e: Entry): void => this.onIdle(e);
 
   constructor(opts: ActorHostOptions) {
     this.col = opts.store.collection<SnapshotDoc>(opts.collection ?? 'actor_snapshots');
@@ -272,6 +282,8 @@ export class ActorHost {
       draining: new Map(),
       loading: new Map(),
       root: undefined as unknown as AnyActor, // created below, once k exists
+      epoch: 0,
+      sweeper: undefined,
     };
     const root = createActor(fromTransition((state: null) => state, null), {
       id: `${kind}-host`,
@@ -525,6 +537,10 @@ export class ActorHost {
       }
     }
     await this.flush();
+    for (const k of this.kinds.values()) {
+      if (k.sweeper) clearInterval(k.sweeper);
+      k.sweeper = undefined;
+    }
     if (this.immediate) clearImmediate(this.immediate);
     this.immediate = undefined;
     if (this.delayed) clearTimeout(this.delayed);
@@ -601,17 +617,33 @@ export class ActorHost {
       if (!e.retired) this.markDirty(e); // normally marked by the start-up snapshot event already
     }
     if (!e.retired && k.idleMs > 0) {
-      e.timer = setTimeout(this.onIdleTimer, k.idleMs, e);
-      e.timer.unref();
+      e.usedEpoch = k.epoch;
+      if (!k.sweeper) {
+        k.sweeper = setInterval(this.sweep, Math.max(1, k.idleMs / IDLE_EPOCHS), k);
+        k.sweeper.unref();
+      }
     }
     return actor;
   }
 
-  /** Resets the idle timer. */
+  /** Marks the actor used now: its idle time starts again. */
   private touch(e: Entry): void {
     e.passivating = false;
-    e.timer?.refresh();
+    e.usedEpoch = e.kind.epoch;
   }
+
+  /** Advances a kind's idle epoch and lets the actors idle for `idleMs` go (see KindState.epoch). */
+  private readonly sweep = (k: KindState): void => {
+    k.epoch++;
+    if (k.live.size === 0 || this.stopped) {
+      clearInterval(k.sweeper);
+      k.sweeper = undefined;
+      return;
+    }
+    for (const e of k.live.values()) {
+      if (k.epoch - e.usedEpoch > IDLE_EPOCHS) this.onIdle(e);
+    }
+  };
 
   /** The shared inspection callback: follows root snapshots of hosted actors. */
   private onInspect(k: KindState, ev: InspectionEvent): void {
@@ -652,8 +684,6 @@ export class ActorHost {
     const k = e.kind;
     e.retired = true;
     e.passivating = false;
-    if (e.timer) clearTimeout(e.timer);
-    e.timer = undefined;
     if (k.live.get(e.id) === e) k.live.delete(e.id);
     const status = (e.actor?.getSnapshot() as { status?: string } | undefined)?.status;
     if (status === 'done' && k.deleteWhenDone) e.deleteOnFlush = true;
@@ -667,8 +697,6 @@ export class ActorHost {
     const k = e.kind;
     e.retired = true;
     e.passivating = false;
-    if (e.timer) clearTimeout(e.timer);
-    e.timer = undefined;
     if (k.live.get(e.id) === e) k.live.delete(e.id);
     try {
       if (e.actor) stopHosted(e.actor);
@@ -680,7 +708,7 @@ export class ActorHost {
   private onIdle(e: Entry): void {
     if (e.retired || this.stopped) return;
     if (this.isBusy(e.actor!)) {
-      e.timer?.refresh(); // delayed events or running children would be lost
+      e.usedEpoch = e.kind.epoch; // delayed events or running children would be lost: another idle period
       return;
     }
     if (e.dirty || e.busy) {
@@ -906,11 +934,11 @@ export class ActorHost {
       if (e.passivating && !e.retired) {
         e.passivating = false;
         if (!this.stopped && !this.isBusy(e.actor!)) this.passivate(e);
-        else e.timer?.refresh();
+        else e.usedEpoch = k.epoch;
       }
     } else if (e.passivating) {
       e.passivating = false;
-      e.timer?.refresh(); // try again after another idle period
+      e.usedEpoch = k.epoch; // try again after another idle period
     }
     const waiters = e.waiters;
     if (waiters) {
