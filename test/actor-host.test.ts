@@ -525,7 +525,8 @@ test('actors of a kind share one XState system; one actor’s delayed event keep
     const other = await host.get('ephemeral', 'e');
     assert.is(w.system, idle.system, 'one system per kind');
     assert.is.not(w.system, other.system, 'kinds do not share a system');
-    assert.is(w.options, idle.options, 'started actors share one options object, not a copy each');
+    const options = (a: unknown) => (a as { options: unknown }).options;
+    assert.is(options(w), options(idle), 'started actors share one options object, not a copy each');
     await host.send('counter', 'w', { type: 'WAIT' });
     await sleep(200);
     assert.ok(host.peek('counter', 'w'), 'waiting on its delayed transition');

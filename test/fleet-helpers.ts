@@ -13,16 +13,7 @@ import type { Capability } from '../src/store/collections.js';
 import { startServer, waitFor, type TestServer } from './helpers.js';
 import { ownerOf, type TestUser } from './fixtures.js';
 
-export { makeWorkspace, isError, enc } from './people-helpers.js';
-
-/** A fresh server (extra environment allowed) whose owner (global admin) is claimed and has a session. */
-export async function startWithOwner(env: Record<string, string> = {}): Promise<{ s: TestServer; owner: TestUser }> {
-  const keys = generateKeyPair();
-  const s = await startServer({ STEWARD_OWNER_DID: keys.did, ...env });
-  const owner = await ownerOf(s);
-  owner.keys = keys;
-  return { s, owner };
-}
+export { makeWorkspace, isError, enc, startWithOwner } from './people-helpers.js';
 
 export const fleet = (s: TestServer): Fleet => fleetOf(s.ctx);
 

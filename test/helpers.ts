@@ -123,12 +123,12 @@ export function client(baseUrl: string, token?: string) {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls until fn returns a truthy value or the time runs out. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, stepMs = 10): Promise<T> {
+/** Polls until fn returns a truthy value (which it resolves to) or the time runs out. */
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, stepMs = 10): Promise<Exclude<T, null | undefined | false | 0 | ''>> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as Exclude<T, null | undefined | false | 0 | ''>;
     if (Date.now() > end) throw new Error(`waitFor: condition not met within ${timeoutMs} ms`);
     await sleep(stepMs);
   }

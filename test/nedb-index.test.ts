@@ -5,11 +5,15 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import nedb from '@seald-io/nedb';
+import nedbModule from '@seald-io/nedb';
 import { compareThings, getDotValues } from '@seald-io/nedb/lib/model.js';
 import { installKeyedIndexes, KeyedTree } from '../src/store/nedb-index.js';
 
 installKeyedIndexes();
+
+// CommonJS (`module.exports = Datastore`) whose typings say `export default` (as in the store).
+const Datastore = nedbModule as unknown as typeof nedbModule.default;
+type nedb = InstanceType<typeof Datastore>;
 
 const test = suite('nedb single-field indexes');
 
@@ -32,7 +36,7 @@ const ids = (docs: D[]) => docs.map((d) => d._id).sort();
 const KEYS: unknown[] = [0, -0, 1, 2.5, -7, 'a', 'b', '', '1', true, false, null, new Date(1000), new Date(1000), new Date(2000), ['x', 'y'], [], { p: 1 }, { p: 1 }, { p: 2 }, undefined];
 
 test('single-field indexes are KeyedTrees; a compound index keeps nedb’s tree', async () => {
-  const db = new nedb({ inMemoryOnly: true });
+  const db = new Datastore({ inMemoryOnly: true });
   await db.ensureIndexAsync({ fieldName: 'tag' });
   await db.ensureIndexAsync({ fieldName: ['a', 'b'], unique: true });
   assert.instance(indexes(db)._id!.tree, KeyedTree);
@@ -44,7 +48,7 @@ test('single-field indexes are KeyedTrees; a compound index keeps nedb’s tree'
 });
 
 test('a unique index refuses keys nedb considers equal, and only those', async () => {
-  const db = new nedb({ inMemoryOnly: true });
+  const db = new Datastore({ inMemoryOnly: true });
   // Not sparse: nedb's sparse check skips a Date key (an object without own values).
   await db.ensureIndexAsync({ fieldName: 'k', unique: true });
   const stored: unknown[] = [];
@@ -68,7 +72,7 @@ test('a unique index refuses keys nedb considers equal, and only those', async (
 });
 
 test('random inserts, updates and removals: look-ups and ranges agree with a brute-force scan', async () => {
-  const db = new nedb({ inMemoryOnly: true });
+  const db = new Datastore({ inMemoryOnly: true });
   await db.ensureIndexAsync({ fieldName: 'k' });
   let seed = 7;
   const rnd = (n: number) => {
@@ -82,7 +86,7 @@ test('random inserts, updates and removals: look-ups and ranges agree with a bru
     const exists = (await db.findOneAsync({ _id: id })) !== null;
     if (op === 0 && !exists) await db.insertAsync({ _id: id, k: pick(), tag: 't' });
     else if (op === 1 && exists) await db.updateAsync({ _id: id }, rnd(2) ? { $set: { k: pick() } } : { $set: { tag: `t${step}` } });
-    else if (op === 2 && exists) await db.removeAsync({ _id: id });
+    else if (op === 2 && exists) await db.removeAsync({ _id: id }, {});
   }
   const all = indexes(db)._id!.getAll();
   assert.is(all.length, await db.countAsync({}));
@@ -114,13 +118,13 @@ test('random inserts, updates and removals: look-ups and ranges agree with a bru
 });
 
 test('an update that keeps the key keeps the document in place; one that collides changes nothing', async () => {
-  const db = new nedb({ inMemoryOnly: true });
+  const db = new Datastore({ inMemoryOnly: true });
   await db.ensureIndexAsync({ fieldName: 'tag', unique: true });
   await db.insertAsync([{ _id: 'c', tag: 'x' }, { _id: 'a', tag: 'y' }, { _id: 'b', tag: 'z' }]);
   await db.updateAsync({ _id: 'c' }, { $set: { a: 1 } });
-  assert.equal((await db.findAsync({})).map((d: D) => d._id), ['c', 'a', 'b'], 'insertion order, kept across an update');
+  assert.equal(((await db.findAsync({})) as D[]).map((d) => d._id), ['c', 'a', 'b'], 'insertion order, kept across an update');
   await refusedAsDuplicate(() => db.updateAsync({}, { $set: { tag: 'same' } }, { multi: true }));
-  assert.equal((await db.findAsync({})).map((d: D) => [d._id, d.tag]), [['c', 'x'], ['a', 'y'], ['b', 'z']], 'rolled back whole');
+  assert.equal(((await db.findAsync({})) as D[]).map((d) => [d._id, d.tag]), [['c', 'x'], ['a', 'y'], ['b', 'z']], 'rolled back whole');
   assert.equal(ids(indexes(db).tag!.getMatching('x')), ['c']);
   assert.is((indexes(db).tag!.getMatching('x')[0] as D).a, 1, 'the index holds the updated document');
   await db.updateAsync({ _id: 'a' }, { $set: { tag: 'w' } });

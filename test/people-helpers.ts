@@ -9,10 +9,13 @@ import type { AgentDoc, Capability } from '../src/store/collections.js';
 import { startServer, type TestServer } from './helpers.js';
 import { ownerOf, type TestUser } from './fixtures.js';
 
-/** A fresh server whose owner (isOwner, isAdmin, role owner) is claimed and has a session. */
-export async function startWithOwner(): Promise<{ s: TestServer; owner: TestUser }> {
+/**
+ * A fresh server (extra environment allowed) whose owner (isOwner, isAdmin, role owner) is claimed
+ * and has a session.
+ */
+export async function startWithOwner(env: Record<string, string> = {}): Promise<{ s: TestServer; owner: TestUser }> {
   const keys = generateKeyPair();
-  const s = await startServer({ STEWARD_OWNER_DID: keys.did });
+  const s = await startServer({ STEWARD_OWNER_DID: keys.did, ...env });
   const owner = await ownerOf(s);
   owner.keys = keys;
   return { s, owner };

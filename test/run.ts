@@ -1,14 +1,17 @@
 /**
  * Test runner: runs every test/**\/*.test.ts file in its own Node process (each suite starts its
  * own server and data directory), prints each file's uvu output, and ends with one line
- * `N passed, N failed`. Exit code 1 when anything failed.
+ * `N passed, N failed`. Exit code 1 when anything failed. A full run (no pattern) also
+ * type-checks src/, test/ and bench/ (tsconfig.check.json), counted as one more test; tsx runs
+ * the suites without checking types, so that is what catches a test calling a helper wrongly.
  *
- * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring)
+ * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring; TEST_TYPECHECK=0 skips the check)
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { availableParallelism } from 'node:os';
+import { createRequire } from 'node:module';
 
 const root = new URL('.', import.meta.url).pathname;
 const patterns = process.argv.slice(2);
@@ -24,6 +27,9 @@ function walk(dir: string): string[] {
 }
 
 const files = walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p)));
+/** The queue entry that stands for the type-check. */
+const TYPECHECK = 'type-check (tsc -p tsconfig.check.json)';
+const typecheck = patterns.length === 0 && process.env.TEST_TYPECHECK !== '0';
 const parallel = Math.max(1, Math.min(Number(process.env.TEST_PARALLEL ?? availableParallelism()), 4));
 const perFileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 300_000);
 
@@ -37,8 +43,12 @@ interface Result {
 
 function runFile(file: string): Promise<Result> {
   const started = Date.now();
+  const args =
+    file === TYPECHECK
+      ? [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', join(root, '..', 'tsconfig.check.json')]
+      : ['--import', 'tsx', file];
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    const child = spawn(process.execPath, args, {
       env: { ...process.env, FORCE_COLOR: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -51,6 +61,10 @@ function runFile(file: string): Promise<Result> {
     }, perFileTimeoutMs);
     child.on('close', (code) => {
       clearTimeout(timer);
+      if (file === TYPECHECK) {
+        resolve({ file, passed: code === 0 ? 1 : 0, failed: code === 0 ? 0 : 1, output, ms: Date.now() - started });
+        return;
+      }
       const clean = output.replace(/\x1b\[[0-9;]*m/g, '');
       const total = Number(/Total:\s+(\d+)/.exec(clean)?.[1] ?? NaN);
       const passed = Number(/Passed:\s+(\d+)/.exec(clean)?.[1] ?? NaN);
@@ -64,12 +78,13 @@ function runFile(file: string): Promise<Result> {
 }
 
 const results: Result[] = [];
-const queue = [...files];
+const queue = typecheck ? [TYPECHECK, ...files] : [...files];
 async function worker(): Promise<void> {
   for (let f = queue.shift(); f; f = queue.shift()) {
     const r = await runFile(f);
     results.push(r);
-    process.stdout.write(`\n=== ${relative(root, r.file)} (${r.ms} ms): ${r.passed} passed, ${r.failed} failed\n`);
+    const name = r.file === TYPECHECK ? r.file : relative(root, r.file);
+    process.stdout.write(`\n=== ${name} (${r.ms} ms): ${r.passed} passed, ${r.failed} failed\n`);
     if (r.failed > 0 || process.env.TEST_VERBOSE) process.stdout.write(r.output);
   }
 }
