@@ -178,6 +178,15 @@ embedded('invalid collection names and field names are rejected', async () => {
     } catch (err) {
       assert.instance(err, InvalidQueryError);
     }
+    try {
+      await store.collection('fields').insertMany([{ _id: 'ok' }, { _id: 'bad', nested: { $x: 1 } }] as Doc[]);
+      assert.unreachable('a "$" field name should be rejected');
+    } catch (err) {
+      assert.instance(err, InvalidQueryError);
+    }
+    assert.is(await store.collection('fields').count(), 0, 'a refused batch inserts nothing');
+    await store.collection<Doc & { n: number }>('fields').insertMany([{ _id: 'a', n: 1 }, { _id: 'b', n: 2 }]);
+    assert.equal(await store.collection('fields').find({}, { sort: { _id: 1 } }), [{ _id: 'a', n: 1 }, { _id: 'b', n: 2 }]);
     await store.close();
   } finally {
     await rm(dataDir, { recursive: true, force: true });

@@ -966,9 +966,26 @@ interface NedbInternals {
     persistCachedDatabaseAsync(): Promise<void>;
   };
   _updateIndexes(modifications: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }>): void;
+  /** Adds documents to every index, all or none (an array is rolled back whole on a violation). */
+  _insertInCache(docs: StoredDoc | StoredDoc[]): void;
 }
 
 const internals = (ds: NedbStore): NedbInternals => ds as unknown as NedbInternals;
+
+/**
+ * Inserts documents the store has prepared (private copies with their `_id`) the way nedb's own
+ * insert does (field names checked, indexes changed for all or none, one append), without its
+ * two deep copies: of the documents given, and of the ones it returns (which nobody reads, and
+ * which its executor kept alive until the collection's next operation).
+ */
+function insertPrepared(ds: NedbStore, docs: StoredDoc[]): Promise<void> {
+  const nd = internals(ds);
+  return nd.executor.pushAsync(async () => {
+    for (const doc of docs) checkObject(doc);
+    nd._insertInCache(docs.length === 1 ? docs[0]! : docs);
+    await nd.persistence.persistNewStateAsync(docs);
+  });
+}
 
 /** The `_id` of a filter that is exactly `{_id: '<string>'}`, else undefined. */
 function idOnlyFilter(filter: unknown): string | undefined {
@@ -1342,13 +1359,13 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
     }
     if (inserts.length > 0) {
       try {
-        await ds.insertAsync(inserts);
+        await insertPrepared(ds, inserts);
       } catch (err) {
         if (!isUniqueViolation(err)) fail(this.failure(err));
         else {
           for (const doc of inserts) {
             try {
-              await ds.insertAsync(doc);
+              await insertPrepared(ds, [doc]);
             } catch (inner) {
               fail(this.writeError(ds, inner, doc, true));
             }
@@ -1459,13 +1476,13 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
   private async insertLocked(ds: NedbStore, docs: StoredDoc[]): Promise<void> {
     try {
       // One nedb call (one append) for the whole batch; nedb rolls the batch back on a violation.
-      await ds.insertAsync(docs.length === 1 ? docs[0] : docs);
+      await insertPrepared(ds, docs);
     } catch (err) {
       if (docs.length === 1 || !isUniqueViolation(err)) throw this.writeError(ds, err, docs[0], true);
       // Reproduce MongoDB's ordered insertMany: documents before the offending one stay inserted.
       for (const doc of docs) {
         try {
-          await ds.insertAsync(doc);
+          await insertPrepared(ds, [doc]);
         } catch (inner) {
           throw this.writeError(ds, inner, doc, true);
         }
