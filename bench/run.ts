@@ -157,7 +157,7 @@ async function benchMemory(): Promise<void> {
   let passivated = held;
   while ((passivated.actors.agent ?? 0) > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 5000));
-    passivated = await s.server.call<Reading>({ cmd: 'memory' });
+    passivated = await read();
   }
   const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
   const on = await online(s);

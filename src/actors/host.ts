@@ -650,7 +650,8 @@ export class ActorHost {
       return;
     }
     for (const e of k.live.values()) {
-      if (k.epoch - e.usedEpoch > IDLE_EPOCHS) this.onIdle(e);
+      // An entry already passivating waits for its write (settle() finishes the job).
+      if (!e.passivating && k.epoch - e.usedEpoch > IDLE_EPOCHS) this.onIdle(e);
     }
   };
 

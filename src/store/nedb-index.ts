@@ -47,7 +47,10 @@ function uniqueViolation(key: unknown): Error {
   return err;
 }
 
-/** The tree interface nedb's `Index` uses, over maps. */
+/**
+ * The tree interface nedb's `Index` uses, over maps (its tree walk, used only by `Index#getAll`,
+ * is `all()`, which the installation below makes `getAll` call).
+ */
 export class KeyedTree {
   /** Strings, numbers, booleans, null and undefined (Map's SameValueZero is compareThings' equality for these). */
   private readonly plain = new Map<unknown, Slot>();
@@ -125,11 +128,6 @@ export class KeyedTree {
     for (const e of this.dates.values()) add(e.slot);
     for (const e of this.deep) add(e.slot);
     return out;
-  }
-
-  /** nedb's tree walk; `Index#getAll` is replaced by `all()`, this is for anything else. */
-  executeOnEveryNode(fn: (node: { key: unknown; data: IndexedDoc[] }) => void): void {
-    for (const [key, slot] of this.entries()) fn({ key, data: Array.isArray(slot) ? slot : [slot] });
   }
 
   private entries(): Array<[unknown, Slot]> {
