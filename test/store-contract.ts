@@ -25,7 +25,7 @@ export interface ContractTarget {
 type AnyDoc = Doc & Record<string, any>;
 
 /** Awaits a promise that must reject with `type`; returns the error for further checks. */
-async function rejects<E>(p: Promise<unknown>, type: new (...args: any[]) => E, what = 'operation'): Promise<E> {
+export async function rejects<E>(p: Promise<unknown>, type: new (...args: any[]) => E, what = 'operation'): Promise<E> {
   try {
     await p;
   } catch (err) {

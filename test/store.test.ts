@@ -13,7 +13,7 @@ import { openEmbeddedStore } from '../src/store/embedded.js';
 import { clientOptions, mapMongoError, openMongoStore, parseMongoUri, redactUri } from '../src/store/mongo.js';
 import { instrumentStore, openStore } from '../src/store/index.js';
 import { DuplicateKeyError, InvalidQueryError, StoreUnavailableError, type Doc } from '../src/store/types.js';
-import { runStoreContract } from './store-contract.js';
+import { rejects, runStoreContract } from './store-contract.js';
 
 const tempDir = () => mkdtemp(join(tmpdir(), 'steward-store-'));
 
@@ -154,6 +154,78 @@ embedded('bulkUpdate: a refused field name fails that op only, and gathered writ
     assert.equal(docs[0], { _id: 'new', n: -1 });
     assert.equal(docs.slice(1).map((d) => d.n), Array.from({ length: 50 }, (_, i) => i + 1000));
     assert.ok(docs.every((d) => d.bad === undefined));
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('bulkUpdate by _id merges changes into the stored document in place when no indexed field moves', async () => {
+  const dataDir = await tempDir();
+  type Usage = Doc & { owner: string; note?: string; total: { n: number }; days: Record<string, { n: number }>; tags: string[]; seen?: string };
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    const c = store.collection<Usage>('usage');
+    await c.createIndex({ fields: { owner: 1 }, unique: true });
+    await c.insertMany([
+      { _id: 'a', owner: 'oa', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+      { _id: 'b', owner: 'ob', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+      { _id: 'c', owner: 'oc', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+      { _id: 'd', owner: 'od', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+    ]);
+    // The stored objects, to tell a merge (same object) from a replacement (a new one).
+    const ds = await (c as unknown as { loaded: Promise<{ getAllData(): Usage[] }> }).loaded;
+    const stored = (id: string) => ds.getAllData().find((d) => d._id === id)!;
+    const before = { a: stored('a'), aDays: stored('a').days, aTags: stored('a').tags, b: stored('b'), c: stored('c'), d: stored('d') };
+    const copyOfA = await c.findById('a');
+
+    await rejects(
+      c.bulkUpdate([
+        // in place: nested $inc, a new nested key, a new top-level key
+        { filter: { _id: 'a' }, update: { $inc: { 'total.n': 5, 'days.d2.n': 2 }, $set: { seen: 'now' } } },
+        // an indexed field changes: replaced
+        { filter: { _id: 'b' }, update: { $set: { owner: 'ob2' } } },
+        // a field removed: replaced
+        { filter: { _id: 'c' }, update: { $unset: { note: '' } } },
+        // refused by the unique index (another replacement): fails alone
+        { filter: { _id: 'd' }, update: { $set: { owner: 'oa' } } },
+      ]),
+      DuplicateKeyError,
+    );
+
+    assert.ok(stored('a') === before.a, 'a is merged into the stored object');
+    assert.ok(stored('a').days === before.aDays && stored('a').tags === before.aTags, 'unchanged parts are kept');
+    assert.ok(stored('b') !== before.b && stored('c') !== before.c, 'b and c are replaced');
+    assert.ok(stored('d') === before.d, 'd is untouched');
+    assert.equal(copyOfA, { _id: 'a', owner: 'oa', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] }, 'a copy read before is its own');
+
+    const expected = {
+      a: { _id: 'a', owner: 'oa', note: 'x', total: { n: 6 }, days: { d1: { n: 1 }, d2: { n: 2 } }, tags: ['t'], seen: 'now' },
+      b: { _id: 'b', owner: 'ob2', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+      c: { _id: 'c', owner: 'oc', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+      d: { _id: 'd', owner: 'od', note: 'x', total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] },
+    };
+    const check = async (col: typeof c, when: string) => {
+      for (const [id, doc] of Object.entries(expected)) {
+        const got = await col.findById(id);
+        assert.equal(got, doc, `${id} ${when}`);
+        assert.equal(Object.keys(got!), Object.keys(doc), `${id}: field order ${when}`);
+      }
+      assert.equal((await col.find({ owner: 'oa' })).map((d) => d._id), ['a'], `index on owner ${when}`);
+      assert.equal((await col.find({ owner: 'ob' })).length, 0, `old key of b ${when}`);
+      assert.equal((await col.find({ owner: 'ob2' })).map((d) => d._id), ['b'], `new key of b ${when}`);
+      assert.equal((await col.find({ 'total.n': { $gt: 5 } })).map((d) => d._id), ['a'], `query on a merged field ${when}`);
+    };
+    await check(c, 'in memory');
+    // A second merge into the same document keeps working on the merged object.
+    await c.bulkUpdate([{ filter: { _id: 'a' }, update: { $inc: { 'days.d2.n': 1 } } }]);
+    expected.a.days.d2.n = 3;
+    assert.ok(stored('a') === before.a);
+    await check(c, 'after a second merge');
+
+    await store.close();
+    store = await openEmbeddedStore({ dataDir });
+    await check(store.collection<Usage>('usage'), 'after a reopen');
     await store.close();
   } finally {
     await rm(dataDir, { recursive: true, force: true });

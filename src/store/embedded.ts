@@ -954,9 +954,10 @@ function nedbIndexes(ds: NedbStore): IndexDefinition[] {
 }
 
 /**
- * The parts of a nedb Datastore the batched write path uses, all documented as protected in
- * nedb 4: the `_id` index, the executor every nedb operation queues on (compaction included), the
- * append-only persistence and the all-or-nothing index update nedb's own `update` runs.
+ * The parts of a nedb Datastore this store uses directly, all documented as protected in nedb 4:
+ * the `_id` index, the executor every nedb operation queues on (compaction included), the
+ * append-only persistence, the all-or-nothing index updates nedb's own `insert` and `update` run,
+ * and its index selection for a query.
  */
 interface NedbInternals {
   indexes: { _id: { getMatching(value: string): StoredDoc[] } };
@@ -968,6 +969,8 @@ interface NedbInternals {
   _updateIndexes(modifications: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }>): void;
   /** Adds documents to every index, all or none (an array is rolled back whole on a violation). */
   _insertInCache(docs: StoredDoc | StoredDoc[]): void;
+  /** The documents the first usable index gives for a query's top-level conditions (all documents if none). */
+  _getRawCandidates(query: Obj): StoredDoc[];
 }
 
 const internals = (ds: NedbStore): NedbInternals => ds as unknown as NedbInternals;
@@ -1000,10 +1003,12 @@ function idOnlyFilter(filter: unknown): string | undefined {
 
 /**
  * Writes `bulkUpdate` gathers before handing them to nedb at once: replacements of documents
- * found by `_id`, and upserted new documents. Each `_id` appears at most once.
+ * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`), and
+ * upserted new documents. Each `_id` appears at most once.
  */
 class WriteBatch {
   readonly replacements: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
+  readonly merges: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
   readonly inserts: StoredDoc[] = [];
   private readonly ids = new Set<string>();
 
@@ -1014,6 +1019,11 @@ class WriteBatch {
   replace(oldDoc: StoredDoc, newDoc: StoredDoc): void {
     this.ids.add(oldDoc._id);
     this.replacements.push({ oldDoc, newDoc });
+  }
+
+  merge(oldDoc: StoredDoc, newDoc: StoredDoc): void {
+    this.ids.add(oldDoc._id);
+    this.merges.push({ oldDoc, newDoc });
   }
 
   insert(doc: StoredDoc): void {
@@ -1028,7 +1038,52 @@ class WriteBatch {
   clear(): void {
     this.ids.clear();
     this.replacements.length = 0;
+    this.merges.length = 0;
     this.inserts.length = 0;
+  }
+}
+
+/** Whether `a`'s own keys are the first keys of `b`, in the same order. */
+function keysPrefix(a: Obj, b: Obj): boolean {
+  const ak = Object.keys(a);
+  const bk = Object.keys(b);
+  if (ak.length > bk.length) return false;
+  for (let i = 0; i < ak.length; i++) if (ak[i] !== bk[i]) return false;
+  return true;
+}
+
+/**
+ * Whether an update of `old` into `next` may be merged into the stored object in place: no
+ * indexed field changes (so no index needs to move the document) and `next` only adds keys to
+ * `old`'s, in the same order (so the merged object has exactly `next`'s key order).
+ */
+function canMergeInPlace(old: StoredDoc, next: StoredDoc, indexedFields: readonly string[]): boolean {
+  if (!keysPrefix(old, next)) return false;
+  for (const field of indexedFields) {
+    if (!valuesEqual(indexKeyValues(old, field), indexKeyValues(next, field))) return false;
+  }
+  return true;
+}
+
+/**
+ * Makes the stored `target` deep-equal to `source` (a private copy of it with the update applied),
+ * keeping every part that did not change: nested objects are merged the same way when their keys
+ * allow it, and an equal string or number is not replaced. Frequent small updates of long-lived
+ * documents (an agent's lastSeen, its token totals, an actor's snapshot) then leave almost nothing
+ * behind for the garbage collector, where swapping in a new copy made the whole old document
+ * garbage in the old generation each time. `target`'s keys must be a prefix of `source`'s.
+ */
+function mergeInPlace(target: Obj, source: Obj): void {
+  for (const key of Object.keys(source)) {
+    const s = source[key];
+    if (!Object.hasOwn(target, key)) {
+      target[key] = s;
+      continue;
+    }
+    const t = target[key];
+    if (t === s) continue;
+    if (isPlainObject(t) && isPlainObject(s) && keysPrefix(t, s)) mergeInPlace(t, s);
+    else if (typeof s !== 'object' || s === null || !valuesEqual(t, s)) target[key] = s;
   }
 }
 
@@ -1171,14 +1226,14 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
       const limit = nonNegativeInteger('limit', options.limit);
       const project = compileProjection(options.projection);
       const end = limit > 0 ? skip + limit : Infinity;
-      let docs = await scan(ds, query, sort ? Infinity : end);
+      let docs = scan(ds, query, sort ? Infinity : end);
       if (sort) docs = sort(docs);
       return docs.slice(skip, end).map((d) => project(d) as T);
     });
   }
 
   count(filter: Filter = {}): Promise<number> {
-    return this.read(async (ds) => (await scan(ds, prepareQuery(filter))).length);
+    return this.read(async (ds) => scan(ds, prepareQuery(filter)).length);
   }
 
   distinct(field: string, filter: Filter = {}): Promise<unknown[]> {
@@ -1186,7 +1241,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
       const parts = splitPath(field);
       const query = prepareQuery(filter);
       const seen = new Map<string, unknown>();
-      for (const doc of await scan(ds, query)) {
+      for (const doc of scan(ds, query)) {
         const raw: unknown[] = [];
         collectValues(doc, parts, 0, raw);
         for (const v of raw.flatMap((x) => (Array.isArray(x) ? x : [x]))) {
@@ -1247,7 +1302,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
         throw new InvalidQueryError('replacement document must not contain update operators');
       }
       const replacement = cloneValue(doc) as Obj;
-      const [target] = await scan(ds, prepareQuery(filter), 1);
+      const [target] = scan(ds, prepareQuery(filter), 1);
       if (target === undefined) {
         if (!options.upsert) return NO_MATCH;
         const pairs: Array<[string, unknown]> = [];
@@ -1293,6 +1348,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
         firstError ??= err;
       };
       const batch = new WriteBatch();
+      const indexedFields = nedbIndexes(ds).flatMap((def) => (def.key === '_id' ? [] : def.fields));
       for (const op of ops) {
         try {
           const plan = compileUpdate(op.update);
@@ -1304,7 +1360,8 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
               const next = applyUpdate(old, plan, false) as StoredDoc;
               if (!valuesEqual(old, next)) {
                 checkObject(next);
-                batch.replace(old, next);
+                if (canMergeInPlace(old, next, indexedFields)) batch.merge(old, next);
+                else batch.replace(old, next);
                 total.modified++;
               }
             } else if (op.upsert) {
@@ -1337,12 +1394,26 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
    */
   private async applyBatch(ds: NedbStore, batch: WriteBatch, fail: (err: unknown) => void): Promise<void> {
     if (batch.empty) return;
-    const { replacements, inserts } = batch;
-    if (replacements.length > 0) {
+    const { replacements, merges, inserts } = batch;
+    if (replacements.length > 0 || merges.length > 0) {
       try {
         await internals(ds).executor.pushAsync(async () => {
-          internals(ds)._updateIndexes(replacements);
-          await internals(ds).persistence.persistNewStateAsync(replacements.map((r) => r.newDoc));
+          let refused: unknown;
+          if (replacements.length > 0) {
+            try {
+              internals(ds)._updateIndexes(replacements);
+            } catch (err) {
+              refused = err; // nedb rolled all of them back; the merges cannot clash with anything
+            }
+          }
+          const written: StoredDoc[] = [];
+          for (const { oldDoc, newDoc } of merges) {
+            mergeInPlace(oldDoc, newDoc);
+            written.push(oldDoc);
+          }
+          if (refused === undefined) for (const r of replacements) written.push(r.newDoc);
+          await internals(ds).persistence.persistNewStateAsync(written);
+          if (refused !== undefined) throw refused;
         });
       } catch (err) {
         if (!isUniqueViolation(err)) fail(this.failure(err));
@@ -1452,7 +1523,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
     plan: UpdatePlan,
     opts: { upsert: boolean; multi: boolean; sort?: SortFn },
   ): Promise<WriteOutcome> {
-    let targets = await scan(ds, prepareQuery(filter), opts.multi || opts.sort ? Infinity : 1);
+    let targets = scan(ds, prepareQuery(filter), opts.multi || opts.sort ? Infinity : 1);
     if (opts.sort) targets = opts.sort(targets).slice(0, 1);
     if (targets.length === 0) {
       if (!opts.upsert) return { result: NO_MATCH, before: null, after: null };
@@ -1558,20 +1629,23 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
 /**
  * Matching stored documents, in nedb's candidate order (the `_id` index's, which is insertion
- * order (src/store/nedb-index.ts), unless an index hint narrows it). nedb evaluates `$where` with the stored document as `this`; we collect matches
- * ourselves and answer false so nedb copies nothing. nedb never mutates a stored document in
- * place (updates swap in a new object), so these references are a consistent snapshot; callers
- * copy what they hand out.
+ * order (src/store/nedb-index.ts), unless an index hint narrows it). Synchronous: the candidates
+ * come straight from nedb's indexes (its own `_getRawCandidates`; this store defines no TTL
+ * index, the one thing nedb's asynchronous wrapper adds) and the predicate runs on them at once,
+ * so no write can land between matching a document and the caller copying it. Like `findById`,
+ * a read therefore does not queue behind the writes waiting in nedb's executor: it sees every
+ * write that has returned, and maybe one still being appended. The documents are the stored
+ * objects: callers copy what they hand out before they next await.
  */
-async function scan(ds: NedbStore, query: PreparedQuery, stopAfter = Infinity): Promise<StoredDoc[]> {
+function scan(ds: NedbStore, query: PreparedQuery, stopAfter = Infinity): StoredDoc[] {
   const hits: StoredDoc[] = [];
-  await ds.findAsync({
-    ...query.hints,
-    $where(this: StoredDoc) {
-      if (hits.length < stopAfter && query.predicate(this)) hits.push(this);
-      return false;
-    },
-  });
+  if (stopAfter <= 0) return hits;
+  for (const doc of internals(ds)._getRawCandidates(query.hints)) {
+    if (query.predicate(doc)) {
+      hits.push(doc);
+      if (hits.length >= stopAfter) break;
+    }
+  }
   return hits;
 }
 
