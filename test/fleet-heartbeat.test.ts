@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
 import { fleet, isError, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
+import { makeAgent } from './people-helpers.js';
 import { GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
 
 const test = suite('fleet heartbeats and token statistics');
@@ -125,6 +126,76 @@ test('lastSeen follows the socket; isOnline is false once it closes', async () =
   assert.ok(Date.parse(d.lastSeen) >= t0 - 5);
   await fleet(s).service.writeLastSeen();
   assert.is((await s.ctx.c.agents.findById(agent.did))?.lastSeen, d.lastSeen, 'written to the store in the next batch');
+});
+
+test('a roll-up over ledger documents of two UTC days fills each day\'s bucket, month and allTime', async () => {
+  const { s, owner } = ctx;
+  const tokens = fleet(s).tokens;
+  await tokens.rollup();
+  const [a, b] = [await makeAgent(s, 'two-days-a'), await makeAgent(s, 'two-days-b')];
+  const now = Date.now();
+  const [d1, d2] = [utcDay(new Date(now - 86_400_000)), utcDay(new Date(now))];
+  const ledgerDoc = (id: string, day: string, lines: Array<[string, number, number]>) => ({
+    _id: id,
+    at: new Date(now).toISOString(),
+    day,
+    month: day.slice(0, 7),
+    promptTokens: lines.reduce((t, l) => t + l[1], 0),
+    completionTokens: lines.reduce((t, l) => t + l[2], 0),
+    entries: lines.map((l) => l.join(' ')).join('\n'),
+  });
+  const global0 = (await owner.api.get('/api/stats/tokens')).body;
+  await s.ctx.c.tokenLedger.insertMany([
+    ledgerDoc('zz-two-days-1', d1, [[a._id, 10, 1], [b._id, 20, 2], [a._id, 5, 0]]),
+    ledgerDoc('zz-two-days-2', d2, [[a._id, 7, 3]]),
+  ]);
+  await tokens.rollup();
+  assert.is(await s.ctx.c.tokenLedger.count({ _id: { $in: ['zz-two-days-1', 'zz-two-days-2'] } }), 0, 'folded ledger documents are deleted');
+  const ua = await s.ctx.c.tokenUsage.findById(a._id);
+  const ub = await s.ctx.c.tokenUsage.findById(b._id);
+  assert.equal(ua?.allTime, { promptTokens: 22, completionTokens: 4 });
+  assert.equal(ua?.days, { [d1]: { promptTokens: 15, completionTokens: 1 }, [d2]: { promptTokens: 7, completionTokens: 3 } });
+  const months: Record<string, { promptTokens: number; completionTokens: number }> = {};
+  for (const [day, p, c] of [[d1, 15, 1], [d2, 7, 3]] as const) {
+    const m = (months[day.slice(0, 7)] ??= { promptTokens: 0, completionTokens: 0 });
+    m.promptTokens += p;
+    m.completionTokens += c;
+  }
+  assert.equal(ua?.months, months, 'the month buckets (one, or two at the turn of a month)');
+  assert.equal(ub?.allTime, { promptTokens: 20, completionTokens: 2 });
+  assert.equal(ub?.days, { [d1]: { promptTokens: 20, completionTokens: 2 } });
+  const global1 = (await owner.api.get('/api/stats/tokens')).body;
+  assert.equal(global1.allTime, { promptTokens: global0.allTime.promptTokens + 42, completionTokens: global0.allTime.completionTokens + 6 });
+  assert.equal(global1.daily, { promptTokens: global0.daily.promptTokens + 7, completionTokens: global0.daily.completionTokens + 3 }, "today's bucket only");
+});
+
+test('lastSeen is written in chunks: disconnected agents, then connected ones collected as the write goes', async () => {
+  const { s } = ctx;
+  const service = fleet(s).service;
+  await service.writeLastSeen();
+  const gone = await Promise.all(Array.from({ length: 130 }, (_, i) => makeAgent(s, `gone-${i}`)));
+  const live = await Promise.all(Array.from({ length: 230 }, (_, i) => makeAgent(s, `live-${i}`)));
+  const t = Date.parse('2026-01-02T03:04:05.000Z');
+  gone.forEach((a, i) => service.seen(a._id, t + i));
+  const collect = service.collectLiveSeen;
+  let yielded = 0;
+  service.collectLiveSeen = function* () {
+    for (const [i, a] of live.entries()) {
+      yielded++;
+      yield [a._id, t + 1000 + i];
+    }
+  };
+  try {
+    await service.writeLastSeen();
+  } finally {
+    service.collectLiveSeen = collect;
+  }
+  assert.is(yielded, live.length);
+  for (const [i, a] of gone.entries()) {
+    assert.is((await s.ctx.c.agents.findById(a._id))?.lastSeen, new Date(t + i).toISOString());
+    assert.is(service.pendingLastSeen(a._id), undefined, 'no longer pending once written');
+  }
+  for (const [i, a] of live.entries()) assert.is((await s.ctx.c.agents.findById(a._id))?.lastSeen, new Date(t + 1000 + i).toISOString());
 });
 
 test('GET /api/stats/tokens is for global admins', async () => {

@@ -83,8 +83,11 @@ export class FleetService {
   private readonly bootStatus = new Map<string, AgentDoc['status']>();
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
   private readonly lastSeenPending = new Map<string, string>();
-  /** Set by the gateway: [did, lastSeen ms] of connected agents active since the previous call. */
-  collectLiveSeen: () => Array<[string, number]> = () => [];
+  /**
+   * Set by the gateway: [did, lastSeen ms] of connected agents active since they were last
+   * collected, each marked collected as it is yielded (read lazily, a chunk per store write).
+   */
+  collectLiveSeen: () => Iterable<[string, number]> = () => [];
   private lastSeenTimer: NodeJS.Timeout | undefined;
   private lastSeenWriting: Promise<void> | null = null;
 
@@ -425,23 +428,40 @@ export class FleetService {
     return this.lastSeenPending.get(did);
   }
 
-  /** Writes pending lastSeen values, a chunk per store call. */
+  /**
+   * Writes pending lastSeen values (of agents that disconnected), then those of connected agents
+   * active since the last write, a chunk per store call. The values are read a chunk at a time,
+   * so a write round over a large fleet keeps no list of it alive while it waits on the store.
+   */
   writeLastSeen(): Promise<void> {
     if (this.lastSeenWriting) return this.lastSeenWriting;
-    for (const [did, ms] of this.collectLiveSeen()) this.lastSeenPending.set(did, new Date(ms).toISOString());
-    if (this.lastSeenPending.size === 0) return Promise.resolve();
-    const entries = [...this.lastSeenPending];
     this.lastSeenWriting = (async () => {
-      for (let i = 0; i < entries.length; i += LAST_SEEN_CHUNK) {
-        const chunk = entries.slice(i, i + LAST_SEEN_CHUNK);
+      let chunk: Array<[string, string]> = [];
+      const write = async (): Promise<boolean> => {
         try {
           await this.ctx.c.agents.bulkUpdate(chunk.map(([did, at]) => ({ filter: { _id: did }, update: { $set: { lastSeen: at } } })));
-          for (const [did, at] of chunk) if (this.lastSeenPending.get(did) === at) this.lastSeenPending.delete(did);
         } catch (err) {
           this.ctx.log.error({ err }, 'writing lastSeen failed; will retry');
+          return false;
+        }
+        for (const [did, at] of chunk) if (this.lastSeenPending.get(did) === at) this.lastSeenPending.delete(did);
+        chunk = [];
+        return true;
+      };
+      // A Map iterates safely while it changes: entries added meanwhile are visited too.
+      for (const entry of this.lastSeenPending) {
+        chunk.push(entry);
+        if (chunk.length >= LAST_SEEN_CHUNK && !(await write())) return;
+      }
+      for (const [did, ms] of this.collectLiveSeen()) {
+        chunk.push([did, new Date(ms).toISOString()]);
+        if (chunk.length >= LAST_SEEN_CHUNK && !(await write())) {
+          // Not written: keep what this chunk carried, so the next round writes it.
+          for (const [d, at] of chunk) this.lastSeenPending.set(d, at);
           return;
         }
       }
+      if (chunk.length > 0 && !(await write())) for (const [d, at] of chunk) this.lastSeenPending.set(d, at);
     })().finally(() => {
       this.lastSeenWriting = null;
     });

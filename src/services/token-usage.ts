@@ -251,35 +251,45 @@ export class TokenUsage implements HeartbeatSink {
       const global = await c.tokenUsage.findById(GLOBAL_ID);
       const globalDone = global?.rolledUpTo ?? '';
 
-      // Per agent and UTC day: the sums of the ledger documents not folded into the agent yet (all
+      // Per UTC day and agent: the sums of the ledger documents not folded into the agent yet (all
       // of them, unless recovering from a failure). One pass over the entries, in time slices so a
-      // large roll-up does not hold back heartbeat acknowledgements.
+      // large roll-up does not hold back heartbeat acknowledgements. The sums are numbers in maps
+      // (no object per agent), and each chunk's update ops are built just before they are written:
+      // what a roll-up keeps alive while it yields stays small, so little of it outlives the young
+      // generation and the held fleet's old generation does not fill with roll-up leftovers.
       const slice = new TimeSlice();
       const done = this.clean ? null : await this.agentProgress(ledger, slice);
-      const sums = new Map<string, Map<string, [number, number]>>();
+      const sums = new Map<string, DaySums>();
       for (const doc of ledger) {
         await slice.yieldIfDue();
+        let day = sums.get(doc.day);
+        if (!day) sums.set(doc.day, (day = { prompt: new Map(), completion: new Map() }));
+        const { prompt, completion } = day;
         forEachEntry(doc.entries, (did, p, cc) => {
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
-          let byDay = sums.get(did);
-          if (!byDay) sums.set(did, (byDay = new Map()));
-          const sum = byDay.get(doc.day);
-          if (sum) {
-            sum[0] += p;
-            sum[1] += cc;
-          } else byDay.set(doc.day, [p, cc]);
+          prompt.set(did, (prompt.get(did) ?? 0) + p);
+          completion.set(did, (completion.get(did) ?? 0) + cc);
         });
       }
       const now = new Date().toISOString();
-      const ops: BulkUpdateOp[] = [];
-      for (const [did, byDay] of sums) {
+      const days = [...sums].map(([day, sum]) => ({ day, sum, keys: bucketKeys(day) }));
+      // Usually one day; around midnight an agent may have sums in two.
+      const dids = days.length === 1 ? days[0]!.sum.prompt.keys() : new Set(days.flatMap((d) => [...d.sum.prompt.keys()])).values();
+      let ops: BulkUpdateOp[] = [];
+      for (const did of dids) {
         const inc: Record<string, number> = {};
-        for (const [day, [p, cc]] of byDay) incBuckets(inc, day, p, cc);
+        for (const { sum, keys } of days) {
+          const p = sum.prompt.get(did);
+          if (p !== undefined) addBuckets(inc, keys, p, sum.completion.get(did)!);
+        }
         if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: { rolledUpTo: last, updatedAt: now } }, upsert: true });
-        await slice.yieldIfDue();
+        if (ops.length >= UPDATE_CHUNK) {
+          await c.tokenUsage.bulkUpdate(ops);
+          ops = [];
+        }
       }
-      for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenUsage.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
+      if (ops.length > 0) await c.tokenUsage.bulkUpdate(ops);
 
       const gInc: Record<string, number> = {};
       for (const doc of ledger) if (doc._id > globalDone) incBuckets(gInc, doc.day, doc.promptTokens, doc.completionTokens);
@@ -359,18 +369,31 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
   }
 }
 
-function incBuckets(inc: Record<string, number>, day: string, p: number, c: number): void {
+/** One UTC day's token sums of a roll-up, per agent. */
+interface DaySums {
+  prompt: Map<string, number>;
+  completion: Map<string, number>;
+}
+
+/** The `$inc` paths a day's tokens go to: allTime, the day's bucket and its month's. */
+interface BucketKeys {
+  prompt: [string, string, string];
+  completion: [string, string, string];
+}
+
+function bucketKeys(day: string): BucketKeys {
   const month = day.slice(0, 7);
-  if (p !== 0) {
-    inc['allTime.promptTokens'] = (inc['allTime.promptTokens'] ?? 0) + p;
-    inc[`days.${day}.promptTokens`] = (inc[`days.${day}.promptTokens`] ?? 0) + p;
-    inc[`months.${month}.promptTokens`] = (inc[`months.${month}.promptTokens`] ?? 0) + p;
-  }
-  if (c !== 0) {
-    inc['allTime.completionTokens'] = (inc['allTime.completionTokens'] ?? 0) + c;
-    inc[`days.${day}.completionTokens`] = (inc[`days.${day}.completionTokens`] ?? 0) + c;
-    inc[`months.${month}.completionTokens`] = (inc[`months.${month}.completionTokens`] ?? 0) + c;
-  }
+  const keys = (field: string): [string, string, string] => [`allTime.${field}`, `days.${day}.${field}`, `months.${month}.${field}`];
+  return { prompt: keys('promptTokens'), completion: keys('completionTokens') };
+}
+
+function addBuckets(inc: Record<string, number>, keys: BucketKeys, p: number, c: number): void {
+  if (p !== 0) for (const k of keys.prompt) inc[k] = (inc[k] ?? 0) + p;
+  if (c !== 0) for (const k of keys.completion) inc[k] = (inc[k] ?? 0) + c;
+}
+
+function incBuckets(inc: Record<string, number>, day: string, p: number, c: number): void {
+  addBuckets(inc, bucketKeys(day), p, c);
 }
 
 function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {

@@ -129,15 +129,14 @@ export class AgentGateway implements AgentPush {
     this.heartbeatIntervalMs = ctx.config.agentHeartbeatIntervalMs;
     fleet.onDecision((did, d) => void this.onDecision(did, d));
     fleet.dropConnection = (did, code, reason) => this.drop(did, code, reason);
-    fleet.collectLiveSeen = () => {
-      const out: Array<[string, number]> = [];
-      for (const [did, conn] of this.conns) {
+    const conns = this.conns;
+    fleet.collectLiveSeen = function* () {
+      for (const [did, conn] of conns) {
         if (conn.phase === Phase.Ready && conn.lastSeen > conn.seenCollected) {
           conn.seenCollected = conn.lastSeen;
-          out.push([did, conn.lastSeen]);
+          yield [did, conn.lastSeen];
         }
       }
-      return out;
     };
   }
 
