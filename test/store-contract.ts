@@ -12,6 +12,7 @@ import {
   type Collection,
   type Doc,
   type Store,
+  type Update,
 } from '../src/store/types.js';
 
 export interface ContractTarget {
@@ -624,6 +625,27 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
   });
 
   // -- bulk -------------------------------------------------------------------------------------
+
+  s('an update that fails part-way leaves the stored document exactly as it was', async () => {
+    const c = fresh('partway');
+    const original = { _id: 'p1', a: { b: { c: 1 }, list: [1, 2, { x: 1 }] }, tags: ['t1'], s: 'text', n: 1 };
+    await c.insertOne(original);
+    // Steps run in path order; the last one ($inc on a string) fails after the others were applied to the new version.
+    const failing: Update[] = [
+      { $set: { 'a.b.c': 2, 'a.list.2.x': 5, 'a.new.deep': true }, $unset: { n: '' as const }, $push: { tags: 't2' }, $inc: { s: 1 } },
+      { $pull: { 'a.list': 1 }, $addToSet: { tags: 't3' }, $inc: { 'a.b.c': 1, s: 1 } },
+    ];
+    for (const update of failing) {
+      await rejects(c.updateOne({ _id: 'p1' }, update), InvalidQueryError, 'updateOne');
+      await rejects(c.bulkUpdate([{ filter: { _id: 'p1' }, update }]), InvalidQueryError, 'bulkUpdate');
+      assert.equal(await c.findById('p1'), original);
+    }
+    // And a good update of nested paths leaves the parts it does not touch as they were.
+    await c.bulkUpdate([{ filter: { _id: 'p1' }, update: { $set: { 'a.list.2.x': 7 }, $push: { tags: 't2' } } }]);
+    assert.equal(await c.findById('p1'), { _id: 'p1', a: { b: { c: 1 }, list: [1, 2, { x: 7 }] }, tags: ['t1', 't2'], s: 'text', n: 1 });
+    await c.updateOne({ _id: 'p1' }, { $unset: { 'a.b.c': '' }, $inc: { n: 1 } });
+    assert.equal(await c.findById('p1'), { _id: 'p1', a: { b: {}, list: [1, 2, { x: 7 }] }, tags: ['t1', 't2'], s: 'text', n: 2 });
+  });
 
   s('bulkUpdate applies every op and sums the results', async () => {
     const c = fresh('bulk');

@@ -120,6 +120,7 @@ function compareNumbers(a: number, b: number): number {
 
 /** Total order over values as MongoDB sorts and compares BSON (missing counts as null). */
 function compareValues(a: unknown, b: unknown): number {
+  if (a === b && typeof a === 'object') return 0; // the same object (an update shares what it does not change)
   const ra = typeRank(a);
   const rb = typeRank(b);
   if (ra !== rb) return ra < rb ? -1 : 1;
@@ -182,17 +183,27 @@ function splitPath(path: string): string[] {
   return parts;
 }
 
-/** Update paths additionally may not use positional operators (`$`, `$[]`, `$[id]`). */
-function splitUpdatePath(path: string): string[] {
-  const parts = splitPath(path);
+/**
+ * Update paths additionally may not use positional operators (`$`, `$[]`, `$[id]`). The same
+ * paths come back with every write of a kind (`lastSeen`, `days.<today>.promptTokens`), so their
+ * parts are kept and shared (read only) instead of split again for every op.
+ */
+function splitUpdatePath(path: string): readonly string[] {
+  let parts = updatePaths.get(path);
+  if (parts) return parts;
+  parts = splitPath(path);
   if (parts.some((p) => p.startsWith('$'))) {
     throw new InvalidQueryError(`positional or $-prefixed update paths are not supported ("${path}")`);
   }
+  if (updatePaths.size >= UPDATE_PATHS_KEPT) updatePaths.clear();
+  updatePaths.set(path, parts);
   return parts;
 }
+const UPDATE_PATHS_KEPT = 10_000;
+const updatePaths = new Map<string, readonly string[]>();
 
 /** Component-wise path order; numeric components compare as numbers (MongoDB 5+ update order). */
-function comparePaths(a: string[], b: string[]): number {
+function comparePaths(a: readonly string[], b: readonly string[]): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     if (a[i] === b[i]) continue;
@@ -202,7 +213,7 @@ function comparePaths(a: string[], b: string[]): number {
   return a.length - b.length;
 }
 
-const isPathPrefix = (prefix: string[], path: string[]): boolean =>
+const isPathPrefix = (prefix: readonly string[], path: readonly string[]): boolean =>
   prefix.length <= path.length && prefix.every((p, i) => p === path[i]);
 
 /**
@@ -238,7 +249,7 @@ function valuesAt(doc: unknown, parts: string[]): unknown[] {
 }
 
 /** Exact lookup (no array fan-out) used by update operators. */
-function getPath(doc: Obj, parts: string[]): unknown {
+function getPath(doc: Obj, parts: readonly string[]): unknown {
   let cur: unknown = doc;
   for (const part of parts) {
     if (Array.isArray(cur)) {
@@ -261,8 +272,27 @@ function describe(v: unknown): string {
   }
 }
 
-/** `$set` semantics: creates missing intermediate documents, pads arrays with null. */
-function setPath(doc: Obj, parts: string[], value: unknown): void {
+/**
+ * The child at `key` of `parent`, made private to the update being built: an object or array the
+ * update has not created itself (`fresh`) is still shared with the stored document, so it is
+ * copied (shallowly) and put in its place first. Without `fresh` everything is already private.
+ */
+function ownChild(parent: Obj | unknown[], key: string | number, child: unknown, fresh: Set<object> | undefined): unknown {
+  if (!fresh || typeof child !== 'object' || child === null || fresh.has(child)) return child;
+  let copy: Obj | unknown[];
+  if (Array.isArray(child)) copy = child.slice();
+  else if (isPlainObject(child)) copy = { ...child };
+  else return child;
+  fresh.add(copy);
+  (parent as Obj)[key as string] = copy;
+  return copy;
+}
+
+/**
+ * `$set` semantics: creates missing intermediate documents, pads arrays with null. With `fresh`
+ * (see `applyUpdate`), the objects on the path are copied before they change.
+ */
+function setPath(doc: Obj, parts: readonly string[], value: unknown, fresh?: Set<object>): void {
   let cur: Obj | unknown[] = doc;
   for (let i = 0; i < parts.length; i++) {
     const part = parts[i];
@@ -277,10 +307,11 @@ function setPath(doc: Obj, parts: string[], value: unknown): void {
         cur[idx] = value;
         return;
       }
-      let next = cur[idx];
+      let next = ownChild(cur, idx, cur[idx], fresh);
       if (next === undefined) {
-        next = {};
-        cur[idx] = next;
+        const created = {};
+        fresh?.add(created);
+        next = cur[idx] = created;
       }
       if (!isPlainObject(next) && !Array.isArray(next)) {
         throw new InvalidQueryError(`Cannot create field '${parts[i + 1]}' in element {${part}: ${describe(next)}}`);
@@ -291,10 +322,11 @@ function setPath(doc: Obj, parts: string[], value: unknown): void {
         cur[part] = value;
         return;
       }
-      let next = own(cur, part);
+      let next = ownChild(cur, part, own(cur, part), fresh);
       if (next === undefined) {
-        next = {};
-        cur[part] = next;
+        const created = {};
+        fresh?.add(created);
+        next = cur[part] = created;
       }
       if (!isPlainObject(next) && !Array.isArray(next)) {
         throw new InvalidQueryError(`Cannot create field '${parts[i + 1]}' in element {${part}: ${describe(next)}}`);
@@ -305,11 +337,14 @@ function setPath(doc: Obj, parts: string[], value: unknown): void {
 }
 
 /** `$unset` semantics: no-op when missing; an array element is set to null rather than removed. */
-function unsetPath(doc: Obj, parts: string[]): void {
+function unsetPath(doc: Obj, parts: readonly string[], fresh?: Set<object>): void {
+  if (fresh && getPath(doc, parts) === undefined) return; // nothing to copy for
   let cur: unknown = doc;
   for (let i = 0; i < parts.length - 1; i++) {
+    const parent = cur;
     cur = Array.isArray(cur) ? (isArrayIndex(parts[i]) ? own(cur, parts[i]) : undefined) : isPlainObject(cur) ? own(cur, parts[i]) : undefined;
     if (cur === undefined) return;
+    cur = ownChild(parent as Obj, parts[i], cur, fresh);
   }
   const last = parts[parts.length - 1];
   if (Array.isArray(cur)) {
@@ -709,7 +744,7 @@ interface PushSpec {
 interface UpdateStep {
   op: UpdateOperator;
   path: string;
-  parts: string[];
+  parts: readonly string[];
   value: unknown;
   push?: PushSpec;
   pull?: (el: unknown) => boolean;
@@ -731,7 +766,8 @@ function compileUpdate(update: unknown): UpdatePlan {
     if (!UPDATE_OPERATORS.has(op)) throw new InvalidQueryError(`unknown update operator: ${op}`);
     const arg = update[op];
     if (!isPlainObject(arg)) throw new InvalidQueryError(`${op} needs an object`);
-    for (const [path, raw] of Object.entries(arg)) {
+    for (const path of Object.keys(arg)) {
+      const raw = arg[path];
       if (raw === undefined) continue;
       const step: UpdateStep = { op: op as UpdateOperator, path, parts: splitUpdatePath(path), value: cloneValue(raw) };
       if (op === '$inc' && typeof raw !== 'number') {
@@ -743,7 +779,12 @@ function compileUpdate(update: unknown): UpdatePlan {
     }
   }
   // MongoDB applies fields in path order and refuses two operations on the same or nested paths.
-  steps.sort((a, b) => comparePaths(a.parts, b.parts));
+  for (let i = 1; i < steps.length; i++) {
+    if (comparePaths(steps[i - 1].parts, steps[i].parts) > 0) {
+      steps.sort((a, b) => comparePaths(a.parts, b.parts));
+      break;
+    }
+  }
   for (let i = 1; i < steps.length; i++) {
     if (isPathPrefix(steps[i - 1].parts, steps[i].parts)) {
       throw new InvalidQueryError(`Updating the path '${steps[i].path}' would create a conflict at '${steps[i - 1].path}'`);
@@ -811,26 +852,33 @@ function arrayAt(doc: Obj, step: UpdateStep): unknown[] | undefined {
 /**
  * Applies a compiled update to a copy of `doc`. `isInsert` enables $setOnInsert (upserts).
  * The `_id` may be set on insert but never changed on an existing document.
+ *
+ * The copy is made on write: the top-level object and the objects on the updated paths are new,
+ * everything else is shared with `doc`. A stored document is never changed except by merging a
+ * finished update into it (`mergeInPlace`), and readers copy what they match at once, so sharing
+ * is safe, and an update of one field of a large document costs what the field's path costs.
  */
 function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
-  const out = cloneValue(doc) as Obj;
+  const out: Obj = { ...doc };
+  const fresh = new Set<object>([out]);
+  const set = (parts: readonly string[], value: unknown) => setPath(out, parts, value, fresh);
   for (const step of plan.steps) {
     switch (step.op) {
       case '$setOnInsert':
-        if (isInsert) setPath(out, step.parts, cloneValue(step.value));
+        if (isInsert) set(step.parts, cloneValue(step.value));
         break;
       case '$set':
-        setPath(out, step.parts, cloneValue(step.value));
+        set(step.parts, cloneValue(step.value));
         break;
       case '$unset':
-        unsetPath(out, step.parts);
+        unsetPath(out, step.parts, fresh);
         break;
       case '$inc': {
         const cur = getPath(out, step.parts);
         if (cur !== undefined && typeof cur !== 'number') {
           throw new InvalidQueryError(`Cannot apply $inc to a value of non-numeric type (${step.path}: ${describe(cur)})`);
         }
-        setPath(out, step.parts, (cur ?? 0) + (step.value as number));
+        set(step.parts, (cur ?? 0) + (step.value as number));
         break;
       }
       case '$push': {
@@ -849,20 +897,20 @@ function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
           arr = spec.sort(arr as StoredDoc[]);
         }
         if (spec.slice !== undefined) arr = spec.slice >= 0 ? arr.slice(0, spec.slice) : arr.slice(spec.slice);
-        setPath(out, step.parts, arr);
+        set(step.parts, arr);
         break;
       }
       case '$addToSet': {
         const arr = [...(arrayAt(out, step) ?? [])];
         for (const v of step.push!.each) if (!arr.some((el) => valuesEqual(el, v))) arr.push(cloneValue(v));
-        setPath(out, step.parts, arr);
+        set(step.parts, arr);
         break;
       }
       case '$pull': {
         const arr = arrayAt(out, step);
         if (arr === undefined) break;
         const kept = arr.filter((el) => !step.pull!(el));
-        if (kept.length !== arr.length) setPath(out, step.parts, kept);
+        if (kept.length !== arr.length) set(step.parts, kept);
         break;
       }
     }
