@@ -626,6 +626,19 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
 
   // -- bulk -------------------------------------------------------------------------------------
 
+  s('an update creates new fields in path order, whatever order it names them in', async () => {
+    const c = fresh('pathorder');
+    await c.insertOne({ _id: 'k1', m: 0 });
+    await c.updateOne({ _id: 'k1' }, { $set: { z: 1, 'b.y': 1, a: 1, 'b.x': 1 }, $inc: { c: 2, 'b.w': 3 } });
+    const doc = (await c.findById('k1'))!;
+    assert.equal(Object.keys(doc), ['_id', 'm', 'a', 'b', 'c', 'z']);
+    assert.equal(Object.keys(doc.b), ['w', 'x', 'y']);
+    await c.bulkUpdate([{ filter: { _id: 'k1' }, update: { $inc: { 'n.q': 1, 'n.p': 1, l: 1 } } }]);
+    const again = (await c.findById('k1'))!;
+    assert.equal(Object.keys(again), ['_id', 'm', 'a', 'b', 'c', 'z', 'l', 'n']);
+    assert.equal(Object.keys(again.n), ['p', 'q']);
+  });
+
   s('an update that fails part-way leaves the stored document exactly as it was', async () => {
     const c = fresh('partway');
     const original = { _id: 'p1', a: { b: { c: 1 }, list: [1, 2, { x: 1 }] }, tags: ['t1'], s: 'text', n: 1 };

@@ -779,11 +779,15 @@ function compileUpdate(update: unknown): UpdatePlan {
     }
   }
   // MongoDB applies fields in path order and refuses two operations on the same or nested paths.
+  // An update has a handful of paths: an insertion sort, in place, allocates nothing.
   for (let i = 1; i < steps.length; i++) {
-    if (comparePaths(steps[i - 1].parts, steps[i].parts) > 0) {
-      steps.sort((a, b) => comparePaths(a.parts, b.parts));
-      break;
+    const step = steps[i]!;
+    let j = i - 1;
+    while (j >= 0 && comparePaths(steps[j]!.parts, step.parts) > 0) {
+      steps[j + 1] = steps[j]!;
+      j--;
     }
+    steps[j + 1] = step;
   }
   for (let i = 1; i < steps.length; i++) {
     if (isPathPrefix(steps[i - 1].parts, steps[i].parts)) {
