@@ -4,7 +4,7 @@ import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
 import { fleet, isError, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
 import { makeAgent } from './people-helpers.js';
-import { GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
+import { DAYS_KEPT, GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
 
 const test = suite('fleet heartbeats and token statistics');
 let ctx = {} as Awaited<ReturnType<typeof startWithOwner>>;
@@ -167,6 +167,25 @@ test('a roll-up over ledger documents of two UTC days fills each day\'s bucket, 
   const global1 = (await owner.api.get('/api/stats/tokens')).body;
   assert.equal(global1.allTime, { promptTokens: global0.allTime.promptTokens + 42, completionTokens: global0.allTime.completionTokens + 6 });
   assert.equal(global1.daily, { promptTokens: global0.daily.promptTokens + 7, completionTokens: global0.daily.completionTokens + 3 }, "today's bucket only");
+});
+
+test('daily buckets older than the kept window are pruned, also those of days the server did not run on', async () => {
+  const { s, owner } = ctx;
+  const tokens = fleet(s).tokens;
+  await tokens.rollup();
+  const agent = await makeAgent(s, 'old-buckets');
+  const dayAgo = (n: number) => utcDay(new Date(Date.now() - n * 86_400_000));
+  const bucket = { promptTokens: 1, completionTokens: 1 };
+  const [gone1, gone2, edge, kept] = [dayAgo(DAYS_KEPT + 9), dayAgo(DAYS_KEPT + 2), dayAgo(DAYS_KEPT), dayAgo(DAYS_KEPT - 1)];
+  const days = { [gone1]: bucket, [gone2]: bucket, [edge]: bucket, [kept]: bucket };
+  await s.ctx.c.tokenUsage.insertOne({ _id: agent._id, allTime: bucket, days, months: {}, rolledUpTo: '', updatedAt: new Date().toISOString() });
+  await s.ctx.c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $set: Object.fromEntries(Object.keys(days).map((d) => [`days.${d}`, bucket])) }, { upsert: true });
+  (tokens as any).prunedDay = ''; // as after a restart, or on the next UTC day
+  await tokens.rollup();
+  assert.equal(Object.keys((await s.ctx.c.tokenUsage.findById(agent._id))!.days), [kept]);
+  const globalDays = Object.keys((await s.ctx.c.tokenUsage.findById(GLOBAL_ID))!.days);
+  assert.ok(globalDays.includes(kept) && ![gone1, gone2, edge].some((d) => globalDays.includes(d)), `global days: ${globalDays.join(', ')}`);
+  assert.is((await owner.api.get('/api/stats/tokens')).status, 200);
 });
 
 test('lastSeen is written in chunks: disconnected agents, then connected ones collected as the write goes', async () => {

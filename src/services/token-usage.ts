@@ -319,13 +319,25 @@ export class TokenUsage implements HeartbeatSink {
     return out;
   }
 
-  /** Removes the daily bucket that just fell out of the kept window (once per UTC day). */
+  /**
+   * Removes the daily buckets that fell out of the kept window, once per UTC day: all of them, also
+   * those of days the server did not run on. The global document has a bucket for every day any
+   * agent has (both come from the same ledger documents), so its keys say which days to remove;
+   * the agents' buckets go first and the global ones last, so an interrupted prune is finished by
+   * the next one.
+   */
   private async pruneDays(): Promise<void> {
+    const { c } = this.ctx;
     const today = utcDay(new Date());
     if (this.prunedDay === today) return;
-    const old = utcDay(new Date(Date.now() - DAYS_KEPT * 86_400_000));
-    const field = `days.${old}`;
-    await this.ctx.c.tokenUsage.updateMany({ [field]: { $exists: true } }, { $unset: { [field]: '' } });
+    const cutoff = utcDay(new Date(Date.now() - DAYS_KEPT * 86_400_000));
+    const global = await c.tokenUsage.findById(GLOBAL_ID);
+    const stale = Object.keys(global?.days ?? {}).filter((day) => day <= cutoff);
+    for (const day of stale) {
+      const field = `days.${day}`;
+      await c.tokenUsage.updateMany({ _id: { $ne: GLOBAL_ID }, [field]: { $exists: true } }, { $unset: { [field]: '' } });
+    }
+    if (stale.length > 0) await c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $unset: Object.fromEntries(stale.map((day) => [`days.${day}`, ''])) });
     this.prunedDay = today;
   }
 
