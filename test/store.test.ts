@@ -232,6 +232,33 @@ embedded('bulkUpdate by _id merges changes into the stored document in place whe
   }
 });
 
+embedded('datafile lines: plain JSON for documents without dates, nedb\'s date form for the others; both read back after a reopen', async () => {
+  const dataDir = await tempDir();
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    const c = store.collection<Doc & Record<string, unknown>>('lines');
+    const at = new Date('2026-03-04T05:06:07.089Z');
+    const plain = { _id: 'plain', s: 'x "quoted" \u00e9', n: 1.5, list: [1, null, { deep: true }], nested: { a: null } };
+    await c.insertMany([plain, { _id: 'dated', at, list: [{ when: at }] }]);
+    await c.bulkUpdate([{ filter: { _id: 'plain' }, update: { $set: { more: 'y' } } }]);
+    await store.close();
+    const lines = (await readFile(join(dataDir, 'store', 'lines.db'), 'utf8')).split('\n').filter((l) => l.trim() !== '' && !l.includes('$$indexCreated'));
+    assert.ok(lines.includes(JSON.stringify(plain)), 'a document without dates is its JSON text');
+    assert.ok(lines.includes(JSON.stringify({ ...plain, more: 'y' })), 'and so is its update');
+    assert.ok(lines.some((l) => l.includes('"$$date":' + at.getTime())), 'a date is written in nedb\'s form');
+    store = await openEmbeddedStore({ dataDir });
+    const again = store.collection<Doc & Record<string, unknown>>('lines');
+    assert.equal(await again.findById('plain'), { ...plain, more: 'y' });
+    const dated = (await again.findById('dated'))!;
+    assert.instance(dated.at, Date);
+    assert.is((dated.at as Date).getTime(), at.getTime());
+    assert.is(((dated.list as Array<{ when: Date }>)[0]!.when).getTime(), at.getTime());
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
 embedded('invalid collection names and field names are rejected', async () => {
   const dataDir = await tempDir();
   try {

@@ -1188,6 +1188,27 @@ class AppendLog {
   }
 }
 
+/** Whether a value holds a Date anywhere (nedb writes those as `{"$$date": ms}`). */
+function holdsDate(v: unknown): boolean {
+  if (typeof v !== 'object' || v === null) return false;
+  if (v instanceof Date) return true;
+  if (Array.isArray(v)) {
+    for (const x of v) if (holdsDate(x)) return true;
+    return false;
+  }
+  for (const k in v) if (holdsDate((v as Obj)[k])) return true;
+  return false;
+}
+
+/**
+ * A datafile line. nedb's `serialize` runs JSON.stringify with a replacer that checks every key
+ * again (the store checked them before the write) and turns dates into `{"$$date": ms}`; for a
+ * document without dates plain JSON.stringify writes the same text, about twice as fast.
+ */
+function serializeDoc(doc: StoredDoc): string {
+  return holdsDate(doc) ? serialize(doc) : JSON.stringify(doc);
+}
+
 /** Loads a datafile and routes nedb's appends through an AppendLog (see there). */
 async function openDatastore(filename: string, log: AppendLog): Promise<NedbStore> {
   const ds = new Datastore({ filename });
@@ -1201,7 +1222,7 @@ async function openDatastore(filename: string, log: AppendLog): Promise<NedbStor
   // for an afterSerialization hook this store does not use).
   persistence.persistNewStateAsync = async (docs) => {
     let text = '';
-    for (const doc of docs) text += serialize(doc) + '\n';
+    for (const doc of docs) text += serializeDoc(doc) + '\n';
     if (text.length > 0) await log.append(text);
   };
   await ds.loadDatabaseAsync();
