@@ -175,6 +175,11 @@ export const VARIABLES = {
     default: '60',
     description: "How often agents' lastSeen is written to the store (one batch for all agents active since the last write).",
   },
+  TOKEN_LEDGER_WRITE_GAP_MS: {
+    schema: int(0, 1000),
+    default: '5',
+    description: 'Least time between two token-ledger writes: the heartbeats that arrive meanwhile wait and go into the next write together (fewer, larger writes, for up to this much more acknowledgement latency).',
+  },
   TOKEN_ROLLUP_INTERVAL_SECONDS: {
     schema: int(1, 3600),
     default: '10',
@@ -302,6 +307,7 @@ export interface Config {
   agentOfflineGraceMs: number;
   agentActorIdleMs: number;
   agentActorWriteDelayMs: number;
+  tokenLedgerWriteGapMs: number;
   tokenRollupIntervalMs: number;
   intentTimeoutMs: number;
   intentMaxTimeoutMs: number;
@@ -385,6 +391,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentOfflineGraceMs: p.AGENT_OFFLINE_GRACE_MS,
     agentActorIdleMs: p.AGENT_ACTOR_IDLE_SECONDS * 1000,
     agentActorWriteDelayMs: p.AGENT_ACTOR_WRITE_DELAY_MS,
+    tokenLedgerWriteGapMs: p.TOKEN_LEDGER_WRITE_GAP_MS,
     tokenRollupIntervalMs: p.TOKEN_ROLLUP_INTERVAL_SECONDS * 1000,
     intentTimeoutMs: p.INTENT_TIMEOUT_MS,
     intentMaxTimeoutMs: p.INTENT_MAX_TIMEOUT_MS,

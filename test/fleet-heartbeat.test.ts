@@ -111,6 +111,34 @@ test('heartbeats arriving together are written as one ledger document', async ()
   raw.close();
 });
 
+test('TOKEN_LEDGER_WRITE_GAP_MS: heartbeats arriving within the gap after a ledger write wait and share the next one', async () => {
+  const own = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', TOKEN_LEDGER_WRITE_GAP_MS: '1000' });
+  try {
+    const sdk = await readyAgent(own.s, own.owner);
+    const keys = sdk['opts'].keys;
+    await sdk.stop();
+    await waitFor(() => !fleet(own.s).gateway.isOnline(sdk.did));
+    const raw = new RawAgent(own.s.url, keys);
+    await raw.authenticate();
+    await raw.acceptNextOffer();
+    const tokens = fleet(own.s).tokens;
+    const beat = (seq: number) => raw.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 1, completionTokens: 0 } }));
+    const writes = tokens.stats.ledgerWrites;
+    beat(1);
+    assert.is((await raw.next('heartbeat_ack')).seq, 1);
+    // Both arrive within a second of the first write, 100 ms apart: one write for the two.
+    beat(2);
+    await new Promise((r) => setTimeout(r, 100));
+    beat(3);
+    assert.is((await raw.next('heartbeat_ack')).seq, 2);
+    assert.is((await raw.next('heartbeat_ack')).seq, 3);
+    assert.is(tokens.stats.ledgerWrites - writes, 2, 'three heartbeats, two ledger writes');
+    raw.close();
+  } finally {
+    await own.s.stop(true);
+  }
+});
+
 test('lastSeen follows the socket; isOnline is false once it closes', async () => {
   const { s, owner } = ctx;
   const agent = await readyAgent(s, owner);

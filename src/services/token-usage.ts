@@ -4,7 +4,7 @@
  * Heartbeats carry `sinceLastSync` deltas. The path of a delta:
  *
  * 1. Ledger (durable, before the ack). Deltas of every heartbeat that arrives while no write is
- *    in flight (and within at least 5 ms) are grouped into ONE ledger document (`token_ledger`,
+ *    in flight (and within at least TOKEN_LEDGER_WRITE_GAP_MS) are grouped into ONE ledger document (`token_ledger`,
  *    one insert: one round trip, one append in the embedded store), and only then is each
  *    heartbeat acknowledged. So the
  *    number of store writes follows the flush rate, not the heartbeat rate, and an agent's
@@ -57,7 +57,6 @@ const ROLLUP_BATCH = 5000;
 /** Per-agent updates per store call (the embedded store applies a call as one synchronous batch). */
 const UPDATE_CHUNK = 100;
 const RETRY_MIN_MS = 100;
-const FLUSH_MIN_GAP_MS = 5;
 /** Entries per ledger document (a flush under heavy load writes several in one insertMany). */
 const LEDGER_DOC_MAX = 2000;
 /** Heartbeat acks sent per turn of the event loop. */
@@ -126,7 +125,7 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   /**
-   * A flush starts on the next turn of the event loop, but at most one every FLUSH_MIN_GAP_MS:
+   * A flush starts on the next turn of the event loop, but at most one every TOKEN_LEDGER_WRITE_GAP_MS:
    * under load a ledger write then carries every heartbeat of those milliseconds.
    */
   private schedule(): void {
@@ -136,7 +135,7 @@ export class TokenUsage implements HeartbeatSink {
       this.scheduled = false;
       void this.flush();
     };
-    const wait = this.lastFlushAt + FLUSH_MIN_GAP_MS - performance.now();
+    const wait = this.lastFlushAt + this.ctx.config.tokenLedgerWriteGapMs - performance.now();
     if (wait <= 0) setImmediate(run);
     else setTimeout(run, wait);
   }
