@@ -177,8 +177,8 @@ export const VARIABLES = {
   },
   TOKEN_LEDGER_WRITE_GAP_MS: {
     schema: int(0, 1000),
-    default: '5',
-    description: 'Least time between two token-ledger writes: the heartbeats that arrive meanwhile wait and go into the next write together (fewer, larger writes, for up to this much more acknowledgement latency).',
+    default: '25',
+    description: 'Least time between two token-ledger writes: the heartbeats that arrive meanwhile wait and go into the next write together (fewer, larger writes, and less memory for a held fleet, for up to this much more acknowledgement latency). Once 64 heartbeats wait they are written at once.',
   },
   TOKEN_ROLLUP_INTERVAL_SECONDS: {
     schema: int(1, 3600),

@@ -133,6 +133,11 @@ test('TOKEN_LEDGER_WRITE_GAP_MS: heartbeats arriving within the gap after a ledg
     assert.is((await raw.next('heartbeat_ack')).seq, 2);
     assert.is((await raw.next('heartbeat_ack')).seq, 3);
     assert.is(tokens.stats.ledgerWrites - writes, 2, 'three heartbeats, two ledger writes');
+    // A burst of more than 64 does not wait out the gap: it is written as soon as it has gathered.
+    const early = tokens.stats.earlyWrites;
+    for (let i = 4; i < 4 + 300; i++) beat(i);
+    for (let i = 4; i < 4 + 300; i++) assert.is((await raw.next('heartbeat_ack')).seq, i);
+    assert.ok(tokens.stats.earlyWrites > early, 'a write started early');
     raw.close();
   } finally {
     await own.s.stop(true);

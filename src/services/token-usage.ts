@@ -3,10 +3,10 @@
  *
  * Heartbeats carry `sinceLastSync` deltas. The path of a delta:
  *
- * 1. Ledger (durable, before the ack). Deltas of every heartbeat that arrives while no write is
- *    in flight (and within at least TOKEN_LEDGER_WRITE_GAP_MS) are grouped into ONE ledger document (`token_ledger`,
- *    one insert: one round trip, one append in the embedded store), and only then is each
- *    heartbeat acknowledged. So the
+ * 1. Ledger (durable, before the ack). Deltas of every heartbeat that arrives while a write is
+ *    in flight, or within TOKEN_LEDGER_WRITE_GAP_MS of the last one (unless 64 are waiting), are
+ *    grouped into ONE ledger document (`token_ledger`, one insert: one round trip, one append in
+ *    the embedded store), and only then is each heartbeat acknowledged. So the
  *    number of store writes follows the flush rate, not the heartbeat rate, and an agent's
  *    unacknowledged delta is never counted twice or lost while its socket stays up. A delta whose
  *    socket closed before the write is dropped: the agent sends it again after reconnecting.
@@ -59,6 +59,8 @@ const UPDATE_CHUNK = 100;
 const RETRY_MIN_MS = 100;
 /** Entries per ledger document (a flush under heavy load writes several in one insertMany). */
 const LEDGER_DOC_MAX = 2000;
+/** Heartbeats waiting that make a ledger write start without waiting out TOKEN_LEDGER_WRITE_GAP_MS. */
+const LEDGER_EARLY_WRITE = 64;
 /** Heartbeat acks sent per turn of the event loop. */
 const ACK_CHUNK = 500;
 const RETRY_MAX_MS = 5000;
@@ -72,10 +74,12 @@ const add = (a: TokenCounts, p: number, c: number) => {
 };
 
 export class TokenUsage implements HeartbeatSink {
-  readonly stats = { heartbeats: 0, ledgerWrites: 0, rollups: 0 };
+  /** earlyWrites: ledger writes started before the gap because LEDGER_EARLY_WRITE heartbeats waited. */
+  readonly stats = { heartbeats: 0, ledgerWrites: 0, earlyWrites: 0, rollups: 0 };
   private batch: Entry[] = [];
   private lastFlushAt = -Infinity;
   private scheduled = false;
+  private gapTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | null = null;
   private retryMs = RETRY_MIN_MS;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -101,6 +105,9 @@ export class TokenUsage implements HeartbeatSink {
   async stop(): Promise<void> {
     if (this.rollupTimer) clearInterval(this.rollupTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.gapTimer) clearTimeout(this.gapTimer);
+    this.gapTimer = undefined;
+    this.scheduled = false;
     await this.drain();
     await this.rollup();
   }
@@ -126,18 +133,30 @@ export class TokenUsage implements HeartbeatSink {
 
   /**
    * A flush starts on the next turn of the event loop, but at most one every TOKEN_LEDGER_WRITE_GAP_MS:
-   * under load a ledger write then carries every heartbeat of those milliseconds.
+   * a ledger write then carries every heartbeat of those milliseconds, and a fleet that heartbeats
+   * steadily makes a few writes a second instead of hundreds (each write's garbage, and each ledger
+   * document kept until the roll-up, is what a held fleet's memory is made of). Once
+   * LEDGER_EARLY_WRITE heartbeats wait, they are written without waiting out the gap, so under
+   * heavy load a write starts as soon as the previous one ends, as it would with no gap.
    */
   private schedule(): void {
-    if (this.scheduled || this.flushing || this.retryTimer) return;
+    if (this.flushing || this.retryTimer) return;
+    const early = this.batch.length >= LEDGER_EARLY_WRITE;
+    if (this.scheduled) {
+      if (!early || !this.gapTimer) return;
+      clearTimeout(this.gapTimer); // a full batch does not wait out the gap
+      this.gapTimer = undefined;
+    }
     this.scheduled = true;
     const run = () => {
       this.scheduled = false;
+      this.gapTimer = undefined;
+      if (early) this.stats.earlyWrites++;
       void this.flush();
     };
-    const wait = this.lastFlushAt + this.ctx.config.tokenLedgerWriteGapMs - performance.now();
+    const wait = early ? 0 : this.lastFlushAt + this.ctx.config.tokenLedgerWriteGapMs - performance.now();
     if (wait <= 0) setImmediate(run);
-    else setTimeout(run, wait);
+    else this.gapTimer = setTimeout(run, wait);
   }
 
   /** Writes everything recorded so far (giving up after a few failed writes: unacknowledged deltas are sent again by their agents). */
