@@ -59,8 +59,10 @@ const UPDATE_CHUNK = 100;
 const RETRY_MIN_MS = 100;
 /** Entries per ledger document (a flush under heavy load writes several in one insertMany). */
 const LEDGER_DOC_MAX = 2000;
-/** Heartbeats waiting that make a ledger write start without waiting out TOKEN_LEDGER_WRITE_GAP_MS. */
+/** Heartbeats waiting that make a ledger write start without waiting out TOKEN_LEDGER_WRITE_GAP_MS ... */
 const LEDGER_EARLY_WRITE = 64;
+/** ... once this long has passed since the last write started. */
+const FULL_BATCH_GAP_MS = 5;
 /** Heartbeat acks sent per turn of the event loop. */
 const ACK_CHUNK = 500;
 const RETRY_MAX_MS = 5000;
@@ -80,6 +82,8 @@ export class TokenUsage implements HeartbeatSink {
   private lastFlushAt = -Infinity;
   private scheduled = false;
   private gapTimer: NodeJS.Timeout | undefined;
+  /** Whether the flush scheduled is one for a full batch (already at the short gap). */
+  private scheduledEarly = false;
   private flushing: Promise<void> | null = null;
   private retryMs = RETRY_MIN_MS;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -136,25 +140,28 @@ export class TokenUsage implements HeartbeatSink {
    * a ledger write then carries every heartbeat of those milliseconds, and a fleet that heartbeats
    * steadily makes a few writes a second instead of hundreds (each write's garbage, and each ledger
    * document kept until the roll-up, is what a held fleet's memory is made of). Once
-   * LEDGER_EARLY_WRITE heartbeats wait, they are written without waiting out the gap, so under
-   * heavy load a write starts as soon as the previous one ends, as it would with no gap.
+   * LEDGER_EARLY_WRITE heartbeats wait, they are written without waiting out the gap (but at most
+   * one write every FULL_BATCH_GAP_MS), so under heavy load writes follow each other as they did
+   * before the gap was raised.
    */
   private schedule(): void {
     if (this.flushing || this.retryTimer) return;
     const early = this.batch.length >= LEDGER_EARLY_WRITE;
     if (this.scheduled) {
-      if (!early || !this.gapTimer) return;
+      if (!early || !this.gapTimer || this.scheduledEarly) return;
       clearTimeout(this.gapTimer); // a full batch does not wait out the gap
       this.gapTimer = undefined;
     }
     this.scheduled = true;
+    this.scheduledEarly = early;
     const run = () => {
       this.scheduled = false;
       this.gapTimer = undefined;
       if (early) this.stats.earlyWrites++;
       void this.flush();
     };
-    const wait = early ? 0 : this.lastFlushAt + this.ctx.config.tokenLedgerWriteGapMs - performance.now();
+    const gap = this.ctx.config.tokenLedgerWriteGapMs;
+    const wait = this.lastFlushAt + (early ? Math.min(gap, FULL_BATCH_GAP_MS) : gap) - performance.now();
     if (wait <= 0) setImmediate(run);
     else this.gapTimer = setTimeout(run, wait);
   }
