@@ -442,6 +442,8 @@ export class FleetService {
           await this.ctx.c.agents.bulkUpdate(chunk.map(([did, at]) => ({ filter: { _id: did }, update: { $set: { lastSeen: at } } })));
         } catch (err) {
           this.ctx.log.error({ err }, 'writing lastSeen failed; will retry');
+          // Keep what the chunk carried for the next round, unless a newer value is already waiting.
+          for (const [did, at] of chunk) if (!this.lastSeenPending.has(did)) this.lastSeenPending.set(did, at);
           return false;
         }
         for (const [did, at] of chunk) if (this.lastSeenPending.get(did) === at) this.lastSeenPending.delete(did);
@@ -455,13 +457,9 @@ export class FleetService {
       }
       for (const [did, ms] of this.collectLiveSeen()) {
         chunk.push([did, new Date(ms).toISOString()]);
-        if (chunk.length >= LAST_SEEN_CHUNK && !(await write())) {
-          // Not written: keep what this chunk carried, so the next round writes it.
-          for (const [d, at] of chunk) this.lastSeenPending.set(d, at);
-          return;
-        }
+        if (chunk.length >= LAST_SEEN_CHUNK && !(await write())) return;
       }
-      if (chunk.length > 0 && !(await write())) for (const [d, at] of chunk) this.lastSeenPending.set(d, at);
+      if (chunk.length > 0) await write();
     })().finally(() => {
       this.lastSeenWriting = null;
     });

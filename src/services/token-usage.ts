@@ -317,7 +317,9 @@ export class TokenUsage implements HeartbeatSink {
       if (ops.length > 0) await c.tokenUsage.bulkUpdate(ops);
 
       const gInc: Record<string, number> = {};
-      for (const doc of ledger) if (doc._id > globalDone) incBuckets(gInc, doc.day, doc.promptTokens, doc.completionTokens);
+      // Every ledger document's day has its keys in `days` (a day enters `sums` before its entries are read).
+      const keysOf = new Map(days.map((d) => [d.day, d.keys]));
+      for (const doc of ledger) if (doc._id > globalDone) addBuckets(gInc, keysOf.get(doc.day)!, doc.promptTokens, doc.completionTokens);
       await c.tokenUsage.updateOne(
         { _id: GLOBAL_ID },
         { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
@@ -427,10 +429,6 @@ function bucketKeys(day: string): BucketKeys {
 function addBuckets(inc: Record<string, number>, keys: BucketKeys, p: number, c: number): void {
   if (p !== 0) for (const k of keys.prompt) inc[k] = (inc[k] ?? 0) + p;
   if (c !== 0) for (const k of keys.completion) inc[k] = (inc[k] ?? 0) + c;
-}
-
-function incBuckets(inc: Record<string, number>, day: string, p: number, c: number): void {
-  addBuckets(inc, bucketKeys(day), p, c);
 }
 
 function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {
