@@ -185,6 +185,16 @@ export const VARIABLES = {
     default: '10',
     description: 'How often acknowledged heartbeat token deltas are folded from the ledger into per-agent and global totals.',
   },
+  TOKEN_AGENT_DAYS_KEPT: {
+    schema: int(1, 62),
+    default: '2',
+    description: "Daily token buckets kept per agent, today included (the fleet-wide totals keep 62). Only today's is ever read per agent; in the embedded store each kept day costs about 100 bytes of memory per agent. Older days stay in the agent's allTime and monthly totals.",
+  },
+  TOKEN_AGENT_MONTHS_KEPT: {
+    schema: int(0, 1200),
+    default: '2',
+    description: "Monthly token buckets kept per agent, this month included; 0 keeps them all (the fleet-wide totals keep every month). Only this month's is ever read per agent; in the embedded store each kept month costs about 100 bytes of memory per agent.",
+  },
   INTENT_TIMEOUT_MS: {
     schema: int(100, 3_600_000),
     default: '30000',
@@ -309,6 +319,9 @@ export interface Config {
   agentActorWriteDelayMs: number;
   tokenLedgerWriteGapMs: number;
   tokenRollupIntervalMs: number;
+  tokenAgentDaysKept: number;
+  /** 0: all. */
+  tokenAgentMonthsKept: number;
   intentTimeoutMs: number;
   intentMaxTimeoutMs: number;
   graphBaseUrl: string;
@@ -393,6 +406,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentActorWriteDelayMs: p.AGENT_ACTOR_WRITE_DELAY_MS,
     tokenLedgerWriteGapMs: p.TOKEN_LEDGER_WRITE_GAP_MS,
     tokenRollupIntervalMs: p.TOKEN_ROLLUP_INTERVAL_SECONDS * 1000,
+    tokenAgentDaysKept: p.TOKEN_AGENT_DAYS_KEPT,
+    tokenAgentMonthsKept: p.TOKEN_AGENT_MONTHS_KEPT,
     intentTimeoutMs: p.INTENT_TIMEOUT_MS,
     intentMaxTimeoutMs: p.INTENT_MAX_TIMEOUT_MS,
     graphBaseUrl: p.GRAPH_BASE_URL,

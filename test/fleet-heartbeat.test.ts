@@ -202,23 +202,63 @@ test('a roll-up over ledger documents of two UTC days fills each day\'s bucket, 
   assert.equal(global1.daily, { promptTokens: global0.daily.promptTokens + 7, completionTokens: global0.daily.completionTokens + 3 }, "today's bucket only");
 });
 
-test('daily buckets older than the kept window are pruned, also those of days the server did not run on', async () => {
-  const { s, owner } = ctx;
+/**
+ * Gives an agent and the global totals buckets of many ages, runs the once-a-day prune, and
+ * returns which days and months each still has.
+ */
+async function pruneScenario(s: Awaited<ReturnType<typeof startWithOwner>>['s'], name: string) {
   const tokens = fleet(s).tokens;
   await tokens.rollup();
-  const agent = await makeAgent(s, 'old-buckets');
-  const dayAgo = (n: number) => utcDay(new Date(Date.now() - n * 86_400_000));
+  const agent = await makeAgent(s, name);
+  const now = new Date();
+  const dayAgo = (n: number) => utcDay(new Date(now.getTime() - n * 86_400_000));
+  const monthAgo = (n: number) => utcMonth(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - n, 1)));
   const bucket = { promptTokens: 1, completionTokens: 1 };
-  const [gone1, gone2, edge, kept] = [dayAgo(DAYS_KEPT + 9), dayAgo(DAYS_KEPT + 2), dayAgo(DAYS_KEPT), dayAgo(DAYS_KEPT - 1)];
-  const days = { [gone1]: bucket, [gone2]: bucket, [edge]: bucket, [kept]: bucket };
-  await s.ctx.c.tokenUsage.insertOne({ _id: agent._id, allTime: bucket, days, months: {}, rolledUpTo: '', updatedAt: new Date().toISOString() });
-  await s.ctx.c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $set: Object.fromEntries(Object.keys(days).map((d) => [`days.${d}`, bucket])) }, { upsert: true });
+  const dayAges = [0, 1, 2, 4, 5, DAYS_KEPT - 1, DAYS_KEPT, DAYS_KEPT + 2, DAYS_KEPT + 9];
+  const monthAges = [0, 1, 2, 3, 30];
+  const days = Object.fromEntries(dayAges.map((n) => [dayAgo(n), bucket]));
+  const months = Object.fromEntries(monthAges.map((n) => [monthAgo(n), bucket]));
+  await s.ctx.c.tokenUsage.insertOne({ _id: agent._id, allTime: bucket, days, months, rolledUpTo: '', updatedAt: now.toISOString() });
+  await s.ctx.c.tokenUsage.updateOne(
+    { _id: GLOBAL_ID },
+    { $set: { ...Object.fromEntries(Object.keys(days).map((d) => [`days.${d}`, bucket])), ...Object.fromEntries(Object.keys(months).map((m) => [`months.${m}`, bucket])) } },
+    { upsert: true },
+  );
   (tokens as any).prunedDay = ''; // as after a restart, or on the next UTC day
   await tokens.rollup();
-  assert.equal(Object.keys((await s.ctx.c.tokenUsage.findById(agent._id))!.days), [kept]);
-  const globalDays = Object.keys((await s.ctx.c.tokenUsage.findById(GLOBAL_ID))!.days);
-  assert.ok(globalDays.includes(kept) && ![gone1, gone2, edge].some((d) => globalDays.includes(d)), `global days: ${globalDays.join(', ')}`);
+  const mine = (await s.ctx.c.tokenUsage.findById(agent._id))!;
+  const global = (await s.ctx.c.tokenUsage.findById(GLOBAL_ID))!;
+  const ages = (keys: string[], of: (n: number) => string, all: number[]) => all.filter((n) => keys.includes(of(n)));
+  return {
+    agentDays: ages(Object.keys(mine.days), dayAgo, dayAges),
+    agentMonths: ages(Object.keys(mine.months), monthAgo, monthAges),
+    globalDays: ages(Object.keys(global.days), dayAgo, dayAges),
+    globalMonths: ages(Object.keys(global.months), monthAgo, monthAges),
+    allTime: mine.allTime,
+  };
+}
+
+test('old buckets are pruned: an agent keeps 2 days and 2 months by default, the global totals 62 days and every month; also days the server did not run on', async () => {
+  const { s, owner } = ctx;
+  const kept = await pruneScenario(s, 'old-buckets');
+  assert.equal(kept.agentDays, [0, 1], 'agent: today and yesterday');
+  assert.equal(kept.agentMonths, [0, 1], 'agent: this month and the last');
+  assert.equal(kept.globalDays, [0, 1, 2, 4, 5, DAYS_KEPT - 1], `global: ${DAYS_KEPT} days`);
+  assert.equal(kept.globalMonths, [0, 1, 2, 3, 30], 'global: every month');
+  assert.equal(kept.allTime, { promptTokens: 1, completionTokens: 1 }, 'allTime untouched');
   assert.is((await owner.api.get('/api/stats/tokens')).status, 200);
+});
+
+test('TOKEN_AGENT_DAYS_KEPT and TOKEN_AGENT_MONTHS_KEPT (0: every month) set what an agent keeps', async () => {
+  const other = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', TOKEN_AGENT_DAYS_KEPT: '5', TOKEN_AGENT_MONTHS_KEPT: '0' });
+  try {
+    const kept = await pruneScenario(other.s, 'old-buckets-configured');
+    assert.equal(kept.agentDays, [0, 1, 2, 4]);
+    assert.equal(kept.agentMonths, [0, 1, 2, 3, 30]);
+    assert.equal(kept.globalDays, [0, 1, 2, 4, 5, DAYS_KEPT - 1]);
+  } finally {
+    await other.s.stop(true);
+  }
 });
 
 test('lastSeen is written in chunks: disconnected agents, then connected ones collected as the write goes', async () => {

@@ -17,7 +17,9 @@
  *    with `rolledUpTo`, the last ledger id folded in, set in the same single-document update as
  *    its increments. Then the folded ledger documents are deleted. After a failure or a restart the
  *    first roll-up reads each agent's `rolledUpTo`, so a ledger document is never folded twice.
- *    Daily buckets older than DAYS_KEPT days are removed.
+ *    Once a UTC day, buckets that left their windows are removed: an agent keeps TOKEN_AGENT_DAYS_KEPT
+ *    daily and TOKEN_AGENT_MONTHS_KEPT monthly buckets (only the current ones are read per agent),
+ *    the global aggregate DAYS_KEPT days and every month.
  *
  * GET /api/stats/tokens reads the global aggregate plus the ledger documents not yet folded into
  * it (bounded by the roll-up interval), so it is exact and cheap whatever the fleet size.
@@ -51,7 +53,7 @@ interface Entry {
 }
 
 export const GLOBAL_ID = 'global';
-/** Daily buckets kept (per agent and global). Monthly buckets and allTime are kept forever. */
+/** Daily buckets kept in the global totals (agents keep TOKEN_AGENT_DAYS_KEPT). Its monthly buckets and allTime are kept forever. */
 export const DAYS_KEPT = 62;
 const ROLLUP_BATCH = 5000;
 /** Per-agent updates per store call (the embedded store applies a call as one synchronous batch). */
@@ -347,24 +349,44 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   /**
-   * Removes the daily buckets that fell out of the kept window, once per UTC day: all of them, also
-   * those of days the server did not run on. The global document has a bucket for every day any
-   * agent has (both come from the same ledger documents), so its keys say which days to remove;
-   * the agents' buckets go first and the global ones last, so an interrupted prune is finished by
-   * the next one.
+   * Removes the buckets that fell out of their kept windows, once per UTC day: all of them, also
+   * those of days the server did not run on. Agents keep TOKEN_AGENT_DAYS_KEPT days and
+   * TOKEN_AGENT_MONTHS_KEPT months (only today's and this month's are read per agent); the global
+   * document keeps DAYS_KEPT days and every month. The global document has a bucket for every day
+   * and month any agent has (both come from the same ledger documents) and keeps them at least as
+   * long, so its keys say which buckets to remove. The agents' go first, a chunk at a time, and the
+   * global ones last, so an interrupted prune is finished by the next one.
    */
   private async pruneDays(): Promise<void> {
-    const { c } = this.ctx;
-    const today = utcDay(new Date());
+    const { c, config } = this.ctx;
+    const now = new Date();
+    const today = utcDay(now);
     if (this.prunedDay === today) return;
-    const cutoff = utcDay(new Date(Date.now() - DAYS_KEPT * 86_400_000));
     const global = await c.tokenUsage.findById(GLOBAL_ID);
-    const stale = Object.keys(global?.days ?? {}).filter((day) => day <= cutoff);
-    for (const day of stale) {
-      const field = `days.${day}`;
-      await c.tokenUsage.updateMany({ _id: { $ne: GLOBAL_ID }, [field]: { $exists: true } }, { $unset: { [field]: '' } });
+    const dayKeys = Object.keys(global?.days ?? {});
+    const staleDays = (kept: number) => {
+      const cutoff = utcDay(new Date(now.getTime() - kept * 86_400_000));
+      return dayKeys.filter((day) => day <= cutoff);
+    };
+    const agentFields = staleDays(config.tokenAgentDaysKept).map((day) => `days.${day}`);
+    if (config.tokenAgentMonthsKept > 0) {
+      const cutoff = utcMonth(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - config.tokenAgentMonthsKept, 1)));
+      for (const month of Object.keys(global?.months ?? {})) if (month <= cutoff) agentFields.push(`months.${month}`);
     }
-    if (stale.length > 0) await c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $unset: Object.fromEntries(stale.map((day) => [`days.${day}`, ''])) });
+    if (agentFields.length > 0) {
+      const holders = await c.tokenUsage.find(
+        { _id: { $ne: GLOBAL_ID }, $or: agentFields.map((field) => ({ [field]: { $exists: true } })) },
+        { projection: { _id: 1 } },
+      );
+      const $unset = Object.fromEntries(agentFields.map((field) => [field, ''] as const));
+      const slice = new TimeSlice();
+      for (let i = 0; i < holders.length; i += UPDATE_CHUNK) {
+        await c.tokenUsage.bulkUpdate(holders.slice(i, i + UPDATE_CHUNK).map((doc) => ({ filter: { _id: doc._id }, update: { $unset } })));
+        await slice.yieldIfDue();
+      }
+    }
+    const globalStale = staleDays(DAYS_KEPT);
+    if (globalStale.length > 0) await c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $unset: Object.fromEntries(globalStale.map((day) => [`days.${day}`, ''])) });
     this.prunedDay = today;
   }
 
