@@ -4,6 +4,7 @@
  */
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { getHeapSnapshot } from 'node:v8';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -286,6 +287,55 @@ embedded('invalid collection names and field names are rejected', async () => {
     assert.is(await store.collection('fields').count(), 0, 'a refused batch inserts nothing');
     await store.collection<Doc & { n: number }>('fields').insertMany([{ _id: 'a', n: 1 }, { _id: 'b', n: 2 }]);
     assert.equal(await store.collection('fields').find({}, { sort: { _id: 1 } }), [{ _id: 'a', n: 1 }, { _id: 'b', n: 2 }]);
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+/** How many string objects with exactly these (latin1) bytes as content the heap holds (from a heap snapshot). */
+async function heapCopies(bytes: Buffer): Promise<number> {
+  let text = '';
+  for await (const chunk of getHeapSnapshot()) text += chunk;
+  const content = bytes.toString('latin1'); // made after the snapshot, so not in it
+  const snap = JSON.parse(text) as { snapshot: { meta: { node_fields: string[]; node_types: [string[]] } }; nodes: number[]; strings: string[] };
+  const { node_fields: fields, node_types: [types] } = snap.snapshot.meta;
+  const width = fields.length;
+  const typeAt = fields.indexOf('type');
+  const nameAt = fields.indexOf('name');
+  const stringType = types.indexOf('string');
+  let copies = 0;
+  for (let i = 0; i < snap.nodes.length; i += width) {
+    if (snap.nodes[i + typeAt] === stringType && snap.strings[snap.nodes[i + nameAt]!] === content) copies++;
+  }
+  return copies;
+}
+
+embedded('stored identifiers and timestamps are kept once, whether loaded from the datafile or written', async () => {
+  const dataDir = await tempDir();
+  // The test keeps the values as bytes: every string it makes is a fresh copy of its own.
+  const did = Buffer.from(`did:key:z6Mk${nanoid(44)}`);
+  const at = Buffer.from(new Date(Date.UTC(2031, 0, 2, 3, 4, 5, 6)).toISOString());
+  const fresh = (b: Buffer) => b.toString('latin1');
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    type Held = Doc & { owner: string; seenAt: string; tags: string[]; log?: Array<{ by: string; at: string }> };
+    let c = store.collection<Held>('held');
+    for (let i = 0; i < 40; i++) await c.insertOne({ _id: `h${i}`, owner: fresh(did), seenAt: fresh(at), tags: [fresh(did)] });
+    for (let i = 0; i < 40; i += 2) await c.updateOne({ _id: `h${i}` }, { $set: { seenAt: fresh(at) }, $push: { log: { by: fresh(did), at: fresh(at) } } });
+    await c.bulkUpdate([{ filter: { owner: fresh(did), _id: 'new' }, update: { $set: { seenAt: fresh(at) } }, upsert: true }]);
+    await c.replaceOne({ _id: 'h1' }, { _id: 'h1', owner: fresh(did), seenAt: fresh(at), tags: [] });
+    assert.is(await c.count({ owner: fresh(did) }), 41);
+    assert.is(await heapCopies(did), 1, 'written: one copy of the DID');
+    assert.is(await heapCopies(at), 1, 'written: one copy of the timestamp');
+    await store.close();
+
+    store = await openEmbeddedStore({ dataDir });
+    c = store.collection<Held>('held');
+    assert.is(await c.count({ owner: fresh(did) }), 41); // loads the datafile: 101 lines holding the DID
+    assert.is(await heapCopies(did), 1, 'loaded: one copy of the DID');
+    assert.is(await heapCopies(at), 1, 'loaded: one copy of the timestamp');
+    assert.is((await c.findById('h2'))?.log?.[0]?.by, fresh(did));
     await store.close();
   } finally {
     await rm(dataDir, { recursive: true, force: true });
