@@ -3,7 +3,7 @@
  *
  * nedb is used for what it does well: durable append-only persistence, crash-safe compaction,
  * the `_id` index and single/compound unique indexes (nedb 4 supports compound indexes through an
- * array `fieldName`; single-field indexes are kept in maps instead of nedb's trees, see
+ * array `fieldName`; indexes are kept in maps instead of nedb's trees, see
  * nedb-index.ts). Query and update *semantics* are implemented here instead, because nedb's
  * differ from MongoDB in ways callers would notice (`{f: null}` does not match a missing field,
  * `$ne`/`$nin` on arrays test "some element", no `$all`/`$options`/`$setOnInsert`, upserts copy

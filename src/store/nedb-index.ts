@@ -15,10 +15,15 @@
  * Neither order is part of the store contract, which like MongoDB promises no order without a
  * sort. An update that keeps a document's key keeps its place (and costs one `Map.set`).
  *
+ * A compound index (`{workspaceId, agentDid}`) keys its entries by an object of the fields' values;
+ * when every value is a primitive, as in all of Steward's compound indexes, the entry lives in
+ * nested maps (one level per field; an agent's membership of the default workspace costs about 40
+ * bytes instead of nedb's 230-byte tree node). nedb looks compound indexes up by equality only.
+ *
  * How it is installed: nedb's `Index` builds its tree in its constructor and in `reset` by
- * assigning `this.tree`; an accessor on `Index.prototype` takes that assignment and, for an index
- * on one field, keeps a `KeyedTree` instead. Compound indexes keep nedb's tree. nedb is pinned,
- * and the embedded store's contract tests run through these indexes.
+ * assigning `this.tree`; an accessor on `Index.prototype` takes that assignment and keeps a
+ * `KeyedTree` instead. nedb is pinned, and the embedded store's contract tests run through these
+ * indexes.
  */
 import Index from '@seald-io/nedb/lib/indexes.js';
 import { compareThings, getDotValues } from '@seald-io/nedb/lib/model.js';
@@ -52,14 +57,37 @@ function uniqueViolation(key: unknown): Error {
  * is `all()`, which the installation below makes `getAll` call).
  */
 export class KeyedTree {
-  /** Strings, numbers, booleans, null and undefined (Map's SameValueZero is compareThings' equality for these). */
-  private readonly plain = new Map<unknown, Slot>();
+  /**
+   * Strings, numbers, booleans, null and undefined (Map's SameValueZero is compareThings' equality
+   * for these). For a compound index: compound keys of such values, one map level per field.
+   */
+  private readonly plain = new Map<unknown, unknown>();
   /** Dates, by their time. */
   private readonly dates = new Map<number, { key: Date; slot: Slot }>();
   /** Arrays and objects (an indexed field holding a sub-document): compared with compareThings. */
   private readonly deep: Array<{ key: unknown; slot: Slot }> = [];
 
-  constructor(readonly unique: boolean) {}
+  /** `fields`: a compound index's fields, in the order of nedb's key objects. */
+  constructor(
+    readonly unique: boolean,
+    private readonly fields?: readonly string[],
+  ) {}
+
+  /** A compound key's values, in field order, when all are primitives (kept in nested maps); else null. */
+  compoundParts(key: unknown): unknown[] | null {
+    const fields = this.fields;
+    if (fields === undefined || typeof key !== 'object' || key === null || Array.isArray(key) || key instanceof Date) return null;
+    const k = key as Record<string, unknown>;
+    if (Object.keys(k).length !== fields.length) return null;
+    const parts: unknown[] = [];
+    for (const field of fields) {
+      if (!Object.hasOwn(k, field)) return null;
+      const v = k[field];
+      if (!isPrimitiveKey(v)) return null;
+      parts.push(v);
+    }
+    return parts;
+  }
 
   insert(key: unknown, doc: IndexedDoc): void {
     const cur = this.get(key);
@@ -124,27 +152,62 @@ export class KeyedTree {
       if (Array.isArray(slot)) for (const d of slot) out.push(d);
       else out.push(slot);
     };
-    for (const slot of this.plain.values()) add(slot);
+    if (this.fields === undefined) for (const slot of this.plain.values()) add(slot as Slot);
+    else this.walk(this.plain, [], (_, slot) => add(slot));
     for (const e of this.dates.values()) add(e.slot);
     for (const e of this.deep) add(e.slot);
     return out;
   }
 
   private entries(): Array<[unknown, Slot]> {
-    const out: Array<[unknown, Slot]> = [...this.plain];
+    const out: Array<[unknown, Slot]> = [];
+    if (this.fields === undefined) for (const [k, slot] of this.plain) out.push([k, slot as Slot]);
+    else {
+      const fields = this.fields;
+      this.walk(this.plain, [], (parts, slot) => out.push([Object.fromEntries(fields.map((f, i) => [f, parts[i]])), slot]));
+    }
     for (const e of this.dates.values()) out.push([e.key, e.slot]);
     for (const e of this.deep) out.push([e.key, e.slot]);
     return out;
   }
 
+  /** Visits a compound index's nested maps: each key's values in field order, and its slot. */
+  private walk(level: Map<unknown, unknown>, parts: unknown[], visit: (parts: unknown[], slot: Slot) => void): void {
+    const leaf = parts.length === this.fields!.length - 1;
+    for (const [k, v] of level) {
+      if (leaf) visit([...parts, k], v as Slot);
+      else this.walk(v as Map<unknown, unknown>, [...parts, k], visit);
+    }
+  }
+
+  /** The map holding a compound key's last value (created on the way when `create`). */
+  private leafMap(parts: unknown[], create: boolean): Map<unknown, unknown> | undefined {
+    let level = this.plain;
+    for (let i = 0; i < parts.length - 1; i++) {
+      let next = level.get(parts[i]) as Map<unknown, unknown> | undefined;
+      if (next === undefined) {
+        if (!create) return undefined;
+        level.set(parts[i], (next = new Map()));
+      }
+      level = next;
+    }
+    return level;
+  }
+
   private get(key: unknown): Slot | undefined {
-    if (isPrimitiveKey(key)) return this.plain.get(key);
+    if (this.fields !== undefined) {
+      const parts = this.compoundParts(key);
+      if (parts) return this.leafMap(parts, false)?.get(parts[parts.length - 1]) as Slot | undefined;
+    } else if (isPrimitiveKey(key)) return this.plain.get(key) as Slot | undefined;
     if (key instanceof Date) return this.dates.get(key.getTime())?.slot;
     return this.deep.find((e) => compareThings(e.key, key) === 0)?.slot;
   }
 
   private set(key: unknown, slot: Slot): void {
-    if (isPrimitiveKey(key)) {
+    const parts = this.compoundParts(key);
+    if (parts) {
+      this.leafMap(parts, true)!.set(parts[parts.length - 1], slot);
+    } else if (this.fields === undefined && isPrimitiveKey(key)) {
       this.plain.set(key, slot);
     } else if (key instanceof Date) {
       const e = this.dates.get(key.getTime());
@@ -158,7 +221,18 @@ export class KeyedTree {
   }
 
   private unset(key: unknown): void {
-    if (isPrimitiveKey(key)) this.plain.delete(key);
+    const parts = this.compoundParts(key);
+    if (parts) {
+      // Delete the entry, then every level it leaves empty.
+      const levels = [this.plain];
+      for (let i = 0; i < parts.length - 1; i++) {
+        const next = levels[i]!.get(parts[i]) as Map<unknown, unknown> | undefined;
+        if (next === undefined) return;
+        levels.push(next);
+      }
+      levels[parts.length - 1]!.delete(parts[parts.length - 1]);
+      for (let i = parts.length - 1; i > 0 && levels[i]!.size === 0; i--) levels[i - 1]!.delete(parts[i - 1]);
+    } else if (this.fields === undefined && isPrimitiveKey(key)) this.plain.delete(key);
     else if (key instanceof Date) this.dates.delete(key.getTime());
     else {
       const i = this.deep.findIndex((x) => compareThings(x.key, key) === 0);
@@ -189,23 +263,30 @@ type WithTree = NedbIndex & { [TREE]?: unknown };
 
 /** The index's key of `doc` when an update can keep the document in place, else a marker. */
 const MOVES = Symbol('moves');
-function stableKey(index: NedbIndex, oldDoc: IndexedDoc, newDoc: IndexedDoc): unknown {
+function stableKey(index: NedbIndex, tree: KeyedTree, oldDoc: IndexedDoc, newDoc: IndexedDoc): unknown {
   const a = getDotValues(oldDoc, index._fields);
-  if (!isPrimitiveKey(a)) return MOVES;
-  return a === getDotValues(newDoc, index._fields) ? a : MOVES;
+  const b = getDotValues(newDoc, index._fields);
+  if (isPrimitiveKey(a)) return a === b ? a : MOVES;
+  const pa = tree.compoundParts(a);
+  const pb = pa && tree.compoundParts(b);
+  return pa && pb && pa.every((v, i) => v === pb[i]) ? a : MOVES;
 }
+
+/** A key nedb leaves out of a sparse index: a missing field, or a compound key of missing fields. */
+const unindexed = (key: unknown): boolean =>
+  key === undefined || (typeof key === 'object' && key !== null && Object.values(key).every((v) => v === undefined));
 
 /** Keeps a document in place when its key is unchanged; false when it must be moved. */
 function updateInPlace(index: NedbIndex, tree: KeyedTree, pair: Pair): boolean {
-  const key = stableKey(index, pair.oldDoc, pair.newDoc);
+  const key = stableKey(index, tree, pair.oldDoc, pair.newDoc);
   if (key === MOVES) return false;
-  if (key === undefined && index.sparse) return true; // not indexed before or after
+  if (index.sparse && unindexed(key)) return true; // not indexed before or after
   return tree.replace(key, pair.oldDoc, pair.newDoc);
 }
 
 let installed = false;
 
-/** Makes nedb's single-field indexes KeyedTrees (idempotent). */
+/** Makes nedb's indexes KeyedTrees (idempotent). */
 export function installKeyedIndexes(): void {
   if (installed) return;
   installed = true;
@@ -217,7 +298,8 @@ export function installKeyedIndexes(): void {
       return this[TREE];
     },
     set(this: WithTree, tree: unknown) {
-      this[TREE] = this._fields.length === 1 ? new KeyedTree(this.unique) : tree;
+      void tree; // nedb's AVL tree, replaced
+      this[TREE] = new KeyedTree(this.unique, this._fields.length > 1 ? this._fields : undefined);
     },
   });
   proto.getAll = function (this: NedbIndex): IndexedDoc[] {
@@ -240,7 +322,7 @@ export function installKeyedIndexes(): void {
     const moving: Pair[] = [];
     const staying: Array<{ key: unknown; pair: Pair }> = [];
     for (const pair of pairs) {
-      const key = stableKey(this, pair.oldDoc, pair.newDoc);
+      const key = stableKey(this, tree, pair.oldDoc, pair.newDoc);
       if (key === MOVES || tree.search(key).indexOf(pair.oldDoc) < 0) moving.push(pair);
       else staying.push({ key, pair });
     }
