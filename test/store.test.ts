@@ -10,7 +10,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { nanoid } from 'nanoid';
-import { openEmbeddedStore } from '../src/store/embedded.js';
+import { compileUpdate, openEmbeddedStore, updateScalarsInPlace } from '../src/store/embedded.js';
 import { clientOptions, mapMongoError, openMongoStore, parseMongoUri, redactUri } from '../src/store/mongo.js';
 import { instrumentStore, openStore } from '../src/store/index.js';
 import { DuplicateKeyError, InvalidQueryError, StoreUnavailableError, type Doc } from '../src/store/types.js';
@@ -227,6 +227,71 @@ embedded('bulkUpdate by _id merges changes into the stored document in place whe
     await store.close();
     store = await openEmbeddedStore({ dataDir });
     await check(store.collection<Usage>('usage'), 'after a reopen');
+    await store.close();
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
+
+embedded('an update that only sets or increments existing scalar fields is applied to the stored document in place, all steps or none', async () => {
+  type Row = Doc & { owner: string; seen: string | null; total: { n: number }; days: Record<string, { n: number }>; tags: string[] };
+  const row = (): Row => ({ _id: 'r', owner: 'o', seen: null, total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] });
+  const run = (doc: Row, update: object, indexed: string[] = []) => updateScalarsInPlace(doc, compileUpdate(update), indexed);
+
+  const doc = row();
+  const total = doc.total;
+  assert.is(run(doc, { $inc: { 'total.n': 2, 'days.d1.n': 1 }, $set: { seen: 'now' } }), true);
+  assert.equal(doc, { _id: 'r', owner: 'o', seen: 'now', total: { n: 3 }, days: { d1: { n: 2 } }, tags: ['t'] });
+  assert.ok(doc.total === total, 'the nested object itself changed');
+  assert.is(run(doc, { $set: { seen: 'now', 'total.n': 3 } }), false, 'equal values: nothing changed');
+  // Anything else is left to the general path, and nothing is applied: a new field, an object or
+  // array value, an indexed field, _id, another operator, a non-number to increment, a path through
+  // an array.
+  const refused: Array<[object, string[]?]> = [
+    [{ $inc: { 'total.n': 1, 'days.d2.n': 1 } }],
+    [{ $inc: { 'total.n': 1 }, $set: { extra: 1 } }],
+    [{ $inc: { 'days.d1.n': 1 }, $set: { total: { n: 9 } } }],
+    [{ $inc: { 'total.n': 1 }, $set: { seen: ['x'] } }],
+    [{ $inc: { 'total.n': 1 }, $set: { owner: 'p' } }, ['owner']],
+    [{ $inc: { 'total.n': 1 } }, ['total']],
+    [{ $set: { _id: 'r', seen: 'x' } }],
+    [{ $inc: { 'total.n': 1 }, $unset: { seen: '' } }],
+    [{ $inc: { 'total.n': 1, seen: 1 } }],
+    [{ $inc: { 'total.n': 1 }, $set: { 'tags.0': 'u' } }],
+    [{ $inc: { 'total.n': 1 }, $set: { tags: 'u' } }],
+  ];
+  for (const [update, indexed] of refused) {
+    const before = JSON.stringify(doc);
+    assert.is(run(doc, update, indexed), undefined, JSON.stringify(update));
+    assert.is(JSON.stringify(doc), before, `untouched by ${JSON.stringify(update)}`);
+  }
+
+  // Through bulkUpdate: counts, a copy read before, the index, errors, and the datafile.
+  const dataDir = await tempDir();
+  try {
+    let store = await openEmbeddedStore({ dataDir });
+    let c = store.collection<Row>('rows');
+    await c.createIndex({ fields: { owner: 1 }, unique: true });
+    await c.insertMany([row(), { ...row(), _id: 's', owner: 'p' }]);
+    const copy = await c.findById('r');
+    const result = await c.bulkUpdate([
+      { filter: { _id: 'r' }, update: { $inc: { 'total.n': 4 }, $set: { seen: 'later' } } },
+      { filter: { _id: 's' }, update: { $set: { seen: null } } }, // unchanged
+      { filter: { _id: 's' }, update: { $set: { owner: 'q' } } }, // indexed: general path
+    ]);
+    assert.equal(result, { matched: 3, modified: 2, upserted: 0 });
+    assert.equal(copy, row(), 'a copy read before is its own');
+    await rejects(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $inc: { seen: 1 } } }]), InvalidQueryError);
+    const check = async (when: string) => {
+      assert.equal(await c.findById('r'), { ...row(), seen: 'later', total: { n: 5 } }, when);
+      assert.equal((await c.find({ owner: 'q' })).map((d) => d._id), ['s'], `index ${when}`);
+      assert.equal(await c.find({ owner: 'p' }), [], `old key ${when}`);
+    };
+    await check('in memory');
+    await store.close();
+    store = await openEmbeddedStore({ dataDir });
+    c = store.collection<Row>('rows');
+    await check('after a reopen');
     await store.close();
   } finally {
     await rm(dataDir, { recursive: true, force: true });

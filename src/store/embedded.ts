@@ -801,11 +801,11 @@ interface UpdateStep {
   pull?: (el: unknown) => boolean;
 }
 
-interface UpdatePlan {
+export interface UpdatePlan {
   steps: UpdateStep[];
 }
 
-function compileUpdate(update: unknown): UpdatePlan {
+export function compileUpdate(update: unknown): UpdatePlan {
   if (!isPlainObject(update)) throw new InvalidQueryError('update must be an object');
   const steps: UpdateStep[] = [];
   const operators = Object.keys(update).filter((k) => update[k] !== undefined);
@@ -976,6 +976,57 @@ function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
   return out;
 }
 
+/** Whether a path and an indexed field overlap (one is the other or lies inside it). */
+function touchesField(path: string, field: string): boolean {
+  return path === field || path.startsWith(`${field}.`) || field.startsWith(`${path}.`);
+}
+
+/** The object holding the last part of a path, when every step down is an own plain-object field. */
+function parentIn(doc: Obj, parts: readonly string[]): Obj | undefined {
+  let cur: Obj = doc;
+  for (let i = 0; i < parts.length - 1; i++) {
+    const next = own(cur, parts[i]!);
+    if (!isPlainObject(next)) return undefined;
+    cur = next;
+  }
+  return cur;
+}
+
+/**
+ * Applies an update to a stored document in place when it only sets or increments fields the
+ * document already has, to scalar values, outside every index and `_id`: the common write of a
+ * long-lived document (token totals, lastSeen). Nothing is copied or compared beyond the fields
+ * named, and nothing is allocated. Returns whether a value changed, or undefined (nothing done)
+ * when any step needs the general path (a new field, an object or array value, an indexed field,
+ * or an error to report); the steps are all checked before the first is applied, so it is all or
+ * nothing. Safe for the same reasons as `mergeInPlace`: readers copy what they match at once.
+ */
+export function updateScalarsInPlace(doc: StoredDoc, plan: UpdatePlan, indexedFields: readonly string[]): boolean | undefined {
+  for (const step of plan.steps) {
+    if (step.op !== '$set' && step.op !== '$inc') return undefined;
+    if (step.parts[0] === '_id') return undefined;
+    if (typeof step.value === 'object' && step.value !== null) return undefined;
+    for (const field of indexedFields) if (touchesField(step.path, field)) return undefined;
+    const parent = parentIn(doc, step.parts);
+    const leaf = step.parts[step.parts.length - 1]!;
+    if (parent === undefined || !Object.hasOwn(parent, leaf)) return undefined;
+    const cur = parent[leaf];
+    if (step.op === '$inc' ? typeof cur !== 'number' : typeof cur === 'object' && cur !== null) return undefined;
+  }
+  let changed = false;
+  for (const step of plan.steps) {
+    const parent = parentIn(doc, step.parts)!;
+    const leaf = step.parts[step.parts.length - 1]!;
+    const cur = parent[leaf];
+    const next = step.op === '$inc' ? (cur as number) + (step.value as number) : step.value;
+    if (!valuesEqual(cur, next)) {
+      parent[leaf] = next;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 /** Equality conditions of a filter, which seed the document an upsert inserts (as MongoDB does). */
 function collectEqualities(filter: Obj, out: Array<[string, unknown]>): void {
   for (const [key, cond] of Object.entries(filter)) {
@@ -1107,8 +1158,9 @@ function idOnlyFilter(filter: unknown): string | undefined {
 
 /**
  * Writes `bulkUpdate` gathers before handing them to nedb at once: replacements of documents
- * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`), and
- * upserted new documents. Each `_id` appears at most once.
+ * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`; a document
+ * `updateScalarsInPlace` changed already is its own merge), and upserted new documents. Each
+ * `_id` appears at most once.
  */
 class WriteBatch {
   readonly replacements: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
@@ -1128,6 +1180,12 @@ class WriteBatch {
   merge(oldDoc: StoredDoc, newDoc: StoredDoc): void {
     this.ids.add(oldDoc._id);
     this.merges.push({ oldDoc, newDoc });
+  }
+
+  /** A stored document already updated in place (`updateScalarsInPlace`): it only needs writing. */
+  changed(doc: StoredDoc): void {
+    this.ids.add(doc._id);
+    this.merges.push({ oldDoc: doc, newDoc: doc });
   }
 
   insert(doc: StoredDoc): void {
@@ -1483,6 +1541,14 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
             const old = internals(ds).indexes._id.getMatching(id)[0];
             if (old) {
               total.matched++;
+              const inPlace = updateScalarsInPlace(old, plan, indexedFields);
+              if (inPlace !== undefined) {
+                if (inPlace) {
+                  batch.changed(old);
+                  total.modified++;
+                }
+                continue;
+              }
               const next = applyUpdate(old, plan, false) as StoredDoc;
               if (!valuesEqual(old, next)) {
                 checkObject(next);
@@ -1534,7 +1600,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
           }
           const written: StoredDoc[] = [];
           for (const { oldDoc, newDoc } of merges) {
-            mergeInPlace(oldDoc, newDoc);
+            if (newDoc !== oldDoc) mergeInPlace(oldDoc, newDoc);
             written.push(oldDoc);
           }
           if (refused === undefined) for (const r of replacements) written.push(r.newDoc);
