@@ -236,7 +236,7 @@ embedded('bulkUpdate by _id merges changes into the stored document in place whe
 embedded('an update that only sets or increments existing scalar fields is applied to the stored document in place, all steps or none', async () => {
   type Row = Doc & { owner: string; seen: string | null; total: { n: number }; days: Record<string, { n: number }>; tags: string[] };
   const row = (): Row => ({ _id: 'r', owner: 'o', seen: null, total: { n: 1 }, days: { d1: { n: 1 } }, tags: ['t'] });
-  const run = (doc: Row, update: object, indexed: string[] = []) => updateScalarsInPlace(doc, compileUpdate(update), indexed);
+  const run = (doc: Row, update: object, indexed: string[] = []) => updateScalarsInPlace(doc as unknown as Doc & Record<string, unknown>, compileUpdate(update), indexed);
 
   const doc = row();
   const total = doc.total;
