@@ -62,10 +62,12 @@ function own(container: Obj | unknown[], key: string): unknown {
 /**
  * Deep copy with MongoDB's `ignoreUndefined` treatment: undefined object members are dropped,
  * undefined array elements become null. `__proto__` is refused as a field name because assigning
- * it would change an object's prototype instead of storing data.
+ * it would change an object's prototype instead of storing data. `stored`: the copy is about to be
+ * stored, and its strings are interned (see `intern`).
  */
-function cloneValue(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map((e) => (e === undefined ? null : cloneValue(e)));
+function cloneValue(v: unknown, stored = false): unknown {
+  if (typeof v === 'string') return stored ? intern(v) : v;
+  if (Array.isArray(v)) return v.map((e) => (e === undefined ? null : cloneValue(e, stored)));
   if (v instanceof Date) return new Date(v.getTime());
   if (isPlainObject(v)) {
     const out: Obj = {};
@@ -73,7 +75,7 @@ function cloneValue(v: unknown): unknown {
       const x = (v as Obj)[k];
       if (x === undefined) continue;
       if (k === '__proto__') throw new InvalidQueryError('field name "__proto__" is not allowed');
-      out[k] = cloneValue(x);
+      out[k] = cloneValue(x, stored);
     }
     return out;
   }
@@ -126,23 +128,8 @@ function intern(s: string): string {
   return s;
 }
 
-/** cloneValue for a value about to be stored: its strings interned (see `intern`). */
-function cloneStored(v: unknown): unknown {
-  if (typeof v === 'string') return intern(v);
-  if (Array.isArray(v)) return v.map((e) => (e === undefined ? null : cloneStored(e)));
-  if (v instanceof Date) return new Date(v.getTime());
-  if (isPlainObject(v)) {
-    const out: Obj = {};
-    for (const k of Object.keys(v)) {
-      const x = (v as Obj)[k];
-      if (x === undefined) continue;
-      if (k === '__proto__') throw new InvalidQueryError('field name "__proto__" is not allowed');
-      out[k] = cloneStored(x);
-    }
-    return out;
-  }
-  return v;
-}
+/** cloneValue for a value about to be stored: its strings interned. */
+const cloneStored = (v: unknown): unknown => cloneValue(v, true);
 
 /**
  * Interns the strings of a document read from a datafile. The string objects themselves are
@@ -963,7 +950,7 @@ function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
       case '$push': {
         const spec = step.push!;
         let arr = [...(arrayAt(out, step) ?? [])];
-        const each = spec.each.map(cloneValue);
+        const each = spec.each.map((e) => cloneValue(e));
         if (spec.position === undefined) arr.push(...each);
         else {
           const pos = spec.position < 0 ? Math.max(0, arr.length + spec.position) : Math.min(spec.position, arr.length);
