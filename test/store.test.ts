@@ -244,6 +244,8 @@ embedded('an update that only sets or increments existing scalar fields is appli
   assert.equal(doc, { _id: 'r', owner: 'o', seen: 'now', total: { n: 3 }, days: { d1: { n: 2 } }, tags: ['t'] });
   assert.ok(doc.total === total, 'the nested object itself changed');
   assert.is(run(doc, { $set: { seen: 'now', 'total.n': 3 } }), false, 'equal values: nothing changed');
+  assert.is(run(doc, { $set: { owner: 'o2' } }, ['own', 'owner.x.y', 'total.m']), undefined, 'a field inside the path is indexed');
+  assert.is(run(doc, { $set: { seen: 'again' } }, ['see', 'seenAt', 'total.n']), true, 'indexed fields that only share a prefix');
   // Anything else is left to the general path, and nothing is applied: a new field, an object or
   // array value, an indexed field, _id, another operator, a non-number to increment, a path through
   // an array.
@@ -254,6 +256,7 @@ embedded('an update that only sets or increments existing scalar fields is appli
     [{ $inc: { 'total.n': 1 }, $set: { seen: ['x'] } }],
     [{ $inc: { 'total.n': 1 }, $set: { owner: 'p' } }, ['owner']],
     [{ $inc: { 'total.n': 1 } }, ['total']],
+    [{ $set: { seen: 'x' } }, ['seen.deep']],
     [{ $set: { _id: 'r', seen: 'x' } }],
     [{ $inc: { 'total.n': 1 }, $unset: { seen: '' } }],
     [{ $inc: { 'total.n': 1, seen: 1 } }],

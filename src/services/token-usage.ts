@@ -332,7 +332,7 @@ export class TokenUsage implements HeartbeatSink {
       this.stats.rollups++;
       if (ledger.length < ROLLUP_BATCH) break;
     }
-    await this.pruneDays();
+    await this.pruneBuckets();
   }
 
   /** Each agent's `rolledUpTo` (after a failure or a restart: which ledger documents it already has). */
@@ -357,7 +357,7 @@ export class TokenUsage implements HeartbeatSink {
    * long, so its keys say which buckets to remove. The agents' go first, a chunk at a time, and the
    * global ones last, so an interrupted prune is finished by the next one.
    */
-  private async pruneDays(): Promise<void> {
+  private async pruneBuckets(): Promise<void> {
     const { c, config } = this.ctx;
     const now = new Date();
     const today = utcDay(now);

@@ -987,9 +987,14 @@ function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
   return out;
 }
 
-/** Whether a path and an indexed field overlap (one is the other or lies inside it). */
+/** Whether path `inner` is `outer` or lies inside it. */
+function isWithin(inner: string, outer: string): boolean {
+  return inner.startsWith(outer) && (inner.length === outer.length || inner.charCodeAt(outer.length) === 46); // '.'
+}
+
+/** Whether a path and an indexed field overlap (one is the other or lies inside it); allocates nothing. */
 function touchesField(path: string, field: string): boolean {
-  return path === field || path.startsWith(`${field}.`) || field.startsWith(`${path}.`);
+  return path.length >= field.length ? isWithin(path, field) : isWithin(field, path);
 }
 
 /** The object holding the last part of a path, when every step down is an own plain-object field. */

@@ -297,8 +297,8 @@ export function installKeyedIndexes(): void {
     get(this: WithTree) {
       return this[TREE];
     },
-    set(this: WithTree, tree: unknown) {
-      void tree; // nedb's AVL tree, replaced
+    // nedb's AVL tree, assigned here, is replaced.
+    set(this: WithTree) {
       this[TREE] = new KeyedTree(this.unique, this._fields.length > 1 ? this._fields : undefined);
     },
   });
