@@ -29,7 +29,7 @@ import { TimeSlice } from '../domain/time-slice.js';
 import type { AppContext } from '../server.js';
 import type { TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
-import type { HeartbeatSink } from '../ws/agent-gateway.js';
+import type { HeartbeatPeer, HeartbeatSink } from '../ws/agent-gateway.js';
 
 export interface TokenCounts {
   promptTokens: number;
@@ -43,13 +43,13 @@ export interface TokenStats {
 }
 
 interface Entry {
+  peer: HeartbeatPeer;
   did: string;
+  seq: number;
   p: number;
   c: number;
   /** performance.now() at arrival. */
   at: number;
-  ack: () => void;
-  alive: () => boolean;
 }
 
 export const GLOBAL_ID = 'global';
@@ -131,9 +131,9 @@ export class TokenUsage implements HeartbeatSink {
   // -------------------------------------------------------------------------------------------
   // 1. Ledger
 
-  record(did: string, _seq: number, promptTokens: number, completionTokens: number, ack: () => void, alive: () => boolean): void {
+  record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void {
     this.stats.heartbeats++;
-    this.batch.push({ did, p: promptTokens, c: completionTokens, at: performance.now(), ack, alive });
+    this.batch.push({ peer, did: peer.did!, seq, p: promptTokens, c: completionTokens, at: performance.now() });
     this.schedule();
   }
 
@@ -191,7 +191,7 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   private async write(): Promise<void> {
-    const entries = this.batch.filter((e) => e.alive());
+    const entries = this.batch.filter((e) => e.peer.alive);
     this.batch = [];
     if (entries.length === 0) return;
     const counted = entries.filter((e) => e.p > 0 || e.c > 0);
@@ -242,7 +242,7 @@ export class TokenUsage implements HeartbeatSink {
     const now = performance.now(); // one clock read per chunk
     for (let i = from; i < end; i++) {
       const e = entries[i]!;
-      e.ack();
+      e.peer.ackHeartbeat(e.seq); // not sent when the socket closed meanwhile
       this.ctx.metrics.observeHeartbeatAck((now - e.at) / 1000);
     }
     if (end < entries.length) setImmediate(() => this.acknowledge(entries, end));
@@ -304,13 +304,14 @@ export class TokenUsage implements HeartbeatSink {
       // Usually one day; around midnight an agent may have sums in two.
       const dids = days.length === 1 ? days[0]!.sum.prompt.keys() : new Set(days.flatMap((d) => [...d.sum.prompt.keys()])).values();
       let ops: BulkUpdateOp[] = [];
+      const $set = { rolledUpTo: last, updatedAt: now }; // the same for every agent (the store copies what it keeps)
       for (const did of dids) {
         const inc: Record<string, number> = {};
         for (const { sum, keys } of days) {
           const p = sum.prompt.get(did);
           if (p !== undefined) addBuckets(inc, keys, p, sum.completion.get(did)!);
         }
-        if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: { rolledUpTo: last, updatedAt: now } }, upsert: true });
+        if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];

@@ -261,6 +261,16 @@ function splitUpdatePath(path: string): readonly string[] {
   updatePaths.set(path, parts);
   return parts;
 }
+/** The parts of a valid update path (kept like splitUpdatePath's), or undefined for an invalid one. */
+function updatePathParts(path: string): readonly string[] | undefined {
+  const parts = updatePaths.get(path);
+  if (parts !== undefined) return parts;
+  try {
+    return splitUpdatePath(path);
+  } catch {
+    return undefined;
+  }
+}
 const UPDATE_PATHS_KEPT = 10_000;
 const updatePaths = new Map<string, readonly string[]>();
 
@@ -812,11 +822,11 @@ interface UpdateStep {
   pull?: (el: unknown) => boolean;
 }
 
-export interface UpdatePlan {
+interface UpdatePlan {
   steps: UpdateStep[];
 }
 
-export function compileUpdate(update: unknown): UpdatePlan {
+function compileUpdate(update: unknown): UpdatePlan {
   if (!isPlainObject(update)) throw new InvalidQueryError('update must be an object');
   const steps: UpdateStep[] = [];
   const operators = Object.keys(update).filter((k) => update[k] !== undefined);
@@ -1008,36 +1018,72 @@ function parentIn(doc: Obj, parts: readonly string[]): Obj | undefined {
   return cur;
 }
 
+/** A value the in-place path stores as it is: a string (interned), number, boolean or null. */
+function isScalar(v: unknown): v is string | number | boolean | null {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+}
+
+/**
+ * Whether an update is one `updateScalarsInPlace` may apply to `doc`: only `$set` and `$inc`, of
+ * valid paths (their parts are kept, so a path seen before costs a lookup) that do not overlap one another, `_id`
+ * or an indexed field, each naming a field the document already has, through plain objects, holding
+ * a scalar (a number, for `$inc`), set to a scalar or incremented by a number. Allocates nothing.
+ */
+function inPlaceApplicable(doc: StoredDoc, update: Obj, indexedFields: readonly string[]): boolean {
+  let steps = 0;
+  for (const op in update) {
+    if ((op !== '$set' && op !== '$inc') || !Object.hasOwn(update, op)) return false;
+    const arg = update[op];
+    if (!isPlainObject(arg)) return false;
+    for (const path in arg) {
+      if (!Object.hasOwn(arg, path)) return false;
+      const value = arg[path];
+      if (op === '$inc' ? typeof value !== 'number' : !isScalar(value)) return false;
+      const parts = updatePathParts(path);
+      if (parts === undefined || parts[0] === '_id') return false;
+      for (const field of indexedFields) if (touchesField(path, field)) return false;
+      for (const otherOp in update) {
+        for (const other in update[otherOp] as Obj) {
+          if ((otherOp !== op || other !== path) && touchesField(path, other)) return false;
+        }
+      }
+      const parent = parentIn(doc, parts);
+      const leaf = parts[parts.length - 1]!;
+      if (parent === undefined || !Object.hasOwn(parent, leaf)) return false;
+      const cur = parent[leaf];
+      if (op === '$inc' ? typeof cur !== 'number' : !isScalar(cur)) return false;
+      steps++;
+    }
+  }
+  return steps > 0;
+}
+
 /**
  * Applies an update to a stored document in place when it only sets or increments fields the
- * document already has, to scalar values, outside every index and `_id`: the common write of a
- * long-lived document (token totals, lastSeen). Nothing is copied or compared beyond the fields
- * named, and nothing is allocated. Returns whether a value changed, or undefined (nothing done)
- * when any step needs the general path (a new field, an object or array value, an indexed field,
- * or an error to report); the steps are all checked before the first is applied, so it is all or
- * nothing. Safe for the same reasons as `mergeInPlace`: readers copy what they match at once.
+ * document already has, to scalar values, outside every index and `_id` (see `inPlaceApplicable`):
+ * the common write of a long-lived document (token totals, lastSeen). It works from the update as
+ * given: no plan is compiled, nothing is copied, compared beyond the fields named or allocated (a
+ * string value is interned). Returns whether a value changed, or undefined (nothing done) when the
+ * update needs the general path (a new field, an object or array value, an indexed field, another
+ * operator, or an error to report); everything is checked before the first value is written, so it
+ * is all or nothing. Safe for the same reasons as `mergeInPlace`: readers copy what they match at once.
  */
-export function updateScalarsInPlace(doc: StoredDoc, plan: UpdatePlan, indexedFields: readonly string[]): boolean | undefined {
-  for (const step of plan.steps) {
-    if (step.op !== '$set' && step.op !== '$inc') return undefined;
-    if (step.parts[0] === '_id') return undefined;
-    if (typeof step.value === 'object' && step.value !== null) return undefined;
-    for (const field of indexedFields) if (touchesField(step.path, field)) return undefined;
-    const parent = parentIn(doc, step.parts);
-    const leaf = step.parts[step.parts.length - 1]!;
-    if (parent === undefined || !Object.hasOwn(parent, leaf)) return undefined;
-    const cur = parent[leaf];
-    if (step.op === '$inc' ? typeof cur !== 'number' : typeof cur === 'object' && cur !== null) return undefined;
-  }
+export function updateScalarsInPlace(doc: StoredDoc, update: unknown, indexedFields: readonly string[]): boolean | undefined {
+  if (!isPlainObject(update) || !inPlaceApplicable(doc, update, indexedFields)) return undefined;
   let changed = false;
-  for (const step of plan.steps) {
-    const parent = parentIn(doc, step.parts)!;
-    const leaf = step.parts[step.parts.length - 1]!;
-    const cur = parent[leaf];
-    const next = step.op === '$inc' ? (cur as number) + (step.value as number) : step.value;
-    if (!valuesEqual(cur, next)) {
-      parent[leaf] = next;
-      changed = true;
+  for (const op in update) {
+    const arg = update[op] as Obj;
+    for (const path in arg) {
+      const parts = updatePathParts(path)!;
+      const parent = parentIn(doc, parts)!;
+      const leaf = parts[parts.length - 1]!;
+      const cur = parent[leaf];
+      const value = arg[path];
+      const next = op === '$inc' ? (cur as number) + (value as number) : typeof value === 'string' ? intern(value) : value;
+      if (!valuesEqual(cur, next)) {
+        parent[leaf] = next;
+        changed = true;
+      }
     }
   }
   return changed;
@@ -1181,6 +1227,8 @@ function idOnlyFilter(filter: unknown): string | undefined {
 class WriteBatch {
   readonly replacements: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
   readonly merges: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
+  /** Documents `updateScalarsInPlace` changed. */
+  readonly updated: StoredDoc[] = [];
   readonly inserts: StoredDoc[] = [];
   private readonly ids = new Set<string>();
 
@@ -1201,7 +1249,7 @@ class WriteBatch {
   /** A stored document already updated in place (`updateScalarsInPlace`): it only needs writing. */
   changed(doc: StoredDoc): void {
     this.ids.add(doc._id);
-    this.merges.push({ oldDoc: doc, newDoc: doc });
+    this.updated.push(doc);
   }
 
   insert(doc: StoredDoc): void {
@@ -1217,6 +1265,7 @@ class WriteBatch {
     this.ids.clear();
     this.replacements.length = 0;
     this.merges.length = 0;
+    this.updated.length = 0;
     this.inserts.length = 0;
   }
 }
@@ -1282,6 +1331,16 @@ function indexKeyValues(doc: Obj, field: string): unknown[] {
 }
 
 /**
+ * Buffers datafile appends are encoded into, shared by all collections: an append takes one (or
+ * makes one, when others are in use) and puts it back when written, so a steady stream of writes
+ * allocates no buffers. A buffer grown beyond APPEND_BUFFER_KEPT is left to the collector.
+ */
+const appendBuffers: Buffer[] = [];
+const APPEND_BUFFER_MIN = 64 * 1024;
+const APPEND_BUFFER_KEPT = 256 * 1024;
+const APPEND_BUFFERS_KEPT = 2;
+
+/**
  * The append side of a collection's datafile, kept open. nedb appends every write with
  * `fs.appendFile(path)`: open, write and close, three trips through the thread pool, each of
  * which waits for a turn of the event loop, which under a fleet's load is what a write's latency
@@ -1295,16 +1354,39 @@ class AppendLog {
 
   constructor(private readonly filename: string) {}
 
-  async append(text: string): Promise<void> {
-    this.handle ??= open(this.filename, 'a', 0o644);
-    let fh: FileHandle;
+  /**
+   * Appends documents, a line each. The lines are encoded straight into a buffer kept from the
+   * last append (see `appendBuffers`), not joined into one string first: joining, then encoding
+   * for the write, made two more copies of every write's text in the heap.
+   */
+  async append(docs: readonly StoredDoc[]): Promise<void> {
+    if (docs.length === 0) return;
+    let buf = appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN);
     try {
-      fh = await this.handle;
-    } catch (err) {
-      this.handle = null; // try to open again next time
-      throw err;
+      let len = 0;
+      for (const doc of docs) {
+        const line = serializeDoc(doc);
+        const need = len + Buffer.byteLength(line, 'utf8') + 1;
+        if (need > buf.length) {
+          const bigger = Buffer.allocUnsafeSlow(Math.max(need, buf.length * 2));
+          buf.copy(bigger, 0, 0, len);
+          buf = bigger;
+        }
+        len += buf.write(line, len, 'utf8');
+        buf[len++] = 0x0a;
+      }
+      this.handle ??= open(this.filename, 'a', 0o644);
+      let fh: FileHandle;
+      try {
+        fh = await this.handle;
+      } catch (err) {
+        this.handle = null; // try to open again next time
+        throw err;
+      }
+      for (let off = 0; off < len; ) off += (await fh.write(buf, off, len - off)).bytesWritten;
+    } finally {
+      if (buf.length <= APPEND_BUFFER_KEPT && appendBuffers.length < APPEND_BUFFERS_KEPT) appendBuffers.push(buf);
     }
-    await fh.appendFile(text, 'utf8');
   }
 
   async close(): Promise<void> {
@@ -1346,11 +1428,7 @@ async function openDatastore(filename: string, log: AppendLog): Promise<NedbStor
   };
   // nedb's own version, minus its file open and close per write (and its `await` per document
   // for an afterSerialization hook this store does not use).
-  persistence.persistNewStateAsync = async (docs) => {
-    let text = '';
-    for (const doc of docs) text += serializeDoc(doc) + '\n';
-    if (text.length > 0) await log.append(text);
-  };
+  persistence.persistNewStateAsync = (docs) => log.append(docs);
   await ds.loadDatabaseAsync();
   for (const doc of ds.getAllData()) internStrings(doc);
   // nedb 4 already rewrites the file at the end of a load; compacting explicitly keeps that
@@ -1551,20 +1629,22 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
       const indexedFields = nedbIndexes(ds).flatMap((def) => (def.key === '_id' ? [] : def.fields));
       for (const op of ops) {
         try {
-          const plan = compileUpdate(op.update);
           const id = idOnlyFilter(op.filter);
           if (id !== undefined && !batch.touches(id)) {
             const old = internals(ds).indexes._id.getMatching(id)[0];
+            // The common case first, without compiling a plan: scalars set or incremented in place.
+            const inPlace = old ? updateScalarsInPlace(old, op.update, indexedFields) : undefined;
+            if (inPlace !== undefined) {
+              total.matched++;
+              if (inPlace) {
+                batch.changed(old!);
+                total.modified++;
+              }
+              continue;
+            }
+            const plan = compileUpdate(op.update);
             if (old) {
               total.matched++;
-              const inPlace = updateScalarsInPlace(old, plan, indexedFields);
-              if (inPlace !== undefined) {
-                if (inPlace) {
-                  batch.changed(old);
-                  total.modified++;
-                }
-                continue;
-              }
               const next = applyUpdate(old, plan, false) as StoredDoc;
               if (!valuesEqual(old, next)) {
                 checkObject(next);
@@ -1580,6 +1660,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
             }
             continue;
           }
+          const plan = compileUpdate(op.update);
           await this.applyBatch(ds, batch, fail);
           const { result } = await this.updateLocked(ds, op.filter, plan, { upsert: Boolean(op.upsert), multi: false });
           total.matched += result.matched;
@@ -1602,8 +1683,8 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
    */
   private async applyBatch(ds: NedbStore, batch: WriteBatch, fail: (err: unknown) => void): Promise<void> {
     if (batch.empty) return;
-    const { replacements, merges, inserts } = batch;
-    if (replacements.length > 0 || merges.length > 0) {
+    const { replacements, merges, updated, inserts } = batch;
+    if (replacements.length > 0 || merges.length > 0 || updated.length > 0) {
       try {
         await internals(ds).executor.pushAsync(async () => {
           let refused: unknown;
@@ -1614,9 +1695,9 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
               refused = err; // nedb rolled all of them back; the merges cannot clash with anything
             }
           }
-          const written: StoredDoc[] = [];
+          const written = updated.slice();
           for (const { oldDoc, newDoc } of merges) {
-            if (newDoc !== oldDoc) mergeInPlace(oldDoc, newDoc);
+            mergeInPlace(oldDoc, newDoc);
             written.push(oldDoc);
           }
           if (refused === undefined) for (const r of replacements) written.push(r.newDoc);

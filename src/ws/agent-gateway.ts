@@ -80,15 +80,48 @@ export class AgentConn {
   /** Last frame received (ms) and the value last handed to the lastSeen writer. */
   lastSeen = 0;
   seenCollected = 0;
+
+  /** Whether the socket is still open (HeartbeatPeer). */
+  get alive(): boolean {
+    return this.phase !== Phase.Closed;
+  }
+
+  /** Sends a frame already serialised (UTF-8 JSON text); false when it was not sent. */
+  sendText(text: string | Buffer): boolean {
+    const ws = this.ws;
+    if (!ws || this.phase === Phase.Closed) return false;
+    try {
+      return ws.send(text) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
+    } catch {
+      return false; // closed under our feet
+    }
+  }
+
+  /** Acknowledges a heartbeat whose delta is durable (HeartbeatPeer). */
+  ackHeartbeat(seq: number): void {
+    this.sendText(`{"type":"heartbeat_ack","seq":${seq}}`);
+  }
 }
 
 interface ConnRef {
   conn: AgentConn;
 }
 
-/** Receives heartbeat deltas; calls `ack` once they are durable (src/services/token-usage.ts). */
+/** The sender of a heartbeat, as its sink sees it. */
+export interface HeartbeatPeer {
+  readonly did: string | null;
+  /** Whether the socket is still open: a delta of a closed one is dropped (the agent sends it again). */
+  readonly alive: boolean;
+  ackHeartbeat(seq: number): void;
+}
+
+/**
+ * Receives heartbeat deltas and calls `peer.ackHeartbeat(seq)` once they are durable
+ * (src/services/token-usage.ts). Nothing is allocated per heartbeat for the ack: a fleet's
+ * steady heartbeats are most of what a held fleet allocates.
+ */
 export interface HeartbeatSink {
-  record(did: string, seq: number, promptTokens: number, completionTokens: number, ack: () => void, alive: () => boolean): void;
+  record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void;
 }
 
 /** Receives intent answers (src/services/intents.ts). */
@@ -101,6 +134,9 @@ const REISSUE_CHUNK = 256;
 
 /** The start of a certificate_offer frame; the canonical certificate text follows. */
 const OFFER_HEAD = Buffer.from('{"type":"certificate_offer","certificate":');
+
+/** Frames are decoded from uWS's ArrayBuffer directly (a Buffer view would be one more object per frame); a BOM is kept, as Buffer#toString does. */
+const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 
 /** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
 function isClosed(conn: AgentConn): boolean {
@@ -247,7 +283,7 @@ export class AgentGateway implements AgentPush {
     if (isBinary) return this.invalid(conn, 'binary_frame', 'frames are JSON text, not binary');
     let frame: { type?: unknown };
     try {
-      frame = JSON.parse(Buffer.from(data).toString('utf8')) as { type?: unknown };
+      frame = JSON.parse(utf8.decode(data)) as { type?: unknown };
     } catch {
       return this.invalid(conn, 'invalid_json', 'the frame is not valid JSON');
     }
@@ -411,7 +447,7 @@ export class AgentGateway implements AgentPush {
     (conn.offers ??= []).push(offer);
     // The certificate goes out as the canonical text that was signed (valid JSON), not re-serialised.
     const { bytes, serverSignature } = offer.issued;
-    this.sendRaw(conn, Buffer.concat([OFFER_HEAD, bytes, Buffer.from(`,"serverSignature":"${serverSignature}"}`)]));
+    conn.sendText(Buffer.concat([OFFER_HEAD, bytes, Buffer.from(`,"serverSignature":"${serverSignature}"}`)]));
     if (reissue) this.fleet.tell(conn.did!, { type: 'REISSUE_OFFERED', serial: offer.issued.certificate.serial });
   }
 
@@ -447,7 +483,7 @@ export class AgentGateway implements AgentPush {
       session,
       heartbeatIntervalMs: this.heartbeatIntervalMs,
     };
-    this.sendRaw(conn, Buffer.concat([Buffer.from(`{"type":"ready","agentId":${JSON.stringify(conn.did!)},"certificate":`), offer.issued.bytes, Buffer.from(`,${JSON.stringify(rest).slice(1)}`)]));
+    conn.sendText(Buffer.concat([Buffer.from(`{"type":"ready","agentId":${JSON.stringify(conn.did!)},"certificate":`), offer.issued.bytes, Buffer.from(`,${JSON.stringify(rest).slice(1)}`)]));
     const did = conn.did!;
     if (conn.phase === Phase.AwaitAccept) {
       conn.phase = Phase.Ready;
@@ -484,17 +520,7 @@ export class AgentGateway implements AgentPush {
     if (conn.phase !== Phase.Ready) return this.unexpected(conn, 'heartbeat');
     const sink = this.heartbeats;
     if (!sink) return;
-    const seq = f.seq;
-    sink.record(
-      conn.did!,
-      seq,
-      f.sinceLastSync.promptTokens,
-      f.sinceLastSync.completionTokens,
-      () => {
-        if (conn.phase !== Phase.Closed) this.send(conn, { type: 'heartbeat_ack', seq });
-      },
-      () => conn.phase !== Phase.Closed,
-    );
+    sink.record(conn, f.seq, f.sinceLastSync.promptTokens, f.sinceLastSync.completionTokens);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -569,18 +595,7 @@ export class AgentGateway implements AgentPush {
   }
 
   send(conn: AgentConn, frame: OutboundFrame): boolean {
-    return this.sendRaw(conn, JSON.stringify(frame));
-  }
-
-  /** Sends a frame already serialised (UTF-8 JSON text). */
-  private sendRaw(conn: AgentConn, text: string | Buffer): boolean {
-    const ws = conn.ws;
-    if (!ws || conn.phase === Phase.Closed) return false;
-    try {
-      return ws.send(text) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
-    } catch {
-      return false; // closed under our feet
-    }
+    return conn.sendText(JSON.stringify(frame));
   }
 
   private end(conn: AgentConn, code: number, reason: string): void {
