@@ -18,6 +18,7 @@
 import nedb from '@seald-io/nedb';
 import { checkObject, serialize } from '@seald-io/nedb/lib/model.js';
 import { installKeyedIndexes } from './nedb-index.js';
+import { JsonLineWriter } from './json-lines.js';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -1355,25 +1356,17 @@ class AppendLog {
   constructor(private readonly filename: string) {}
 
   /**
-   * Appends documents, a line each. The lines are encoded straight into a buffer kept from the
-   * last append (see `appendBuffers`), not joined into one string first: joining, then encoding
-   * for the write, made two more copies of every write's text in the heap.
+   * Appends documents, a line each, encoded straight into a buffer kept from the last append (see
+   * `appendBuffers` and `JsonLineWriter`): no line is a string first, apart from those of
+   * documents holding a Date, which nedb's `serialize` writes (as `{"$$date": ms}`).
    */
   async append(docs: readonly StoredDoc[]): Promise<void> {
     if (docs.length === 0) return;
-    let buf = appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN);
+    const out = new JsonLineWriter(appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN));
     try {
-      let len = 0;
       for (const doc of docs) {
-        const line = serializeDoc(doc);
-        const need = len + Buffer.byteLength(line, 'utf8') + 1;
-        if (need > buf.length) {
-          const bigger = Buffer.allocUnsafeSlow(Math.max(need, buf.length * 2));
-          buf.copy(bigger, 0, 0, len);
-          buf = bigger;
-        }
-        len += buf.write(line, len, 'utf8');
-        buf[len++] = 0x0a;
+        if (holdsDate(doc)) out.raw(serialize(doc) + '\n');
+        else out.line(doc);
       }
       this.handle ??= open(this.filename, 'a', 0o644);
       let fh: FileHandle;
@@ -1383,9 +1376,9 @@ class AppendLog {
         this.handle = null; // try to open again next time
         throw err;
       }
-      for (let off = 0; off < len; ) off += (await fh.write(buf, off, len - off)).bytesWritten;
+      for (let off = 0; off < out.length; ) off += (await fh.write(out.buf, off, out.length - off)).bytesWritten;
     } finally {
-      if (buf.length <= APPEND_BUFFER_KEPT && appendBuffers.length < APPEND_BUFFERS_KEPT) appendBuffers.push(buf);
+      if (out.buf.length <= APPEND_BUFFER_KEPT && appendBuffers.length < APPEND_BUFFERS_KEPT) appendBuffers.push(out.buf);
     }
   }
 
@@ -1406,15 +1399,6 @@ function holdsDate(v: unknown): boolean {
   }
   for (const k in v) if (holdsDate((v as Obj)[k])) return true;
   return false;
-}
-
-/**
- * A datafile line. nedb's `serialize` runs JSON.stringify with a replacer that checks every key
- * again (the store checked them before the write) and turns dates into `{"$$date": ms}`; for a
- * document without dates plain JSON.stringify writes the same text, about twice as fast.
- */
-function serializeDoc(doc: StoredDoc): string {
-  return holdsDate(doc) ? serialize(doc) : JSON.stringify(doc);
 }
 
 /** Loads a datafile and routes nedb's appends through an AppendLog (see there). */
@@ -1627,7 +1611,9 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
       };
       const batch = new WriteBatch();
       const indexedFields = nedbIndexes(ds).flatMap((def) => (def.key === '_id' ? [] : def.fields));
-      for (const op of ops) {
+      for (let i = 0; i < ops.length; i++) {
+        // An index loop: iterating across the awaits below would allocate an iterator result per op.
+        const op = ops[i]!;
         try {
           const id = idOnlyFilter(op.filter);
           if (id !== undefined && !batch.touches(id)) {
