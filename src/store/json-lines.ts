@@ -6,8 +6,8 @@
  * a buffer for the write. A held fleet rewrites thousands of such documents a minute (token
  * totals, lastSeen, the ledger), and that garbage is what keeps V8's young generation large. This
  * writer walks the value and encodes it into a buffer it reuses: strings without anything to
- * escape are encoded as they are, and only numbers (through V8's number-string cache) and strings
- * that need escaping (through `JSON.stringify` of that string alone) make small temporary strings.
+ * escape are encoded as they are, the others a character at a time, and only numbers (through
+ * V8's number-string cache) make small temporary strings.
  *
  * It writes exactly the text `JSON.stringify(value)` would for the values a store holds: plain
  * objects and arrays, strings, finite and non-finite numbers, booleans and null; undefined (and
@@ -16,9 +16,13 @@
  * compares the two on random and chosen values.
  */
 
-/** Characters a JSON string must escape, and every surrogate (a lone one is escaped; let JSON.stringify decide). */
+/** Characters a JSON string must escape, and every surrogate (a lone one is escaped): such a string takes the slower path. */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+/** The escapes JSON writes as a backslash and one letter, by character code. */
+const SHORT_ESCAPES: Record<number, number> = { 0x08: 0x62, 0x09: 0x74, 0x0a: 0x6e, 0x0c: 0x66, 0x0d: 0x72, 0x22: 0x22, 0x5c: 0x5c };
+const HEX = Buffer.from('0123456789abcdef');
 const COMMA = 0x2c;
 const COLON = 0x3a;
 
@@ -50,12 +54,66 @@ export class JsonLineWriter {
   }
 
   private string(s: string): void {
-    if (NEEDS_ESCAPE.test(s)) return this.raw(JSON.stringify(s));
+    if (NEEDS_ESCAPE.test(s)) return this.escaped(s);
     this.room(s.length * 3 + 2);
     const buf = this.buf;
     buf[this.length++] = QUOTE;
     this.length += buf.write(s, this.length, 'utf8');
     buf[this.length++] = QUOTE;
+  }
+
+  /**
+   * A string with something to escape, a character at a time, as JSON.stringify escapes it: the
+   * short escapes, other control characters and lone surrogates as lowercase `\u00xx`, everything
+   * else (a surrogate pair too) as UTF-8.
+   */
+  private escaped(s: string): void {
+    this.room(s.length * 6 + 2); // the longest form of a UTF-16 unit is a six-byte \uXXXX
+    const buf = this.buf;
+    let n = this.length;
+    buf[n++] = QUOTE;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c < 0x80) {
+        if (c >= 0x20 && c !== QUOTE && c !== BACKSLASH) buf[n++] = c;
+        else {
+          buf[n++] = BACKSLASH;
+          const short = SHORT_ESCAPES[c];
+          if (short !== undefined) buf[n++] = short;
+          else n = this.unicodeEscape(n, c);
+        }
+      } else if (c < 0x800) {
+        buf[n++] = 0xc0 | (c >> 6);
+        buf[n++] = 0x80 | (c & 0x3f);
+      } else if (c >= 0xd800 && c <= 0xdfff) {
+        const next = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+        if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+          const cp = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+          buf[n++] = 0xf0 | (cp >> 18);
+          buf[n++] = 0x80 | ((cp >> 12) & 0x3f);
+          buf[n++] = 0x80 | ((cp >> 6) & 0x3f);
+          buf[n++] = 0x80 | (cp & 0x3f);
+          i++;
+        } else {
+          buf[n++] = BACKSLASH;
+          n = this.unicodeEscape(n, c);
+        }
+      } else {
+        buf[n++] = 0xe0 | (c >> 12);
+        buf[n++] = 0x80 | ((c >> 6) & 0x3f);
+        buf[n++] = 0x80 | (c & 0x3f);
+      }
+    }
+    buf[n++] = QUOTE;
+    this.length = n;
+  }
+
+  /** Writes `uXXXX` (lowercase hex) at `n`, after the backslash; returns the new end. */
+  private unicodeEscape(n: number, c: number): number {
+    const buf = this.buf;
+    buf[n++] = 0x75; // u
+    for (let shift = 12; shift >= 0; shift -= 4) buf[n++] = HEX[(c >> shift) & 0xf]!;
+    return n;
   }
 
   /** Writes a value. Undefined, a function or a symbol is written as null in an array, and not at all elsewhere (false). */
