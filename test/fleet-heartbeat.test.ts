@@ -108,6 +108,10 @@ test('heartbeats arriving together are written as one ledger document', async ()
   for (let i = 1; i <= n; i++) assert.is((await raw.next('heartbeat_ack')).seq, i, 'acks in order');
   const used = tokens.stats.ledgerWrites - writes;
   assert.ok(used >= 1 && used < n, `${n} heartbeats took ${used} ledger writes`);
+  // Ack frames are written digit by digit into a scratch buffer: every length of seq comes back right.
+  const seqs = [0, 9, 10, 99, 100, 123456789, 2 ** 32, Number.MAX_SAFE_INTEGER, 7];
+  for (const seq of seqs) raw.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 0, completionTokens: 0 } }));
+  for (const seq of seqs) assert.is((await raw.next('heartbeat_ack')).seq, seq);
   raw.close();
 });
 
@@ -261,7 +265,7 @@ test('TOKEN_AGENT_DAYS_KEPT and TOKEN_AGENT_MONTHS_KEPT (0: every month) set wha
   }
 });
 
-test('lastSeen is written in chunks: disconnected agents, then connected ones collected as the write goes', async () => {
+test('lastSeen is written in chunks: disconnected agents, then connected ones', async () => {
   const { s } = ctx;
   const service = fleet(s).service;
   await service.writeLastSeen();
@@ -270,24 +274,75 @@ test('lastSeen is written in chunks: disconnected agents, then connected ones co
   const t = Date.parse('2026-01-02T03:04:05.000Z');
   gone.forEach((a, i) => service.seen(a._id, t + i));
   const collect = service.collectLiveSeen;
-  let yielded = 0;
-  service.collectLiveSeen = function* () {
-    for (const [i, a] of live.entries()) {
-      yielded++;
-      yield [a._id, t + 1000 + i];
-    }
+  let collected = 0;
+  service.collectLiveSeen = () => {
+    collected++;
+    return { dids: live.map((a) => a._id), ms: live.map((_, i) => t + 1000 + i) };
+  };
+  const writes: number[] = [];
+  const bulkUpdate = s.ctx.c.agents.bulkUpdate.bind(s.ctx.c.agents);
+  s.ctx.c.agents.bulkUpdate = (ops) => {
+    writes.push(ops.length);
+    return bulkUpdate(ops);
   };
   try {
     await service.writeLastSeen();
   } finally {
     service.collectLiveSeen = collect;
+    s.ctx.c.agents.bulkUpdate = bulkUpdate;
   }
-  assert.is(yielded, live.length);
+  assert.is(collected, 1);
+  assert.equal(writes, [100, 30, 100, 100, 30], 'disconnected agents first, then connected ones, 100 per store call');
   for (const [i, a] of gone.entries()) {
     assert.is((await s.ctx.c.agents.findById(a._id))?.lastSeen, new Date(t + i).toISOString());
     assert.is(service.pendingLastSeen(a._id), undefined, 'no longer pending once written');
   }
   for (const [i, a] of live.entries()) assert.is((await s.ctx.c.agents.findById(a._id))?.lastSeen, new Date(t + 1000 + i).toISOString());
+
+  // A failed write keeps its values pending, and the next round writes them.
+  const again = gone.slice(0, 3);
+  again.forEach((a, i) => service.seen(a._id, t + 5000 + i));
+  s.ctx.c.agents.bulkUpdate = () => Promise.reject(new Error('store down'));
+  try {
+    await service.writeLastSeen();
+  } finally {
+    s.ctx.c.agents.bulkUpdate = bulkUpdate;
+  }
+  for (const [i, a] of again.entries()) {
+    assert.is(service.pendingLastSeen(a._id), new Date(t + 5000 + i).toISOString(), 'still pending after the failure');
+    assert.is((await s.ctx.c.agents.findById(a._id))?.lastSeen, new Date(t + i).toISOString(), 'not written');
+  }
+  await service.writeLastSeen();
+  for (const [i, a] of again.entries()) {
+    assert.is((await s.ctx.c.agents.findById(a._id))?.lastSeen, new Date(t + 5000 + i).toISOString());
+    assert.is(service.pendingLastSeen(a._id), undefined);
+  }
+});
+
+test('each acknowledged heartbeat is observed in steward_heartbeat_ack_seconds, exposed as a Prometheus histogram', async () => {
+  const { s, owner } = ctx;
+  const scrape = async () => {
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    const value = (line: RegExp) => Number(text.match(line)?.[1]);
+    const buckets = [...text.matchAll(/^steward_heartbeat_ack_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)].map((m) => [m[1]!, Number(m[2])] as const);
+    return {
+      text,
+      buckets,
+      sum: value(/^steward_heartbeat_ack_seconds_sum (\S+)$/m),
+      count: value(/^steward_heartbeat_ack_seconds_count (\S+)$/m),
+    };
+  };
+  const before = await scrape();
+  assert.match(before.text, /^# TYPE steward_heartbeat_ack_seconds histogram$/m);
+  const agent = await readyAgent(s, owner);
+  for (let i = 0; i < 3; i++) await beat(agent, 1, 1);
+  await agent.stop();
+  const after = await scrape();
+  assert.is(after.count - before.count, 3);
+  assert.ok(after.sum > before.sum, 'the sum grows by the three latencies');
+  assert.equal(after.buckets.map(([le]) => le), ['0.001', '0.0025', '0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '+Inf']);
+  for (let i = 1; i < after.buckets.length; i++) assert.ok(after.buckets[i]![1] >= after.buckets[i - 1]![1], 'buckets are cumulative');
+  assert.is(after.buckets.at(-1)![1], after.count, '+Inf counts every observation');
 });
 
 test('GET /api/stats/tokens is for global admins', async () => {

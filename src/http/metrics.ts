@@ -35,6 +35,57 @@ function children<C>(make: (values: string[]) => C): (values: string[]) => C {
   };
 }
 
+/**
+ * A histogram without labels whose `observe` allocates nothing, for one observation per heartbeat:
+ * prom-client's builds a labels object, a closure and a label hash on every call, about 180 bytes
+ * of garbage, which for a held fleet is a measurable part of all it allocates. Registered with the
+ * registry as a metric of its own, it is exposed exactly as a prom-client histogram is.
+ */
+class LeanHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly counts: Float64Array;
+  private sum = 0;
+  private count = 0;
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly buckets: readonly number[],
+  ) {
+    this.counts = new Float64Array(buckets.length);
+  }
+
+  observe(value: number): void {
+    if (!Number.isFinite(value)) return;
+    let i = 0;
+    while (i < this.buckets.length && value > this.buckets[i]!) i++;
+    if (i < this.counts.length) this.counts[i]!++;
+    this.sum += value;
+    this.count++;
+  }
+
+  /** What the registry reads to expose a metric (prom-client's histograms give the same). */
+  get(): { name: string; help: string; type: 'histogram'; values: Array<client.MetricValueWithName<string>>; aggregator: 'sum' } {
+    const values: Array<client.MetricValueWithName<string>> = [];
+    let cumulative = 0;
+    for (let i = 0; i < this.buckets.length; i++) {
+      cumulative += this.counts[i]!;
+      values.push({ labels: { le: this.buckets[i]! }, value: cumulative, metricName: `${this.name}_bucket` });
+    }
+    values.push({ labels: { le: '+Inf' }, value: this.count, metricName: `${this.name}_bucket` });
+    values.push({ labels: {}, value: this.sum, metricName: `${this.name}_sum` });
+    values.push({ labels: {}, value: this.count, metricName: `${this.name}_count` });
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  reset(): void {
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+  }
+}
+
 export function createMetrics(): Metrics {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry, prefix: 'steward_process_' });
@@ -61,12 +112,12 @@ export function createMetrics(): Metrics {
     buckets: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
   });
-  const heartbeatAck = new client.Histogram({
-    name: 'steward_heartbeat_ack_seconds',
-    help: 'Time from a heartbeat arriving to its heartbeat_ack being sent (its ledger write in between)',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [registry],
-  });
+  const heartbeatAck = new LeanHistogram(
+    'steward_heartbeat_ack_seconds',
+    'Time from a heartbeat arriving to its heartbeat_ack being sent (its ledger write in between)',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  );
+  registry.registerMetric(heartbeatAck as unknown as client.Metric);
   new client.Gauge({
     name: 'steward_open_sockets',
     help: 'Open WebSocket connections by kind',

@@ -17,6 +17,7 @@
 import { fromPromise, type AnyActorRef } from 'xstate';
 import type { AppContext } from '../server.js';
 import type { AgentDoc, Capability, RegistrationDoc } from '../store/collections.js';
+import type { BulkUpdateOp } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
 import { AGENT_ACTOR_KIND, agentMachine, type AgentActorEvent, type ApprovalInput, type RejectionInput } from '../actors/agent.js';
 import { certificateBytes, newCertificate, type Certificate, type CertificateTerms } from '../domain/certificate.js';
@@ -60,6 +61,12 @@ const TELL_CHUNK = 128;
 /** How long "reissue offered" waits for the co-signature that would make it moot. */
 const OFFER_HOLD_MS = 1000;
 
+/** Connected agents' lastSeen (ms), DIDs and times at the same index. */
+export interface LiveSeen {
+  dids: string[];
+  ms: number[];
+}
+
 interface Told {
   did: string;
   event: AgentActorEvent;
@@ -84,10 +91,10 @@ export class FleetService {
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
   private readonly lastSeenPending = new Map<string, string>();
   /**
-   * Set by the gateway: [did, lastSeen ms] of connected agents active since they were last
-   * collected, each marked collected as it is yielded (read lazily, a chunk per store write).
+   * Set by the gateway: the connected agents active since they were last collected (their DIDs and
+   * lastSeen ms, at the same index), each marked collected.
    */
-  collectLiveSeen: () => Iterable<[string, number]> = () => [];
+  collectLiveSeen: () => LiveSeen = () => ({ dids: [], ms: [] });
   private lastSeenTimer: NodeJS.Timeout | undefined;
   private lastSeenWriting: Promise<void> | null = null;
 
@@ -430,39 +437,51 @@ export class FleetService {
 
   /**
    * Writes pending lastSeen values (of agents that disconnected), then those of connected agents
-   * active since the last write, a chunk per store call. The values are read a chunk at a time,
-   * so a write round over a large fleet keeps no list of it alive while it waits on the store.
+   * active since the last write, a chunk per store call. The round works from two flat lists
+   * (DIDs, and times), and a chunk's values are made just before it is written: a round over a
+   * large fleet makes little garbage and keeps little alive while it waits on the store.
    */
   writeLastSeen(): Promise<void> {
     if (this.lastSeenWriting) return this.lastSeenWriting;
     this.lastSeenWriting = (async () => {
-      let chunk: Array<[string, string]> = [];
-      const write = async (): Promise<boolean> => {
-        try {
-          await this.ctx.c.agents.bulkUpdate(chunk.map(([did, at]) => ({ filter: { _id: did }, update: { $set: { lastSeen: at } } })));
-        } catch (err) {
-          this.ctx.log.error({ err }, 'writing lastSeen failed; will retry');
-          // Keep what the chunk carried for the next round, unless a newer value is already waiting.
-          for (const [did, at] of chunk) if (!this.lastSeenPending.has(did)) this.lastSeenPending.set(did, at);
-          return false;
-        }
-        for (const [did, at] of chunk) if (this.lastSeenPending.get(did) === at) this.lastSeenPending.delete(did);
-        chunk = [];
-        return true;
-      };
-      // A Map iterates safely while it changes: entries added meanwhile are visited too.
-      for (const entry of this.lastSeenPending) {
-        chunk.push(entry);
-        if (chunk.length >= LAST_SEEN_CHUNK && !(await write())) return;
-      }
-      for (const [did, ms] of this.collectLiveSeen()) {
-        chunk.push([did, new Date(ms).toISOString()]);
-        if (chunk.length >= LAST_SEEN_CHUNK && !(await write())) return;
-      }
-      if (chunk.length > 0) await write();
+      const pending = [...this.lastSeenPending.keys()];
+      if (!(await this.writeSeen(pending, (i) => this.lastSeenPending.get(pending[i]!)))) return;
+      const live = this.collectLiveSeen();
+      await this.writeSeen(live.dids, (i) => new Date(live.ms[i]!).toISOString());
     })().finally(() => {
       this.lastSeenWriting = null;
     });
     return this.lastSeenWriting;
+  }
+
+  /**
+   * Writes lastSeen for `dids` (the value of the i-th from `at(i)`; none: skipped), a chunk per
+   * store call. A value written is no longer pending (unless a newer one came meanwhile); after a
+   * failure, the chunk's values are kept pending for the next round and false is returned.
+   */
+  private async writeSeen(dids: readonly string[], at: (i: number) => string | undefined): Promise<boolean> {
+    const values: string[] = [];
+    for (let from = 0; from < dids.length; from += LAST_SEEN_CHUNK) {
+      const to = Math.min(dids.length, from + LAST_SEEN_CHUNK);
+      const ops: BulkUpdateOp[] = [];
+      values.length = 0;
+      for (let i = from; i < to; i++) {
+        const value = at(i);
+        values.push(value ?? '');
+        if (value !== undefined) ops.push({ filter: { _id: dids[i]! }, update: { $set: { lastSeen: value } } });
+      }
+      try {
+        await this.ctx.c.agents.bulkUpdate(ops);
+      } catch (err) {
+        this.ctx.log.error({ err }, 'writing lastSeen failed; will retry');
+        // Keep what the chunk carried for the next round, unless a newer value is already waiting.
+        for (let i = from; i < to; i++) {
+          if (values[i - from] !== '' && !this.lastSeenPending.has(dids[i]!)) this.lastSeenPending.set(dids[i]!, values[i - from]!);
+        }
+        return false;
+      }
+      for (let i = from; i < to; i++) if (this.lastSeenPending.get(dids[i]!) === values[i - from]) this.lastSeenPending.delete(dids[i]!);
+    }
+    return true;
   }
 }

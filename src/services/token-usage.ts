@@ -286,32 +286,43 @@ export class TokenUsage implements HeartbeatSink {
       // generation and the held fleet's old generation does not fill with roll-up leftovers.
       const slice = new TimeSlice();
       const done = this.clean ? null : await this.agentProgress(ledger, slice);
+      // (Loops that await go by index: iterating across an await allocates a result per step.)
       const sums = new Map<string, DaySums>();
-      for (const doc of ledger) {
+      for (let i = 0; i < ledger.length; i++) {
         await slice.yieldIfDue();
+        const doc = ledger[i]!;
         let day = sums.get(doc.day);
-        if (!day) sums.set(doc.day, (day = { prompt: new Map(), completion: new Map() }));
-        const { prompt, completion } = day;
+        if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [] }));
+        const { index, prompt, completion } = day;
         forEachEntry(doc.entries, (did, p, cc) => {
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
-          prompt.set(did, (prompt.get(did) ?? 0) + p);
-          completion.set(did, (completion.get(did) ?? 0) + cc);
+          const at = index.get(did);
+          if (at === undefined) {
+            index.set(did, prompt.length);
+            prompt.push(p);
+            completion.push(cc);
+          } else {
+            prompt[at] += p;
+            completion[at] += cc;
+          }
         });
       }
       const now = new Date().toISOString();
       const days = [...sums].map(([day, sum]) => ({ day, sum, keys: bucketKeys(day) }));
       // Usually one day; around midnight an agent may have sums in two.
-      const dids = days.length === 1 ? days[0]!.sum.prompt.keys() : new Set(days.flatMap((d) => [...d.sum.prompt.keys()])).values();
+      const dids = days.length === 1 ? [...days[0]!.sum.index.keys()] : [...new Set(days.flatMap((d) => [...d.sum.index.keys()]))];
       let ops: BulkUpdateOp[] = [];
       const $set = { rolledUpTo: last, updatedAt: now }; // the same for every agent (the store copies what it keeps)
-      for (const did of dids) {
+      for (let i = 0; i < dids.length; i++) {
+        const did = dids[i]!;
         const inc: Record<string, number> = {};
+        let counted = false;
         for (const { sum, keys } of days) {
-          const p = sum.prompt.get(did);
-          if (p !== undefined) addBuckets(inc, keys, p, sum.completion.get(did)!);
+          const at = sum.index.get(did);
+          if (at !== undefined && addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!)) counted = true;
         }
-        if (Object.keys(inc).length > 0) ops.push({ filter: { _id: did }, update: { $inc: inc, $set }, upsert: true });
+        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];
@@ -322,10 +333,13 @@ export class TokenUsage implements HeartbeatSink {
       const gInc: Record<string, number> = {};
       // Every ledger document's day has its keys in `days` (a day enters `sums` before its entries are read).
       const keysOf = new Map(days.map((d) => [d.day, d.keys]));
-      for (const doc of ledger) if (doc._id > globalDone) addBuckets(gInc, keysOf.get(doc.day)!, doc.promptTokens, doc.completionTokens);
+      let globalCounted = false;
+      for (const doc of ledger) {
+        if (doc._id > globalDone && addBuckets(gInc, keysOf.get(doc.day)!, doc.promptTokens, doc.completionTokens)) globalCounted = true;
+      }
       await c.tokenUsage.updateOne(
         { _id: GLOBAL_ID },
-        { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
+        { ...(globalCounted ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
         { upsert: true },
       );
       await c.tokenLedger.deleteMany({ _id: { $lte: last } });
@@ -431,10 +445,11 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
   }
 }
 
-/** One UTC day's token sums of a roll-up, per agent. */
+/** One UTC day's token sums of a roll-up: an agent's sums are at its index in the two arrays. */
 interface DaySums {
-  prompt: Map<string, number>;
-  completion: Map<string, number>;
+  index: Map<string, number>;
+  prompt: number[];
+  completion: number[];
 }
 
 /** The `$inc` paths a day's tokens go to: allTime, the day's bucket and its month's. */
@@ -449,9 +464,11 @@ function bucketKeys(day: string): BucketKeys {
   return { prompt: keys('promptTokens'), completion: keys('completionTokens') };
 }
 
-function addBuckets(inc: Record<string, number>, keys: BucketKeys, p: number, c: number): void {
+/** Adds a day's tokens to an `$inc`; false when both are 0 (nothing to add). */
+function addBuckets(inc: Record<string, number>, keys: BucketKeys, p: number, c: number): boolean {
   if (p !== 0) for (const k of keys.prompt) inc[k] = (inc[k] ?? 0) + p;
   if (c !== 0) for (const k of keys.completion) inc[k] = (inc[k] ?? 0) + c;
+  return p !== 0 || c !== 0;
 }
 
 function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {

@@ -35,7 +35,7 @@ import type { AgentPush, PushFrame } from '../services/agent-push.js';
 import { describeSchemaErrors, frameValidators, isInboundType } from '../domain/wire-schemas.js';
 import { PURPOSE, decodePublicKey, resolvePublicKey, encodeBase64Url } from '../domain/did.js';
 import { sameTerms, verifyEd25519Async, type CertificateTerms } from '../domain/certificate.js';
-import type { FleetService, IssuedCertificate, Decision } from '../services/fleet.js';
+import type { FleetService, IssuedCertificate, Decision, LiveSeen } from '../services/fleet.js';
 import type { StoredCertificateWithBytes } from '../services/certificates.js';
 import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '../services/registrations.js';
 
@@ -99,7 +99,7 @@ export class AgentConn {
 
   /** Acknowledges a heartbeat whose delta is durable (HeartbeatPeer). */
   ackHeartbeat(seq: number): void {
-    this.sendText(`{"type":"heartbeat_ack","seq":${seq}}`);
+    this.sendText(heartbeatAckFrame(seq));
   }
 }
 
@@ -135,6 +135,26 @@ const REISSUE_CHUNK = 256;
 /** The start of a certificate_offer frame; the canonical certificate text follows. */
 const OFFER_HEAD = Buffer.from('{"type":"certificate_offer","certificate":');
 
+const ACK_HEAD = '{"type":"heartbeat_ack","seq":';
+/** Where heartbeat_ack frames are written, and a view of it for each frame length. */
+const ackScratch = Buffer.alloc(ACK_HEAD.length + 17);
+ackScratch.write(ACK_HEAD, 'latin1');
+const ackViews: Buffer[] = [];
+
+/**
+ * The heartbeat_ack frame for `seq` (a safe non-negative integer, as the heartbeat schema
+ * requires), written into a scratch buffer: a frame per heartbeat, and no string made for it.
+ * The view returned is valid until the next call (uWS copies what it sends at once).
+ */
+export function heartbeatAckFrame(seq: number): Buffer {
+  let digits = 1;
+  for (let v = seq; v >= 10; v = Math.floor(v / 10)) digits++;
+  const end = ACK_HEAD.length + digits;
+  for (let i = end - 1, v = seq; i >= ACK_HEAD.length; i--, v = Math.floor(v / 10)) ackScratch[i] = 0x30 + (v % 10);
+  ackScratch[end] = 0x7d; // }
+  return (ackViews[end + 1] ??= ackScratch.subarray(0, end + 1));
+}
+
 /** Frames are decoded from uWS's ArrayBuffer directly (a Buffer view would be one more object per frame); a BOM is kept, as Buffer#toString does. */
 const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 
@@ -166,13 +186,16 @@ export class AgentGateway implements AgentPush {
     fleet.onDecision((did, d) => void this.onDecision(did, d));
     fleet.dropConnection = (did, code, reason) => this.drop(did, code, reason);
     const conns = this.conns;
-    fleet.collectLiveSeen = function* () {
-      for (const [did, conn] of conns) {
+    fleet.collectLiveSeen = () => {
+      const out: LiveSeen = { dids: [], ms: [] };
+      conns.forEach((conn, did) => {
         if (conn.phase === Phase.Ready && conn.lastSeen > conn.seenCollected) {
           conn.seenCollected = conn.lastSeen;
-          yield [did, conn.lastSeen];
+          out.dids.push(did);
+          out.ms.push(conn.lastSeen);
         }
-      }
+      });
+      return out;
     };
   }
 
