@@ -71,6 +71,20 @@ test('deltas of several agents add up, offline agents included, and survive roll
   assert.is(await ctx.s.ctx.c.tokenLedger.count({}), 0);
 });
 
+test('ledger lines keep every count exactly, from 0 to the largest a heartbeat may carry', async () => {
+  const { s, owner } = ctx;
+  const agents = await Promise.all([readyAgent(s, owner), readyAgent(s, owner), readyAgent(s, owner)]);
+  const counts: Array<[number, number]> = [[1_000_000_000_000, 0], [987_654_321, 10], [7, 999_999_999_999]];
+  await Promise.all(agents.map((a, i) => beat(a, ...counts[i]!)));
+  const texts = (await s.ctx.c.tokenLedger.find({})).map((d) => d.entries).join('\n');
+  for (const [i, a] of agents.entries()) assert.ok(texts.split('\n').includes(`${a.did} ${counts[i]![0]} ${counts[i]![1]}`), 'one line per heartbeat');
+  await fleet(s).tokens.rollup();
+  for (const [i, a] of agents.entries()) {
+    assert.equal((await fleet(s).tokens.ofAgent(a.did)).allTime, { promptTokens: counts[i]![0], completionTokens: counts[i]![1] });
+    await a.stop();
+  }
+});
+
 test('a roll-up after a crash between the per-agent and the global write counts nothing twice', async () => {
   const { s, owner } = ctx;
   const agent = await readyAgent(s, owner);

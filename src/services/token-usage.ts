@@ -208,13 +208,14 @@ export class TokenUsage implements HeartbeatSink {
           completionTokens: 0,
           entries: '',
         };
-        const lines: string[] = [];
-        for (const e of counted.slice(i, i + LEDGER_DOC_MAX)) {
-          lines.push(`${e.did} ${e.p} ${e.c}`);
+        const text = new LineText();
+        for (let j = i; j < Math.min(counted.length, i + LEDGER_DOC_MAX); j++) {
+          const e = counted[j]!;
+          text.entry(e.did, e.p, e.c);
           doc.promptTokens += e.p;
           doc.completionTokens += e.c;
         }
-        doc.entries = lines.join('\n');
+        doc.entries = text.done();
         docs.push(doc);
       }
       try {
@@ -432,6 +433,54 @@ export class TokenUsage implements HeartbeatSink {
   }
 }
 
+/** Where ledger texts are put together (grown when a text does not fit; one write at a time uses it). */
+let lineScratch = Buffer.allocUnsafeSlow(16 * 1024);
+
+/**
+ * A ledger document's text, `<did> <prompt> <completion>` per heartbeat, one line each, written
+ * into a scratch buffer and made a string once: joining a template string per heartbeat made
+ * several intermediate strings for every heartbeat. Token counts are non-negative integers (the
+ * heartbeat schema says so).
+ */
+class LineText {
+  private length = 0;
+
+  entry(did: string, p: number, c: number): void {
+    const need = this.length + Buffer.byteLength(did, 'utf8') + 2 * 17 + 3;
+    if (need > lineScratch.length) {
+      const bigger = Buffer.allocUnsafeSlow(Math.max(need, lineScratch.length * 2));
+      lineScratch.copy(bigger, 0, 0, this.length);
+      lineScratch = bigger;
+    }
+    const buf = lineScratch;
+    if (this.length > 0) buf[this.length++] = 0x0a;
+    this.length += buf.write(did, this.length, 'utf8');
+    buf[this.length++] = 0x20;
+    this.length = writeDigits(buf, this.length, p);
+    buf[this.length++] = 0x20;
+    this.length = writeDigits(buf, this.length, c);
+  }
+
+  done(): string {
+    return lineScratch.toString('utf8', 0, this.length);
+  }
+}
+
+/** Writes a non-negative integer's decimal digits at `at`; returns the end. */
+function writeDigits(buf: Buffer, at: number, n: number): number {
+  let digits = 1;
+  for (let v = n; v >= 10; v = Math.floor(v / 10)) digits++;
+  for (let i = at + digits - 1, v = n; i >= at; i--, v = Math.floor(v / 10)) buf[i] = 0x30 + (v % 10);
+  return at + digits;
+}
+
+/** The number written in `text` from `from` up to `to` (decimal digits), without making a string of it. */
+function parseCount(text: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) n = n * 10 + (text.charCodeAt(i) - 0x30);
+  return n;
+}
+
 /** Calls `fn` for each heartbeat line (`<did> <prompt> <completion>`) of a ledger document. */
 export function forEachEntry(text: string, fn: (did: string, promptTokens: number, completionTokens: number) => void): void {
   let start = 0;
@@ -440,7 +489,7 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
     if (end < 0) end = text.length;
     const a = text.indexOf(' ', start);
     const b = text.indexOf(' ', a + 1);
-    fn(text.slice(start, a), Number(text.slice(a + 1, b)), Number(text.slice(b + 1, end)));
+    fn(text.slice(start, a), parseCount(text, a + 1, b), parseCount(text, b + 1, end));
     start = end + 1;
   }
 }
