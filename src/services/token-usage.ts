@@ -26,6 +26,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { TimeSlice } from '../domain/time-slice.js';
+import { writeDigits } from '../domain/decimal.js';
 import type { AppContext } from '../server.js';
 import type { TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
@@ -464,14 +465,6 @@ class LineText {
   done(): string {
     return lineScratch.toString('utf8', 0, this.length);
   }
-}
-
-/** Writes a non-negative integer's decimal digits at `at`; returns the end. */
-function writeDigits(buf: Buffer, at: number, n: number): number {
-  let digits = 1;
-  for (let v = n; v >= 10; v = Math.floor(v / 10)) digits++;
-  for (let i = at + digits - 1, v = n; i >= at; i--, v = Math.floor(v / 10)) buf[i] = 0x30 + (v % 10);
-  return at + digits;
 }
 
 /** The number written in `text` from `from` up to `to` (decimal digits), without making a string of it. */

@@ -18,6 +18,7 @@
  */
 import { randomBase64Url } from '../domain/random.js';
 import { yieldToLoop } from '../domain/time-slice.js';
+import { writeDigits } from '../domain/decimal.js';
 import type { AppContext } from '../server.js';
 import type { WebSocket } from '../http/uws.js';
 import type { Capability } from '../store/collections.js';
@@ -147,10 +148,7 @@ const ackViews: Buffer[] = [];
  * The view returned is valid until the next call (uWS copies what it sends at once).
  */
 export function heartbeatAckFrame(seq: number): Buffer {
-  let digits = 1;
-  for (let v = seq; v >= 10; v = Math.floor(v / 10)) digits++;
-  const end = ACK_HEAD.length + digits;
-  for (let i = end - 1, v = seq; i >= ACK_HEAD.length; i--, v = Math.floor(v / 10)) ackScratch[i] = 0x30 + (v % 10);
+  const end = writeDigits(ackScratch, ACK_HEAD.length, seq);
   ackScratch[end] = 0x7d; // }
   return (ackViews[end + 1] ??= ackScratch.subarray(0, end + 1));
 }

@@ -1,0 +1,9 @@
+/** Decimal digits written into a byte buffer without making a string (frames and ledger lines on hot paths). */
+
+/** Writes a non-negative safe integer's decimal digits (ASCII) at `at`; returns the end. */
+export function writeDigits(buf: Uint8Array, at: number, n: number): number {
+  let digits = 1;
+  for (let v = n; v >= 10; v = Math.floor(v / 10)) digits++;
+  for (let i = at + digits - 1, v = n; i >= at; i--, v = Math.floor(v / 10)) buf[i] = 0x30 + (v % 10);
+  return at + digits;
+}
