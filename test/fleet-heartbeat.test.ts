@@ -76,8 +76,10 @@ test('ledger lines keep every count exactly, from 0 to the largest a heartbeat m
   const agents = await Promise.all([readyAgent(s, owner), readyAgent(s, owner), readyAgent(s, owner)]);
   const counts: Array<[number, number]> = [[1_000_000_000_000, 0], [987_654_321, 10], [7, 999_999_999_999]];
   await Promise.all(agents.map((a, i) => beat(a, ...counts[i]!)));
-  const texts = (await s.ctx.c.tokenLedger.find({})).map((d) => d.entries).join('\n');
-  for (const [i, a] of agents.entries()) assert.ok(texts.split('\n').includes(`${a.did} ${counts[i]![0]} ${counts[i]![1]}`), 'one line per heartbeat');
+  const texts = (await s.ctx.c.tokenLedger.find({})).map((d) => d.entries);
+  assert.ok(texts.every((t) => !t.includes('\n')), 'entries are joined by ; (nothing for JSON to escape)');
+  const entries = texts.flatMap((t) => t.split(';'));
+  for (const [i, a] of agents.entries()) assert.ok(entries.includes(`${a.did} ${counts[i]![0]} ${counts[i]![1]}`), 'one entry per heartbeat');
   await fleet(s).tokens.rollup();
   for (const [i, a] of agents.entries()) {
     assert.equal((await fleet(s).tokens.ofAgent(a.did)).allTime, { promptTokens: counts[i]![0], completionTokens: counts[i]![1] });
@@ -186,19 +188,20 @@ test('a roll-up over ledger documents of two UTC days fills each day\'s bucket, 
   const [a, b] = [await makeAgent(s, 'two-days-a'), await makeAgent(s, 'two-days-b')];
   const now = Date.now();
   const [d1, d2] = [utcDay(new Date(now - 86_400_000)), utcDay(new Date(now))];
-  const ledgerDoc = (id: string, day: string, lines: Array<[string, number, number]>) => ({
+  // The first document is in the older form (entries joined by newlines), the second in the current one (by ;).
+  const ledgerDoc = (id: string, day: string, lines: Array<[string, number, number]>, separator = ';') => ({
     _id: id,
     at: new Date(now).toISOString(),
     day,
     month: day.slice(0, 7),
     promptTokens: lines.reduce((t, l) => t + l[1], 0),
     completionTokens: lines.reduce((t, l) => t + l[2], 0),
-    entries: lines.map((l) => l.join(' ')).join('\n'),
+    entries: lines.map((l) => l.join(' ')).join(separator),
   });
   const global0 = (await owner.api.get('/api/stats/tokens')).body;
   await s.ctx.c.tokenLedger.insertMany([
-    ledgerDoc('zz-two-days-1', d1, [[a._id, 10, 1], [b._id, 20, 2], [a._id, 5, 0]]),
-    ledgerDoc('zz-two-days-2', d2, [[a._id, 7, 3]]),
+    ledgerDoc('zz-two-days-1', d1, [[a._id, 10, 1], [b._id, 20, 2], [a._id, 5, 0]], '\n'),
+    ledgerDoc('zz-two-days-2', d2, [[a._id, 4, 3], [a._id, 3, 0]]),
   ]);
   await tokens.rollup();
   assert.is(await s.ctx.c.tokenLedger.count({ _id: { $in: ['zz-two-days-1', 'zz-two-days-2'] } }), 0, 'folded ledger documents are deleted');

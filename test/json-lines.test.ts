@@ -29,6 +29,7 @@ test('chosen values: escapes, surrogates, numbers, left-out members, toJSON, key
     { b: 1, a: 2, 10: 'ten', 2: 'two', '-1': 'minus' },
     { at: new Date(Date.UTC(2026, 10, 22, 1, 2, 3, 4)), nested: { list: [{ at: new Date(0) }] } },
     { empty: {}, none: [], deep: { a: { b: { c: [[[]], {}] } } } },
+    { long: '{"a":"b\\c"}\n'.repeat(40), longOdd: 'x\ud800'.repeat(200), longPlain: 'é'.repeat(500) },
     'top-level string',
     42,
     null,

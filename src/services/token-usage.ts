@@ -438,10 +438,10 @@ export class TokenUsage implements HeartbeatSink {
 let lineScratch = Buffer.allocUnsafeSlow(16 * 1024);
 
 /**
- * A ledger document's text, `<did> <prompt> <completion>` per heartbeat, one line each, written
+ * A ledger document's text, `<did> <prompt> <completion>` per heartbeat, joined by `;`, written
  * into a scratch buffer and made a string once: joining a template string per heartbeat made
  * several intermediate strings for every heartbeat. Token counts are non-negative integers (the
- * heartbeat schema says so).
+ * heartbeat schema says so), and DIDs hold no spaces or semicolons (their pattern says so).
  */
 class LineText {
   private length = 0;
@@ -454,7 +454,7 @@ class LineText {
       lineScratch = bigger;
     }
     const buf = lineScratch;
-    if (this.length > 0) buf[this.length++] = 0x0a;
+    if (this.length > 0) buf[this.length++] = 0x3b; // ;
     this.length += buf.write(did, this.length, 'utf8');
     buf[this.length++] = 0x20;
     this.length = writeDigits(buf, this.length, p);
@@ -474,11 +474,15 @@ function parseCount(text: string, from: number, to: number): number {
   return n;
 }
 
-/** Calls `fn` for each heartbeat line (`<did> <prompt> <completion>`) of a ledger document. */
+/**
+ * Calls `fn` for each heartbeat entry (`<did> <prompt> <completion>`) of a ledger document's
+ * text: entries joined by `;`, or by newlines in documents an earlier version wrote.
+ */
 export function forEachEntry(text: string, fn: (did: string, promptTokens: number, completionTokens: number) => void): void {
+  const separator = text.includes('\n') ? '\n' : ';';
   let start = 0;
   while (start < text.length) {
-    let end = text.indexOf('\n', start);
+    let end = text.indexOf(separator, start);
     if (end < 0) end = text.length;
     const a = text.indexOf(' ', start);
     const b = text.indexOf(' ', a + 1);

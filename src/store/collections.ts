@@ -274,8 +274,10 @@ export interface TokenLedgerDoc {
   promptTokens: number;
   completionTokens: number;
   /**
-   * One line per heartbeat, `<agentDid> <promptTokens> <completionTokens>`, joined by newlines:
-   * a single string is cheap to write, copy and read, whatever the number of heartbeats.
+   * One entry per heartbeat, `<agentDid> <promptTokens> <completionTokens>`, joined by `;`
+   * (earlier versions joined them by newlines; both are read): a single
+   * string is cheap to write, copy and read, whatever the number of heartbeats, and it has nothing
+   * JSON must escape, so the embedded store writes it as it is.
    */
   entries: string;
 }
