@@ -1221,9 +1221,9 @@ function idOnlyFilter(filter: unknown): string | undefined {
 
 /**
  * Writes `bulkUpdate` gathers before handing them to nedb at once: replacements of documents
- * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`; a document
- * `updateScalarsInPlace` changed already is its own merge), and upserted new documents. Each
- * `_id` appears at most once.
+ * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`), documents
+ * `updateScalarsInPlace` already changed (they only need writing), and upserted new documents.
+ * Each `_id` appears at most once.
  */
 class WriteBatch {
   readonly replacements: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
