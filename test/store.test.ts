@@ -18,6 +18,16 @@ import { rejects, runStoreContract } from './store-contract.js';
 
 const tempDir = () => mkdtemp(join(tmpdir(), 'steward-store-'));
 
+/** Runs `fn` with a fresh data directory, removed afterwards whatever happens. */
+async function inTempDir(fn: (dataDir: string) => Promise<void>): Promise<void> {
+  const dataDir = await tempDir();
+  try {
+    await fn(dataDir);
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
 runStoreContract('embedded', async () => {
   const dataDir = await tempDir();
   return {
@@ -53,8 +63,7 @@ const embedded = suite('embedded store specifics');
 const lineCount = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim() !== '').length;
 
 embedded('a datafile is compacted when the collection is opened again', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     let store = await openEmbeddedStore({ dataDir });
     const c = store.collection<Doc & { v: number }>('counters');
     await c.insertOne({ _id: 'n', v: 0 });
@@ -83,14 +92,11 @@ embedded('a datafile is compacted when the collection is opened again', async ()
       { _id: 'n', v: 201 },
     ]);
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('a store directory cannot be opened twice at once, and again after close', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     const store = await openEmbeddedStore({ dataDir });
     try {
       await openEmbeddedStore({ dataDir });
@@ -109,14 +115,11 @@ embedded('a store directory cannot be opened twice at once, and again after clos
     } catch (err) {
       assert.instance(err, StoreUnavailableError);
     }
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('close waits for writes that are still queued', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     let store = await openEmbeddedStore({ dataDir });
     const c = store.collection<Doc & { n: number }>('pending');
     const writes = Array.from({ length: 30 }, (_, i) => c.insertOne({ _id: `d${i}`, n: i }));
@@ -127,14 +130,11 @@ embedded('close waits for writes that are still queued', async () => {
     store = await openEmbeddedStore({ dataDir });
     assert.is(await store.collection('pending').count(), 30);
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('bulkUpdate: a refused field name fails that op only, and gathered writes survive a reopen', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     let store = await openEmbeddedStore({ dataDir });
     const c = store.collection<Doc & { n?: number }>('batched');
     await c.insertMany(Array.from({ length: 50 }, (_, i) => ({ _id: `d${i}`, n: i })));
@@ -156,15 +156,12 @@ embedded('bulkUpdate: a refused field name fails that op only, and gathered writ
     assert.equal(docs.slice(1).map((d) => d.n), Array.from({ length: 50 }, (_, i) => i + 1000));
     assert.ok(docs.every((d) => d.bad === undefined));
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('bulkUpdate by _id merges changes into the stored document in place when no indexed field moves', async () => {
-  const dataDir = await tempDir();
-  type Usage = Doc & { owner: string; note?: string; total: { n: number }; days: Record<string, { n: number }>; tags: string[]; seen?: string };
-  try {
+  await inTempDir(async (dataDir) => {
+    type Usage = Doc & { owner: string; note?: string; total: { n: number }; days: Record<string, { n: number }>; tags: string[]; seen?: string };
     let store = await openEmbeddedStore({ dataDir });
     const c = store.collection<Usage>('usage');
     await c.createIndex({ fields: { owner: 1 }, unique: true });
@@ -228,9 +225,7 @@ embedded('bulkUpdate by _id merges changes into the stored document in place whe
     store = await openEmbeddedStore({ dataDir });
     await check(store.collection<Usage>('usage'), 'after a reopen');
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('an update that only sets or increments existing scalar fields is applied to the stored document in place, all steps or none', async () => {
@@ -281,8 +276,7 @@ embedded('an update that only sets or increments existing scalar fields is appli
   }
 
   // Through bulkUpdate: counts, a copy read before, the index, errors, and the datafile.
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     let store = await openEmbeddedStore({ dataDir });
     let c = store.collection<Row>('rows');
     await c.createIndex({ fields: { owner: 1 }, unique: true });
@@ -310,14 +304,11 @@ embedded('an update that only sets or increments existing scalar fields is appli
     c = store.collection<Row>('rows');
     await check('after a reopen');
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('datafile lines: plain JSON for documents without dates, nedb\'s date form for the others; both read back after a reopen', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     let store = await openEmbeddedStore({ dataDir });
     const c = store.collection<Doc & Record<string, unknown>>('lines');
     const at = new Date('2026-03-04T05:06:07.089Z');
@@ -341,14 +332,11 @@ embedded('datafile lines: plain JSON for documents without dates, nedb\'s date f
     assert.is(((dated.list as Array<{ when: Date }>)[0]!.when).getTime(), at.getTime());
     assert.equal(await again.find({ _id: { $regex: '^big' } }, { sort: { _id: 1 } }), [...big].sort((a, b) => a._id.localeCompare(b._id)));
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('invalid collection names and field names are rejected', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     const store = await openEmbeddedStore({ dataDir });
     for (const name of ['../escape', 'a/b', '', '.hidden']) {
       try {
@@ -374,9 +362,7 @@ embedded('invalid collection names and field names are rejected', async () => {
     await store.collection<Doc & { n: number }>('fields').insertMany([{ _id: 'a', n: 1 }, { _id: 'b', n: 2 }]);
     assert.equal(await store.collection('fields').find({}, { sort: { _id: 1 } }), [{ _id: 'a', n: 1 }, { _id: 'b', n: 2 }]);
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 /** How many string objects with exactly these (latin1) bytes as content the heap holds (from a heap snapshot). */
@@ -398,12 +384,11 @@ async function heapCopies(bytes: Buffer): Promise<number> {
 }
 
 embedded('stored identifiers and timestamps are kept once, whether loaded from the datafile or written', async () => {
-  const dataDir = await tempDir();
-  // The test keeps the values as bytes: every string it makes is a fresh copy of its own.
-  const did = Buffer.from(`did:key:z6Mk${nanoid(44)}`);
-  const at = Buffer.from(new Date(Date.UTC(2031, 0, 2, 3, 4, 5, 6)).toISOString());
-  const fresh = (b: Buffer) => b.toString('latin1');
-  try {
+  await inTempDir(async (dataDir) => {
+    // The test keeps the values as bytes: every string it makes is a fresh copy of its own.
+    const did = Buffer.from(`did:key:z6Mk${nanoid(44)}`);
+    const at = Buffer.from(new Date(Date.UTC(2031, 0, 2, 3, 4, 5, 6)).toISOString());
+    const fresh = (b: Buffer) => b.toString('latin1');
     let store = await openEmbeddedStore({ dataDir });
     type Held = Doc & { owner: string; seenAt: string; tags: string[]; log?: Array<{ by: string; at: string }> };
     let c = store.collection<Held>('held');
@@ -423,20 +408,15 @@ embedded('stored identifiers and timestamps are kept once, whether loaded from t
     assert.is(await heapCopies(at), 1, 'loaded: one copy of the timestamp');
     assert.is((await c.findById('h2'))?.log?.[0]?.by, fresh(did));
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded('openStore picks the embedded backend without a MongoDB URI', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     const store = await openStore({ dataDir, mongodbUri: '' });
     assert.is(store.kind, 'embedded');
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 embedded.run();
@@ -446,8 +426,7 @@ embedded.run();
 const instrumented = suite('instrumentStore');
 
 instrumented('times every collection call, reports failures, caches wrappers', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     const calls: Array<{ collection: string; op: string; seconds: number; ok: boolean }> = [];
     const store = instrumentStore(await openEmbeddedStore({ dataDir }), (collection, op, seconds, ok) =>
       calls.push({ collection, op, seconds, ok }),
@@ -471,23 +450,18 @@ instrumented('times every collection call, reports failures, caches wrappers', a
     assert.ok(calls.every((x) => x.seconds >= 0 && x.seconds < 10));
     await store.ping();
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 instrumented('a throwing observer does not break store calls', async () => {
-  const dataDir = await tempDir();
-  try {
+  await inTempDir(async (dataDir) => {
     const store = instrumentStore(await openEmbeddedStore({ dataDir }), () => {
       throw new Error('observer broke');
     });
     await store.collection('x').insertOne({ _id: '1' });
     assert.is(await store.collection('x').count(), 1);
     await store.close();
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 });
 
 instrumented.run();

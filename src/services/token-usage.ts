@@ -44,8 +44,8 @@ export interface TokenStats {
 }
 
 interface Entry {
+  /** Its connection (which names the agent: `peer.did`). */
   peer: HeartbeatPeer;
-  did: string;
   seq: number;
   p: number;
   c: number;
@@ -134,7 +134,7 @@ export class TokenUsage implements HeartbeatSink {
 
   record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void {
     this.stats.heartbeats++;
-    this.batch.push({ peer, did: peer.did!, seq, p: promptTokens, c: completionTokens, at: performance.now() });
+    this.batch.push({ peer, seq, p: promptTokens, c: completionTokens, at: performance.now() });
     this.schedule();
   }
 
@@ -212,7 +212,7 @@ export class TokenUsage implements HeartbeatSink {
         const text = new LineText();
         for (let j = i; j < Math.min(counted.length, i + LEDGER_DOC_MAX); j++) {
           const e = counted[j]!;
-          text.entry(e.did, e.p, e.c);
+          text.entry(e.peer.did!, e.p, e.c);
           doc.promptTokens += e.p;
           doc.completionTokens += e.c;
         }

@@ -124,30 +124,24 @@ export class JsonLineWriter {
     return n;
   }
 
-  /** Writes a value. Undefined, a function or a symbol is written as null in an array, and not at all elsewhere (false). */
-  private value(v: unknown, inArray: boolean): boolean {
+  /** Writes a value. Undefined, a function or a symbol is written as null in an array, and not at all elsewhere. */
+  private value(v: unknown, inArray: boolean): void {
     switch (typeof v) {
       case 'string':
-        this.string(v);
-        return true;
+        return this.string(v);
       case 'number':
-        this.raw(Number.isFinite(v) ? String(v) : 'null');
-        return true;
+        return this.raw(Number.isFinite(v) ? String(v) : 'null');
       case 'boolean':
-        this.raw(v ? 'true' : 'false');
-        return true;
+        return this.raw(v ? 'true' : 'false');
       case 'object':
-        if (v === null) this.raw('null');
-        else if (Array.isArray(v)) this.array(v);
-        else if (typeof (v as { toJSON?: unknown }).toJSON === 'function') this.raw(JSON.stringify(v));
-        else this.object(v as Record<string, unknown>);
-        return true;
+        if (v === null) return this.raw('null');
+        if (Array.isArray(v)) return this.array(v);
+        if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return this.raw(JSON.stringify(v));
+        return this.object(v as Record<string, unknown>);
       case 'bigint':
-        this.raw(JSON.stringify(v)); // throws its TypeError
-        return true;
+        return this.raw(JSON.stringify(v)); // throws its TypeError
       default: // undefined, functions, symbols
         if (inArray) this.raw('null');
-        return inArray;
     }
   }
 
