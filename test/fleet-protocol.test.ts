@@ -1,5 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { isDeepStrictEqual } from 'node:util';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { waitFor } from './helpers.js';
@@ -196,6 +197,8 @@ test('a reconnect within the offline grace period is no transition of the actor;
   const { s, owner } = ctx;
   const agent = await readyAgent(s, owner);
   const keys = agent['opts'].keys;
+  // The actor learns of the connection after the agent has its `ready`: follow it from then on.
+  await waitFor(async () => isDeepStrictEqual((await s.ctx.actors.inspect('agent', agent.did))?.state, { active: { connection: 'online', certificate: 'current' } }));
   const events: string[] = [];
   const off = s.ctx.actors.onTransition((t) => t.actorId === agent.did && events.push(t.event));
   await agent.stop();

@@ -335,6 +335,31 @@ embedded('datafile lines: plain JSON for documents without dates, nedb\'s date f
   });
 });
 
+embedded('awaited writes one after another still give the event loop its turns (appends are written synchronously)', async () => {
+  await inTempDir(async (dataDir) => {
+    const store = await openEmbeddedStore({ dataDir });
+    const c = store.collection<Doc & { n: number }>('turns');
+    await c.insertOne({ _id: 'x', n: 0 });
+    let turned = false;
+    setImmediate(() => {
+      turned = true;
+    });
+    // Without a turn of the loop this would run all 200,000 writes as one task.
+    let writes = 0;
+    while (!turned && writes < 200_000) {
+      await c.updateOne({ _id: 'x' }, { $inc: { n: 1 } });
+      writes++;
+    }
+    assert.ok(turned, `the loop had a turn during the writes (${writes} written)`);
+    assert.ok(writes > 0 && writes < 200_000);
+    assert.is((await c.findById('x'))!.n, writes);
+    await store.close();
+    const again = await openEmbeddedStore({ dataDir });
+    assert.is((await again.collection<Doc & { n: number }>('turns').findById('x'))!.n, writes, 'every write is in the datafile');
+    await again.close();
+  });
+});
+
 embedded('invalid collection names and field names are rejected', async () => {
   await inTempDir(async (dataDir) => {
     const store = await openEmbeddedStore({ dataDir });
