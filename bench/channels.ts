@@ -21,6 +21,7 @@
  */
 import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc } from './proc.js';
+import { machineRows, readMachine } from './machine.js';
 import { Agent, request } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { cpus } from 'node:os';
@@ -228,5 +229,6 @@ async function feed(): Promise<void> {
   await server.call({ cmd: 'stop' });
 }
 
+table('the machine, right before', machineRows(await readMachine()));
 if (which === 'all' || which === 'mentions') await mentions();
 if (which === 'all' || which === 'feed') await feed();

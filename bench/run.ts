@@ -27,6 +27,7 @@
  */
 import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc, type Proc } from './proc.js';
+import { machineRows, readMachine } from './machine.js';
 import { randomBytes } from 'node:crypto';
 
 
@@ -312,6 +313,7 @@ for (const name of selected) {
     console.error(`unknown benchmark '${name}'; expected ${Object.keys(benches).join(', ')} or all`);
     process.exit(2);
   }
+  table('the machine, right before', machineRows(await readMachine()));
   await fn();
 }
 process.exit(0);
