@@ -19,7 +19,7 @@
  * longer than the hold makes (a) wait until they have left memory for one more reading).
  *
  * Diagnostics: BENCH_PROFILE_DIR=/tmp/x writes CPU profiles of the server during the connection
- * phase and the measured phase (in (b) also of each load generator), each with an allocation
+ * phase and the measured phase (that one also of each load generator), each with an allocation
  * profile beside it (.heapprofile), and in (a) heap snapshots of the server once the agents are
  * connected and after the hold (.heapsnapshot, for Chrome DevTools' Memory tab);
  * BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
@@ -27,7 +27,7 @@
  */
 import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc, type Proc } from './proc.js';
-import { machineRows, readMachine } from './machine.js';
+import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
 
 
@@ -95,27 +95,29 @@ async function teardown(s: Setup): Promise<void> {
   await s.server.call({ cmd: 'stop' }).catch(() => undefined);
 }
 
-/** Runs fn with a CPU profile of the server when BENCH_PROFILE_DIR is set. */
+/** Runs fn with CPU profiles of the server and the load generators when BENCH_PROFILE_DIR is set. */
 async function profiled<T>(s: Setup, name: string, fn: () => Promise<T>): Promise<T> {
   const dir = process.env.BENCH_PROFILE_DIR;
   if (!dir) return fn();
-  await s.server.call({ cmd: 'profile' });
+  await Promise.all([s.server, ...s.loadgens].map((p) => p.call({ cmd: 'profile' })));
   try {
     return await fn();
   } finally {
     await s.server.call({ cmd: 'profile', file: `${dir}/${name}-${N}.cpuprofile` });
+    await Promise.all(s.loadgens.map((lg, i) => lg.call({ cmd: 'profile', file: `${dir}/${name}-${N}-loadgen${i}.cpuprofile` })));
   }
 }
 
 interface CpuMark {
   server: NodeJS.CpuUsage;
   loadgens: NodeJS.CpuUsage[];
+  machine: CpuTimes | null;
 }
 
 /** CPU time used so far by the server and by the load generators (user + system). */
 async function cpuMark(s: Setup): Promise<CpuMark> {
   const [server, ...loadgens] = await Promise.all([s.server.call<NodeJS.CpuUsage>({ cmd: 'cpu' }), ...s.loadgens.map((lg) => lg.call<NodeJS.CpuUsage>({ cmd: 'cpu' }))]);
-  return { server: server!, loadgens };
+  return { server: server!, loadgens, machine: readCpuTimes() };
 }
 
 /** Table rows: CPU seconds the server and the load generators used between two marks. */
@@ -125,6 +127,7 @@ function cpuRows(a: CpuMark, b: CpuMark): Array<[string, string]> {
   return [
     ['server CPU time (user + system), all threads', `${fmt(sec(a.server, b.server), 2)} s`],
     ['load generators CPU time (user + system)', `${fmt(lg, 2)} s`],
+    cpuTimesRow(a.machine, b.machine),
   ];
 }
 

@@ -49,6 +49,19 @@ export class MiniWebSocket {
     this.socket.on('close', () => this.finish());
   }
 
+  /** Sends a text frame of ASCII text under 126 bytes (a heartbeat): written straight into the frame. */
+  sendAscii(text: string): void {
+    const n = text.length;
+    if (n >= 126) return this.send(text);
+    if (this.closed || !this.upgraded) return;
+    const frame = Buffer.allocUnsafe(6 + n);
+    frame[0] = 0x80 | OP_TEXT;
+    frame[1] = 0x80 | n;
+    frame.writeUInt32BE(0, 2); // masking key 0
+    frame.write(text, 6, 'latin1');
+    this.socket.write(frame);
+  }
+
   send(text: string): void {
     if (this.closed || !this.upgraded) return;
     const payload = Buffer.from(text, 'utf8');
