@@ -360,6 +360,31 @@ embedded('awaited writes one after another still give the event loop its turns (
   });
 });
 
+embedded('each datafile has its own turn: writes that used up one collection\'s turn do not make another collection wait for the loop', async () => {
+  await inTempDir(async (dataDir) => {
+    const store = await openEmbeddedStore({ dataDir });
+    const busy = store.collection<Doc & { n: number }>('busy');
+    const other = store.collection<Doc & { n: number }>('other');
+    await busy.insertOne({ _id: 'x', n: 0 });
+    await other.insertOne({ _id: 'y', n: 0 });
+    await new Promise((r) => setImmediate(r)); // a fresh turn of the loop
+    let turned = false;
+    setImmediate(() => {
+      turned = true;
+    });
+    await busy.updateOne({ _id: 'x' }, { $inc: { n: 1 } }); // opens the busy datafile's turn
+    const t0 = performance.now();
+    while (performance.now() - t0 < 10); // this task keeps the loop well past the turn's budget
+    await other.updateOne({ _id: 'y' }, { $inc: { n: 1 } });
+    assert.not.ok(turned, 'the other collection wrote without waiting for the loop');
+    await busy.updateOne({ _id: 'x' }, { $inc: { n: 1 } });
+    assert.ok(turned, 'the busy collection waited for the loop');
+    assert.is((await busy.findById('x'))!.n, 2);
+    assert.is((await other.findById('y'))!.n, 1);
+    await store.close();
+  });
+});
+
 embedded('invalid collection names and field names are rejected', async () => {
   await inTempDir(async (dataDir) => {
     const store = await openEmbeddedStore({ dataDir });

@@ -1360,6 +1360,7 @@ const APPEND_SYNC_MAX = 64 * 1024;
  */
 class AppendLog {
   private fd: number | null = null;
+  private readonly turn = new SyncTurn();
 
   constructor(private readonly filename: string) {}
 
@@ -1378,7 +1379,7 @@ class AppendLog {
       }
       const fd = (this.fd ??= openSync(this.filename, 'a', 0o644));
       if (out.length <= APPEND_SYNC_MAX) {
-        if (syncTurnUsedUp()) await yieldToLoop();
+        if (this.turn.usedUp()) await yieldToLoop();
         for (let off = 0; off < out.length; ) off += writeSync(fd, out.buf, off, out.length - off);
       } else {
         for (let off = 0; off < out.length; ) off += await writeAsync(fd, out.buf, off, out.length - off);
@@ -1395,32 +1396,38 @@ class AppendLog {
   }
 }
 
-/** How long writes may follow each other without giving the event loop a turn (ms). */
+/** How long one datafile's writes may follow each other without giving the event loop a turn (ms). */
 const SYNC_TURN_MS = 4;
-let turnStart = 0;
-let turnOpen = false;
-const closeTurn = (): void => {
-  turnOpen = false;
-};
 
 /**
- * Whether appends written synchronously have kept the event loop for SYNC_TURN_MS without a turn
- * of it. An append through the thread pool gave the loop a turn every time, and code that awaits
- * store writes in a loop (the token roll-up, the lastSeen round, a re-certification's certificate
- * inserts, nedb's own queue of operations) relies on that to let socket reads, acknowledgements
- * and timers in; a synchronous append completes as a microtask, so without this such a loop would
- * run from start to end as one task. The first append of a task opens a turn (and schedules its
- * end for the loop's next check phase); once a turn is used up the next append waits for the loop.
+ * Whether a datafile's synchronous appends have kept the event loop for SYNC_TURN_MS without a
+ * turn of it. An append through the thread pool gave the loop a turn every time, and code that
+ * awaits store writes in a loop (the token roll-up, the lastSeen round, nedb's own queue of
+ * operations) relies on that to let socket reads, acknowledgements and timers in; a synchronous
+ * append completes as a microtask, so without this such a loop would run from start to end as one
+ * task. The first append of a turn of the loop opens a turn (and schedules its end for the loop's
+ * next check phase); once it is used up, the next append waits for the loop. Each datafile keeps
+ * its own: a roll-up writing thousands of token totals uses up the totals' turn, not the one of
+ * the ledger writes that heartbeat acknowledgements wait for (a wait for the loop is a whole turn
+ * of it, which under a fleet's load is tens of milliseconds).
  */
-function syncTurnUsedUp(): boolean {
-  const now = performance.now();
-  if (!turnOpen) {
-    turnOpen = true;
-    turnStart = now;
-    setImmediate(closeTurn);
-    return false;
+class SyncTurn {
+  private start = 0;
+  private open = false;
+  private readonly close = (): void => {
+    this.open = false;
+  };
+
+  usedUp(): boolean {
+    const now = performance.now();
+    if (!this.open) {
+      this.open = true;
+      this.start = now;
+      setImmediate(this.close);
+      return false;
+    }
+    return now - this.start >= SYNC_TURN_MS;
   }
-  return now - turnStart >= SYNC_TURN_MS;
 }
 
 /** fs.write as a promise of the bytes written. */
