@@ -335,56 +335,6 @@ embedded('datafile lines: plain JSON for documents without dates, nedb\'s date f
   });
 });
 
-embedded('awaited writes one after another still give the event loop its turns (appends are written synchronously)', async () => {
-  await inTempDir(async (dataDir) => {
-    const store = await openEmbeddedStore({ dataDir });
-    const c = store.collection<Doc & { n: number }>('turns');
-    await c.insertOne({ _id: 'x', n: 0 });
-    let turned = false;
-    setImmediate(() => {
-      turned = true;
-    });
-    // Without a turn of the loop this would run all 200,000 writes as one task.
-    let writes = 0;
-    while (!turned && writes < 200_000) {
-      await c.updateOne({ _id: 'x' }, { $inc: { n: 1 } });
-      writes++;
-    }
-    assert.ok(turned, `the loop had a turn during the writes (${writes} written)`);
-    assert.ok(writes > 0 && writes < 200_000);
-    assert.is((await c.findById('x'))!.n, writes);
-    await store.close();
-    const again = await openEmbeddedStore({ dataDir });
-    assert.is((await again.collection<Doc & { n: number }>('turns').findById('x'))!.n, writes, 'every write is in the datafile');
-    await again.close();
-  });
-});
-
-embedded('each datafile has its own turn: writes that used up one collection\'s turn do not make another collection wait for the loop', async () => {
-  await inTempDir(async (dataDir) => {
-    const store = await openEmbeddedStore({ dataDir });
-    const busy = store.collection<Doc & { n: number }>('busy');
-    const other = store.collection<Doc & { n: number }>('other');
-    await busy.insertOne({ _id: 'x', n: 0 });
-    await other.insertOne({ _id: 'y', n: 0 });
-    await new Promise((r) => setImmediate(r)); // a fresh turn of the loop
-    let turned = false;
-    setImmediate(() => {
-      turned = true;
-    });
-    await busy.updateOne({ _id: 'x' }, { $inc: { n: 1 } }); // opens the busy datafile's turn
-    const t0 = performance.now();
-    while (performance.now() - t0 < 10); // this task keeps the loop well past the turn's budget
-    await other.updateOne({ _id: 'y' }, { $inc: { n: 1 } });
-    assert.not.ok(turned, 'the other collection wrote without waiting for the loop');
-    await busy.updateOne({ _id: 'x' }, { $inc: { n: 1 } });
-    assert.ok(turned, 'the busy collection waited for the loop');
-    assert.is((await busy.findById('x'))!.n, 2);
-    assert.is((await other.findById('y'))!.n, 1);
-    await store.close();
-  });
-});
-
 embedded('invalid collection names and field names are rejected', async () => {
   await inTempDir(async (dataDir) => {
     const store = await openEmbeddedStore({ dataDir });

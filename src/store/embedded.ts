@@ -19,9 +19,8 @@ import nedb from '@seald-io/nedb';
 import { checkObject, serialize } from '@seald-io/nedb/lib/model.js';
 import { installKeyedIndexes } from './nedb-index.js';
 import { JsonLineWriter } from './json-lines.js';
-import { yieldToLoop } from '../domain/time-slice.js';
-import { close as closeFd, constants as fsConstants, openSync, write as writeFd, writeSync } from 'node:fs';
-import { access, mkdir } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import { access, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { nanoid } from 'nanoid';
 import {
@@ -1342,25 +1341,17 @@ const APPEND_BUFFER_MIN = 64 * 1024;
 const APPEND_BUFFER_KEPT = 256 * 1024;
 const APPEND_BUFFERS_KEPT = 2;
 
-/** Appends up to this size are written synchronously (see AppendLog). */
-const APPEND_SYNC_MAX = 64 * 1024;
-
 /**
  * The append side of a collection's datafile, kept open. nedb appends every write with
  * `fs.appendFile(path)`: open, write and close, three trips through the thread pool, each of
  * which waits for a turn of the event loop, which under a fleet's load is what a write's latency
- * is made of. This appends the same lines through one descriptor opened in append mode, and
- * writes an append of up to APPEND_SYNC_MAX bytes synchronously: a write of a few kilobytes into
- * the page cache takes microseconds (6 µs median, 20 µs p99 for 4–8 KB here), while a trip
- * through the thread pool and back takes two thread wake-ups, which on a busy machine cost
- * milliseconds each and are most of a heartbeat acknowledgement's latency. Larger appends (a
- * big insertMany) go through the thread pool. A compaction replaces the file (write a copy,
- * rename it over), so the descriptor is closed before it and the next append opens the new
- * file. nedb runs appends and compactions one at a time on its executor, so they never overlap.
+ * is made of. This appends the same lines through one handle opened in append mode. A compaction
+ * replaces the file (write a copy, rename it over), so the handle is closed before it and the
+ * next append opens the new file. nedb runs appends and compactions one at a time on its
+ * executor, so they never overlap.
  */
 class AppendLog {
-  private fd: number | null = null;
-  private readonly turn = new SyncTurn();
+  private handle: Promise<FileHandle> | null = null;
 
   constructor(private readonly filename: string) {}
 
@@ -1377,62 +1368,25 @@ class AppendLog {
         if (holdsDate(doc)) out.raw(serialize(doc) + '\n');
         else out.line(doc);
       }
-      const fd = (this.fd ??= openSync(this.filename, 'a', 0o644));
-      if (out.length <= APPEND_SYNC_MAX) {
-        if (this.turn.usedUp()) await yieldToLoop();
-        for (let off = 0; off < out.length; ) off += writeSync(fd, out.buf, off, out.length - off);
-      } else {
-        for (let off = 0; off < out.length; ) off += await writeAsync(fd, out.buf, off, out.length - off);
+      this.handle ??= open(this.filename, 'a', 0o644);
+      let fh: FileHandle;
+      try {
+        fh = await this.handle;
+      } catch (err) {
+        this.handle = null; // try to open again next time
+        throw err;
       }
+      for (let off = 0; off < out.length; ) off += (await fh.write(out.buf, off, out.length - off)).bytesWritten;
     } finally {
       if (out.buf.length <= APPEND_BUFFER_KEPT && appendBuffers.length < APPEND_BUFFERS_KEPT) appendBuffers.push(out.buf);
     }
   }
 
   async close(): Promise<void> {
-    const fd = this.fd;
-    this.fd = null;
-    if (fd !== null) await new Promise<void>((resolve) => closeFd(fd, () => resolve()));
+    const handle = this.handle;
+    this.handle = null;
+    if (handle) await handle.then((fh) => fh.close()).catch(() => undefined);
   }
-}
-
-/** How long one datafile's writes may follow each other without giving the event loop a turn (ms). */
-const SYNC_TURN_MS = 4;
-
-/**
- * Whether a datafile's synchronous appends have kept the event loop for SYNC_TURN_MS without a
- * turn of it. An append through the thread pool gave the loop a turn every time, and code that
- * awaits store writes in a loop (the token roll-up, the lastSeen round, nedb's own queue of
- * operations) relies on that to let socket reads, acknowledgements and timers in; a synchronous
- * append completes as a microtask, so without this such a loop would run from start to end as one
- * task. The first append of a turn of the loop opens a turn (and schedules its end for the loop's
- * next check phase); once it is used up, the next append waits for the loop. Each datafile keeps
- * its own: a roll-up writing thousands of token totals uses up the totals' turn, not the one of
- * the ledger writes that heartbeat acknowledgements wait for (a wait for the loop is a whole turn
- * of it, which under a fleet's load is tens of milliseconds).
- */
-class SyncTurn {
-  private start = 0;
-  private open = false;
-  private readonly close = (): void => {
-    this.open = false;
-  };
-
-  usedUp(): boolean {
-    const now = performance.now();
-    if (!this.open) {
-      this.open = true;
-      this.start = now;
-      setImmediate(this.close);
-      return false;
-    }
-    return now - this.start >= SYNC_TURN_MS;
-  }
-}
-
-/** fs.write as a promise of the bytes written. */
-function writeAsync(fd: number, buf: Buffer, off: number, len: number): Promise<number> {
-  return new Promise((resolve, reject) => writeFd(fd, buf, off, len, null, (err, n) => (err ? reject(err) : resolve(n))));
 }
 
 /** Whether a value holds a Date anywhere (nedb writes those as `{"$$date": ms}`). */
