@@ -193,25 +193,22 @@ async function benchRecert(): Promise<void> {
   const s = await setup(N);
   const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
   await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
-  const pdir = process.env.BENCH_PROFILE_DIR;
-  if (pdir) await Promise.all([s.server, ...s.loadgens].map((p) => p.call({ cmd: 'profile' })));
-  const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
-  const cpu0 = await cpuMark(s);
-  const t0 = Date.now();
-  const res = await fetch(`${s.url}/api/policies`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
-    body: JSON.stringify({ workspaceId: s.workspaceId, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 100000, maxRequestsPerHour: 1000 } }),
+  const { res, body, t0, tAnswer, watched, cpu0, cpu1, counters0, counters1 } = await profiled(s, 'recert', async () => {
+    const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
+    const cpu0 = await cpuMark(s);
+    const t0 = Date.now();
+    const res = await fetch(`${s.url}/api/policies`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
+      body: JSON.stringify({ workspaceId: s.workspaceId, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 100000, maxRequestsPerHour: 1000 } }),
+    });
+    const tAnswer = Date.now();
+    const body = (await res.json()) as { sentTo?: string[] };
+    const watched = await watching;
+    const cpu1 = await cpuMark(s);
+    const counters1 = await s.server.call<Counters>({ cmd: 'counters' });
+    return { res, body, t0, tAnswer, watched, cpu0, cpu1, counters0, counters1 };
   });
-  const tAnswer = Date.now();
-  const body = (await res.json()) as { sentTo?: string[] };
-  const watched = await watching;
-  const cpu1 = await cpuMark(s);
-  const counters1 = await s.server.call<Counters>({ cmd: 'counters' });
-  if (pdir) {
-    await s.server.call({ cmd: 'profile', file: `${pdir}/recert-${N}.cpuprofile` });
-    await Promise.all(s.loadgens.map((lg, i) => lg.call({ cmd: 'profile', file: `${pdir}/recert-${N}-loadgen${i}.cpuprofile` })));
-  }
   const last = Math.max(...watched.map((w) => w.lastAt));
   const missing = watched.reduce((a, w) => a + w.missing, 0);
   table(`(b) a workspace policy re-certifying ${N} connected agents`, [
