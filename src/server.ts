@@ -176,7 +176,7 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
   const metrics = createMetrics();
   const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb });
-  const store = instrumentStore(rawStore, (collection, op, seconds, ok) => metrics.observeStore(collection, op, ok, seconds));
+  const store = instrumentStore(rawStore, metrics.storeRecorder);
   log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
 
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });

@@ -230,7 +230,16 @@ test('GET /metrics exposes request counts by route and status', async () => {
   assert.match(r.text, /steward_http_requests_total\{method="GET",route="\/healthz",status="200"\} \d+/);
   assert.match(r.text, /steward_http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/healthz",status="200"\}/);
   assert.match(r.text, /steward_http_requests_total\{method="GET",route="unmatched",status="404"\}/);
-  assert.match(r.text, /steward_store_operation_duration_seconds/);
+  // Store calls, one series per collection, operation and outcome, in prom-client's exposition.
+  assert.match(r.text, /# TYPE steward_store_operation_duration_seconds histogram/);
+  assert.match(r.text, /steward_store_operation_duration_seconds_bucket\{le="0\.0001",collection="[a-zA-Z]+",op="[a-zA-Z]+",outcome="ok"\} \d+/);
+  const counts = [...r.text.matchAll(/^steward_store_operation_duration_seconds_count\{collection="([^"]+)",op="([^"]+)",outcome="ok"\} (\d+)$/gm)];
+  assert.ok(counts.length > 0 && counts.every((m) => Number(m[3]) > 0));
+  for (const [, collection, op, count] of counts) {
+    const inf = new RegExp(`^steward_store_operation_duration_seconds_bucket\\{le="\\+Inf",collection="${collection}",op="${op}",outcome="ok"\\} (\\d+)$`, 'm').exec(r.text);
+    assert.is(inf?.[1], count, `${collection}.${op}: the +Inf bucket holds every observation`);
+  }
+  assert.not.match(r.text, /outcome="error"/, 'no failed store call, no error series');
   assert.match(r.text, /# TYPE steward_open_sockets gauge/);
   assert.match(r.text, /# TYPE steward_live_actors gauge/);
 });

@@ -428,9 +428,11 @@ const instrumented = suite('instrumentStore');
 instrumented('times every collection call, reports failures, caches wrappers', async () => {
   await inTempDir(async (dataDir) => {
     const calls: Array<{ collection: string; op: string; seconds: number; ok: boolean }> = [];
-    const store = instrumentStore(await openEmbeddedStore({ dataDir }), (collection, op, seconds, ok) =>
-      calls.push({ collection, op, seconds, ok }),
-    );
+    const made: string[] = [];
+    const store = instrumentStore(await openEmbeddedStore({ dataDir }), (collection, op) => {
+      made.push(`${collection}.${op}`);
+      return (seconds, ok) => calls.push({ collection, op, seconds, ok });
+    });
     assert.is(store.kind, 'embedded');
     const c = store.collection<Doc & { n?: number }>('things');
     assert.is(store.collection('things'), c, 'wrapper is cached');
@@ -448,19 +450,62 @@ instrumented('times every collection call, reports failures, caches wrappers', a
       ['things.insertOne:true', 'things.findById:true', 'things.insertOne:false', 'things.updateOne:true'],
     );
     assert.ok(calls.every((x) => x.seconds >= 0 && x.seconds < 10));
+    // One recorder per collection and method, made when the collection is first wrapped.
+    assert.is(made.length, new Set(made).size);
+    assert.ok(made.includes('things.findById') && made.includes('things.bulkUpdate'));
+    store.collection('things');
+    assert.is(made.filter((m) => m.startsWith('things.')).length, made.length);
     await store.ping();
     await store.close();
   });
 });
 
-instrumented('a throwing observer does not break store calls', async () => {
+instrumented('a throwing observer or recorder does not break store calls', async () => {
   await inTempDir(async (dataDir) => {
-    const store = instrumentStore(await openEmbeddedStore({ dataDir }), () => {
+    const inner = await openEmbeddedStore({ dataDir });
+    const store = instrumentStore(inner, () => {
       throw new Error('observer broke');
     });
     await store.collection('x').insertOne({ _id: '1' });
     assert.is(await store.collection('x').count(), 1);
+    const store2 = instrumentStore(inner, () => () => {
+      throw new Error('recorder broke');
+    });
+    await store2.collection('x').insertOne({ _id: '2' });
+    assert.is(await store2.collection('x').count(), 2);
     await store.close();
+  });
+});
+
+instrumented('a method that throws at once rejects, and is reported as a failure', async () => {
+  await inTempDir(async (dataDir) => {
+    const inner = await openEmbeddedStore({ dataDir });
+    const outcomes: boolean[] = [];
+    const broken = instrumentStore(
+      {
+        kind: inner.kind,
+        collection: <T extends Doc>(name: string) =>
+          ({
+            ...inner.collection<T>(name),
+            name,
+            count: () => {
+              throw new Error('thrown synchronously');
+            },
+          }) as never,
+        ping: () => inner.ping(),
+        close: () => inner.close(),
+      },
+      () => (_seconds, ok) => outcomes.push(ok),
+    );
+    const p = broken.collection('y').count();
+    assert.instance(p, Promise);
+    const err = await p.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    assert.match(String(err), /thrown synchronously/);
+    assert.equal(outcomes, [false]);
+    await inner.close();
   });
 });
 

@@ -18,12 +18,17 @@ export async function openStore(opts: { dataDir: string; mongodbUri?: string; mo
   return openEmbeddedStore({ dataDir: opts.dataDir });
 }
 
-export type StoreObserver = (collection: string, op: string, seconds: number, ok: boolean) => void;
+/**
+ * Makes the recorder of one collection method's calls: it receives each call's duration in
+ * seconds and whether it succeeded. Asked once per collection and method, so a call records
+ * without allocating anything for it (e.g. a series of a Prometheus histogram).
+ */
+export type StoreObserver = (collection: string, op: string) => (seconds: number, ok: boolean) => void;
 
 /**
- * Wraps a store so every Collection method call reports its collection, method name, duration
- * and outcome to `observe` (e.g. a Prometheus histogram). Everything else is forwarded unchanged.
- * Wrapped collections are cached per name.
+ * Wraps a store so every Collection method call reports its duration and outcome to the recorder
+ * `observe` made for its collection and method. Everything else is forwarded unchanged. Wrapped
+ * collections are cached per name.
  */
 export function instrumentStore(store: Store, observe: StoreObserver): Store {
   const cache = new Map<string, Collection<Doc>>();
@@ -44,44 +49,86 @@ export function instrumentStore(store: Store, observe: StoreObserver): Store {
   };
 }
 
+type Recorder = (seconds: number, ok: boolean) => void;
+
+/** Reports a call's outcome; a failing recorder must never fail a store call. */
+function report(record: Recorder, started: number, ok: boolean): void {
+  try {
+    record((performance.now() - started) / 1000, ok);
+  } catch {
+    // ignored
+  }
+}
+
+/** Resolves as `call` does, once its duration and outcome are reported. */
+async function timed<R>(record: Recorder, started: number, call: Promise<R>): Promise<R> {
+  try {
+    const result = await call;
+    report(record, started, true);
+    return result;
+  } catch (err) {
+    report(record, started, false);
+    throw err;
+  }
+}
+
+/** Runs a collection method, reporting to its recorder; a method that throws at once is reported and rejects. */
+function run<R>(record: Recorder, call: () => Promise<R>): Promise<R> {
+  const started = performance.now();
+  let p: Promise<R>;
+  try {
+    p = call();
+  } catch (err) {
+    report(record, started, false);
+    return Promise.reject(err);
+  }
+  return timed(record, started, p);
+}
+
 function instrumentCollection<T extends Doc>(inner: Collection<T>, observe: StoreObserver): Collection<T> {
   const name = inner.name;
-  const report = (op: string, started: number, ok: boolean) => {
+  const r = (op: keyof Collection<T>): Recorder => {
     try {
-      observe(name, op, (performance.now() - started) / 1000, ok);
+      return observe(name, op);
     } catch {
-      // A failing observer must never fail a store call.
+      return () => undefined; // an observer that cannot make a recorder: nothing is reported
     }
   };
-  const timed = async <R>(op: string, call: () => Promise<R>): Promise<R> => {
-    const started = performance.now();
-    try {
-      const result = await call();
-      report(op, started, true);
-      return result;
-    } catch (err) {
-      report(op, started, false);
-      throw err;
-    }
+  const rec = {
+    insertOne: r('insertOne'),
+    insertMany: r('insertMany'),
+    findOne: r('findOne'),
+    findById: r('findById'),
+    find: r('find'),
+    count: r('count'),
+    updateOne: r('updateOne'),
+    updateMany: r('updateMany'),
+    findOneAndUpdate: r('findOneAndUpdate'),
+    replaceOne: r('replaceOne'),
+    deleteOne: r('deleteOne'),
+    deleteMany: r('deleteMany'),
+    bulkUpdate: r('bulkUpdate'),
+    distinct: r('distinct'),
+    createIndex: r('createIndex'),
   };
   // Written out member by member so a method added to Collection fails to compile here.
   return {
     name,
-    insertOne: (doc: T) => timed('insertOne', () => inner.insertOne(doc)),
-    insertMany: (docs: T[]) => timed('insertMany', () => inner.insertMany(docs)),
-    findOne: (filter: Filter, options?: FindOptions) => timed('findOne', () => inner.findOne(filter, options)),
-    findById: (id: string) => timed('findById', () => inner.findById(id)),
-    find: (filter: Filter, options?: FindOptions) => timed('find', () => inner.find(filter, options)),
-    count: (filter?: Filter) => timed('count', () => inner.count(filter)),
-    updateOne: (filter: Filter, update: Update, options?: UpdateOptions) => timed('updateOne', () => inner.updateOne(filter, update, options)),
-    updateMany: (filter: Filter, update: Update) => timed('updateMany', () => inner.updateMany(filter, update)),
+    insertOne: (doc: T) => run(rec.insertOne, () => inner.insertOne(doc)),
+    insertMany: (docs: T[]) => run(rec.insertMany, () => inner.insertMany(docs)),
+    findOne: (filter: Filter, options?: FindOptions) => run(rec.findOne, () => inner.findOne(filter, options)),
+    findById: (id: string) => run(rec.findById, () => inner.findById(id)),
+    find: (filter: Filter, options?: FindOptions) => run(rec.find, () => inner.find(filter, options)),
+    count: (filter?: Filter) => run(rec.count, () => inner.count(filter)),
+    updateOne: (filter: Filter, update: Update, options?: UpdateOptions) => run(rec.updateOne, () => inner.updateOne(filter, update, options)),
+    updateMany: (filter: Filter, update: Update) => run(rec.updateMany, () => inner.updateMany(filter, update)),
     findOneAndUpdate: (filter: Filter, update: Update, options?: FindOneAndUpdateOptions) =>
-      timed('findOneAndUpdate', () => inner.findOneAndUpdate(filter, update, options)),
-    replaceOne: (filter: Filter, doc: T, options?: UpdateOptions) => timed('replaceOne', () => inner.replaceOne(filter, doc, options)),
-    deleteOne: (filter: Filter) => timed('deleteOne', () => inner.deleteOne(filter)),
-    deleteMany: (filter: Filter) => timed('deleteMany', () => inner.deleteMany(filter)),
-    bulkUpdate: (ops: BulkUpdateOp[]) => timed('bulkUpdate', () => inner.bulkUpdate(ops)),
-    distinct: (field: string, filter?: Filter) => timed('distinct', () => inner.distinct(field, filter)),
-    createIndex: (spec: IndexSpec) => timed('createIndex', () => inner.createIndex(spec)),
+      run(rec.findOneAndUpdate, () => inner.findOneAndUpdate(filter, update, options)),
+    replaceOne: (filter: Filter, doc: T, options?: UpdateOptions) => run(rec.replaceOne, () => inner.replaceOne(filter, doc, options)),
+    deleteOne: (filter: Filter) => run(rec.deleteOne, () => inner.deleteOne(filter)),
+    deleteMany: (filter: Filter) => run(rec.deleteMany, () => inner.deleteMany(filter)),
+    bulkUpdate: (ops: BulkUpdateOp[]) => run(rec.bulkUpdate, () => inner.bulkUpdate(ops)),
+    distinct: (field: string, filter?: Filter) => run(rec.distinct, () => inner.distinct(field, filter)),
+    createIndex: (spec: IndexSpec) => run(rec.createIndex, () => inner.createIndex(spec)),
   };
 }
