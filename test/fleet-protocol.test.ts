@@ -4,6 +4,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { waitFor } from './helpers.js';
+import { AgentSessions } from '../src/services/agent-sessions.js';
 import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
 
 const test = suite('fleet protocol');
@@ -173,6 +174,57 @@ test('the session in ready authenticates the agent over HTTP and survives reconn
   await again.waitFor('ready');
   assert.is(again.session!.token, token);
   await again.stop();
+});
+
+test('a session row that was removed, has expired or was made anew elsewhere gives its new token at the next ready; the old one stops working', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner);
+  const keys = agent['opts'].keys;
+  const first = agent.session!.token;
+  const status = async (token: string) =>
+    (await fetch(`${s.url}/api/agents/${encodeURIComponent(agent.did)}`, { headers: { authorization: `Bearer ${token}` } })).status;
+  assert.is(await status(first), 403, 'a valid agent session (not allowed on a people endpoint)');
+  await agent.stop();
+
+  // The row is gone (a sweep or an operator ended it): the token remembered for it is not handed out again.
+  assert.is(await s.ctx.c.sessions.deleteOne({ _id: `agent:${agent.did}` }), 1);
+  await new Promise((r) => setTimeout(r, 2)); // a new row gets a later creation time
+  const second = newAgent(s, { keys });
+  await second.waitFor('ready');
+  const token2 = second.session!.token;
+  assert.is.not(token2, first);
+  assert.is(await status(first), 401);
+  assert.is(await status(token2), 403);
+  await second.stop();
+
+  // The row has expired: a new one, a new token.
+  await s.ctx.c.sessions.updateOne({ _id: `agent:${agent.did}` }, { $set: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
+  await new Promise((r) => setTimeout(r, 2));
+  const third = newAgent(s, { keys });
+  await third.waitFor('ready');
+  const token3 = third.session!.token;
+  assert.is.not(token3, token2);
+  assert.is(await status(token2), 401);
+  assert.is(await status(token3), 403);
+  await third.stop();
+
+  // Unchanged row: the same token again.
+  const fourth = newAgent(s, { keys });
+  await fourth.waitFor('ready');
+  assert.is(fourth.session!.token, token3);
+  await fourth.stop();
+
+  // The row was made anew elsewhere (another server on the same store): its token, not the one remembered here.
+  await s.ctx.c.sessions.deleteOne({ _id: `agent:${agent.did}` });
+  await new Promise((r) => setTimeout(r, 2));
+  const elsewhere = await new AgentSessions(s.ctx.c, s.ctx.config.sessionTtlMs, (m) => s.ctx.identity.sign(m)).sessionOf(agent.did);
+  assert.is.not(elsewhere.token, token3);
+  const fifth = newAgent(s, { keys });
+  await fifth.waitFor('ready');
+  assert.is(fifth.session!.token, elsewhere.token);
+  assert.is(await status(token3), 401);
+  assert.is(await status(elsewhere.token), 403);
+  await fifth.stop();
 });
 
 test('a socket that does not read is closed once its send buffer passes the limit', async () => {

@@ -373,6 +373,7 @@ export class FleetService {
     this.lastSeenPending.delete(did);
     for (const item of this.told) if (item.did === did) item.dropped = true;
     await ctx.sessions.endAllOf(did);
+    this.agentSessions.forget(did);
     await c.agents.deleteOne({ _id: did });
     await this.certificates.flush(); // a certificate being stored now must not outlive the agent
     const [memberships, policies, certificates, registrations, grants] = await Promise.all([
