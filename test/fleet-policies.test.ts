@@ -74,6 +74,28 @@ test('an agent policy reaches the connected agent: update_capabilities, a fresh 
   await agent.stop();
 });
 
+test('a certificate larger than the frame scratch buffer goes out whole in the offer and in ready, and a small one after it too', async () => {
+  const { s, owner } = ctx;
+  const agent = await readyAgent(s, owner, { capabilities: ['api_call'] });
+  const allowedDomains = Array.from({ length: 1000 }, (_, i) => `host-${String(i).padStart(4, '0')}.example-domain.net`);
+  const big = nextCertificate(agent); // from ready: the certificate the agent co-signed, with both signatures checked
+  const r = await owner.api.post('/api/policies', { agentDid: agent.did, capabilities: ['api_call'], resourceLimits: { allowedDomains } });
+  assert.is(r.status, 201, r.text);
+  const c = await big;
+  assert.equal(c.resourceLimits.allowedDomains, allowedDomains);
+  assert.ok(JSON.stringify(c).length > 30_000);
+  await waitFor(async () => (await fleet(s).service.certificates.current(agent.did))?.certificate.serial === c.serial);
+
+  const small = nextCertificate(agent);
+  const r2 = await owner.api.post('/api/policies', { agentDid: agent.did, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 5 } });
+  assert.is(r2.status, 201, r2.text);
+  const c2 = await small;
+  assert.equal(c2.resourceLimits, { maxTokensPerDay: 5 });
+  assert.is(c2.policyId, r2.body.policy.id);
+  for (const id of [r.body.policy.id, r2.body.policy.id]) assert.is((await owner.api.del(`/api/policies/${id}`)).status, 200);
+  await agent.stop();
+});
+
 test('an offline agent gets the new policy when it reconnects', async () => {
   const { s, owner } = ctx;
   const agent = await readyAgent(s, owner);

@@ -134,7 +134,26 @@ export interface IntentSink {
 const REISSUE_CHUNK = 256;
 
 /** The start of a certificate_offer frame; the canonical certificate text follows. */
-const OFFER_HEAD = Buffer.from('{"type":"certificate_offer","certificate":');
+const OFFER_HEAD = '{"type":"certificate_offer","certificate":';
+
+/** Where frames that carry a certificate are put together (grown when one does not fit). */
+let certFrameScratch = Buffer.allocUnsafeSlow(4096);
+
+/**
+ * `head`, the certificate's canonical text and `tail`, as one frame in a scratch buffer: the
+ * certificate goes out as the exact bytes that were signed, and no buffer is made per frame for
+ * the parts or their concatenation (two such frames per agent when ten thousand are
+ * re-certified). The view returned is valid until the next call; uWS copies what it sends at once.
+ */
+export function certificateFrame(head: string, certificate: Buffer, tail: string): Buffer {
+  const most = (head.length + tail.length) * 3 + certificate.length;
+  if (most > certFrameScratch.length) certFrameScratch = Buffer.allocUnsafeSlow(Math.max(most, certFrameScratch.length * 2));
+  const buf = certFrameScratch;
+  let n = buf.write(head, 0, 'utf8');
+  n += certificate.copy(buf, n);
+  n += buf.write(tail, n, 'utf8');
+  return buf.subarray(0, n);
+}
 
 const ACK_HEAD = '{"type":"heartbeat_ack","seq":';
 /** Where heartbeat_ack frames are written, and a view of it for each frame length. */
@@ -468,7 +487,7 @@ export class AgentGateway implements AgentPush {
     (conn.offers ??= []).push(offer);
     // The certificate goes out as the canonical text that was signed (valid JSON), not re-serialised.
     const { bytes, serverSignature } = offer.issued;
-    conn.sendText(Buffer.concat([OFFER_HEAD, bytes, Buffer.from(`,"serverSignature":"${serverSignature}"}`)]));
+    conn.sendText(certificateFrame(OFFER_HEAD, bytes, `,"serverSignature":"${serverSignature}"}`));
     if (reissue) this.fleet.tell(conn.did!, { type: 'REISSUE_OFFERED', serial: offer.issued.certificate.serial });
   }
 
@@ -504,7 +523,7 @@ export class AgentGateway implements AgentPush {
       session,
       heartbeatIntervalMs: this.heartbeatIntervalMs,
     };
-    conn.sendText(Buffer.concat([Buffer.from(`{"type":"ready","agentId":${JSON.stringify(conn.did!)},"certificate":`), offer.issued.bytes, Buffer.from(`,${JSON.stringify(rest).slice(1)}`)]));
+    conn.sendText(certificateFrame(`{"type":"ready","agentId":${JSON.stringify(conn.did!)},"certificate":`, offer.issued.bytes, `,${JSON.stringify(rest).slice(1)}`));
     const did = conn.did!;
     if (conn.phase === Phase.AwaitAccept) {
       conn.phase = Phase.Ready;
