@@ -105,12 +105,14 @@ const CERT_KEY = '"certificate":';
 const SIG_KEY = ',"serverSignature":';
 
 /**
- * The frames of a re-certification are read without parsing them whole: update_capabilities is
- * not acted on, of an offer only the serial and the signed text are needed, and of `ready` only
+ * The frames of a re-certification are read without parsing them whole: update_capabilities (and
+ * the configuration pushed at `ready`) is not acted on, of an offer only the serial and the signed text are needed, and of `ready` only
  * the certificate's policyId. (The load generators
  * share the cores with the server under test; parsing is most of what they do per frame.)
  */
 const UPDATE_HEAD = '{"type":"update_capabilities"';
+/** Configuration pushed at every `ready` (models, skills): the bench agents do not act on it. */
+const CONFIG_HEADS = ['{"type":"llm_config"', '{"type":"skills_config"'];
 const OFFER_HEAD = '{"type":"certificate_offer"';
 /** The serial inside the canonical certificate text (a string value cannot hold this unescaped). */
 const SERIAL_KEY = '"serial":"';
@@ -126,7 +128,7 @@ function onFrame(c: Client, ws: MiniWebSocket, text: string, finish: () => void)
     for (let i = ACK_HEAD.length; i < text.length - 1; i++) seq = seq * 10 + (text.charCodeAt(i) - 0x30);
     return onAck(c, seq);
   }
-  if (text.startsWith(UPDATE_HEAD)) return;
+  if (text.startsWith(UPDATE_HEAD) || text.startsWith(CONFIG_HEADS[0]!) || text.startsWith(CONFIG_HEADS[1]!)) return;
   if (text.startsWith(OFFER_HEAD)) {
     const at = text.indexOf(SERIAL_KEY);
     const bytes = offeredBytes(text);
@@ -149,6 +151,8 @@ function onFrame(c: Client, ws: MiniWebSocket, text: string, finish: () => void)
       return onAck(c, f.seq);
     case 'registration':
     case 'update_capabilities':
+    case 'llm_config':
+    case 'skills_config':
       return;
     case 'error':
       process.stderr.write(`server error frame: ${JSON.stringify(f)}\n`);
