@@ -198,6 +198,33 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.equal(await c.find({ status: 'nope' }), []);
   });
 
+  s('equality with a string: the string itself or an array holding it, nothing else; with and without an index', async () => {
+    const c = fresh('streq');
+    await c.insertMany([
+      { _id: 's1', v: '1' },
+      { _id: 's2', v: 1 },
+      { _id: 's3', v: ['0', '1'] },
+      { _id: 's4', v: [['1']] },
+      { _id: 's5' },
+      { _id: 's6', v: { x: '1' } },
+      { _id: 's7', v: null },
+      { _id: 's8', v: '1 ' },
+      { _id: 's9', w: '1' },
+    ]);
+    for (const indexed of [false, true]) {
+      if (indexed) await c.createIndex({ fields: { v: 1 } });
+      assert.equal(sortedIds(await c.find({ v: '1' })), ['s1', 's3'], indexed ? 'indexed' : 'not indexed');
+      assert.equal(sortedIds(await c.find({ v: '' })), []);
+      assert.is(await c.count({ v: '1' }), 2);
+      assert.equal(sortedIds(await c.find({ v: '1' }, { sort: { _id: -1 }, limit: 1 })), ['s3']);
+      assert.equal(sortedIds(await c.find({ w: '1' })), ['s9']);
+    }
+    // A document changed or removed is found (or not) accordingly.
+    await c.updateOne({ _id: 's2' }, { $set: { v: '1' } });
+    await c.deleteOne({ _id: 's3' });
+    assert.equal(sortedIds(await c.find({ v: '1' })), ['s1', 's2']);
+  });
+
   s('equality: whole arrays and whole sub-documents', async () => {
     const c = await agents('eqwhole');
     assert.equal(sortedIds(await c.find({ tags: ['blue'] })), ['a2']);

@@ -669,7 +669,36 @@ function isHintScalar(v: unknown): v is string | number | boolean {
   return typeof v === 'string' || (typeof v === 'number' && !Number.isNaN(v)) || typeof v === 'boolean';
 }
 
+/**
+ * `{field: 'text'}`, the shape of most reads (an agent's certificates, memberships, sessions):
+ * prepared without compiling the general predicate, which allocates a list of values per document
+ * tested and a few closures per query. Same meaning: the field equals the string or is an array
+ * holding it.
+ */
+function prepareStringEquality(filter: unknown): PreparedQuery | null {
+  if (!isPlainObject(filter)) return null;
+  let key: string | undefined;
+  for (const k in filter) {
+    if (!Object.hasOwn(filter, k)) continue;
+    if (key !== undefined) return null;
+    key = k;
+  }
+  if (key === undefined || key === '' || key === '__proto__' || key.startsWith('$') || key.includes('.') || isArrayIndex(key)) return null;
+  const value = (filter as Obj)[key];
+  if (typeof value !== 'string') return null;
+  const field = key;
+  return {
+    predicate: (d) => {
+      const v = own(d as Obj, field);
+      return v === value || (Array.isArray(v) && v.includes(value));
+    },
+    hints: { [field]: value },
+  };
+}
+
 function prepareQuery(filter: unknown): PreparedQuery {
+  const fast = prepareStringEquality(filter);
+  if (fast) return fast;
   const predicate = compileFilter(filter ?? {});
   const hints: Obj = {};
   for (const [key, cond] of Object.entries((filter ?? {}) as Obj)) {
