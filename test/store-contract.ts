@@ -198,7 +198,7 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.equal(await c.find({ status: 'nope' }), []);
   });
 
-  s('equality with a string: the string itself or an array holding it, nothing else; with and without an index', async () => {
+  s('equality with a string or $in of strings: the string itself or an array holding it, nothing else; with and without an index', async () => {
     const c = fresh('streq');
     await c.insertMany([
       { _id: 's1', v: '1' },
@@ -218,6 +218,11 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
       assert.is(await c.count({ v: '1' }), 2);
       assert.equal(sortedIds(await c.find({ v: '1' }, { sort: { _id: -1 }, limit: 1 })), ['s3']);
       assert.equal(sortedIds(await c.find({ w: '1' })), ['s9']);
+      assert.equal(sortedIds(await c.find({ v: { $in: ['1', 'x'] } })), ['s1', 's3']);
+      assert.equal(sortedIds(await c.find({ v: { $in: ['0'] } })), ['s3']);
+      assert.equal(sortedIds(await c.find({ v: { $in: ['1 ', '0'] } })), ['s3', 's8']);
+      assert.equal(await c.find({ v: { $in: [] } }), []);
+      assert.equal(sortedIds(await c.find({ _id: { $in: ['s9', 's1', 'zz'] } })), ['s1', 's9']);
     }
     // A document changed or removed is found (or not) accordingly.
     await c.updateOne({ _id: 's2' }, { $set: { v: '1' } });

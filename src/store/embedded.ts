@@ -670,10 +670,10 @@ function isHintScalar(v: unknown): v is string | number | boolean {
 }
 
 /**
- * `{field: 'text'}`, the shape of most reads (an agent's certificates, memberships, sessions):
- * prepared without compiling the general predicate, which allocates a list of values per document
- * tested and a few closures per query. Same meaning: the field equals the string or is an array
- * holding it.
+ * `{field: 'text'}` and `{field: {$in: ['text', ...]}}`, the shapes of most reads (an agent's
+ * certificates, memberships, sessions, skills), prepared without compiling the general predicate,
+ * which allocates a list of values per document tested and a few closures per query. Same
+ * meaning: the field equals one of the strings or is an array holding one.
  */
 function prepareStringEquality(filter: unknown): PreparedQuery | null {
   if (!isPlainObject(filter)) return null;
@@ -684,15 +684,34 @@ function prepareStringEquality(filter: unknown): PreparedQuery | null {
     key = k;
   }
   if (key === undefined || key === '' || key === '__proto__' || key.startsWith('$') || key.includes('.') || isArrayIndex(key)) return null;
-  const value = (filter as Obj)[key];
-  if (typeof value !== 'string') return null;
   const field = key;
+  const cond = (filter as Obj)[field];
+  if (typeof cond === 'string') {
+    return {
+      predicate: (d) => {
+        const v = own(d as Obj, field);
+        return v === cond || (Array.isArray(v) && v.includes(cond));
+      },
+      hints: { [field]: cond },
+    };
+  }
+  if (!isPlainObject(cond)) return null;
+  let op: string | undefined;
+  for (const k in cond) {
+    if (!Object.hasOwn(cond, k)) continue;
+    if (op !== undefined) return null;
+    op = k;
+  }
+  const list = op === '$in' ? (cond as Obj).$in : undefined;
+  if (!Array.isArray(list) || !list.every((x) => typeof x === 'string')) return null;
+  const wanted = new Set(list as string[]);
   return {
     predicate: (d) => {
       const v = own(d as Obj, field);
-      return v === value || (Array.isArray(v) && v.includes(value));
+      if (typeof v === 'string') return wanted.has(v);
+      return Array.isArray(v) && v.some((x) => typeof x === 'string' && wanted.has(x));
     },
-    hints: { [field]: value },
+    hints: { [field]: { $in: list.slice() } },
   };
 }
 
