@@ -669,6 +669,17 @@ function isHintScalar(v: unknown): v is string | number | boolean {
   return typeof v === 'string' || (typeof v === 'number' && !Number.isNaN(v)) || typeof v === 'boolean';
 }
 
+/** The object's one own key; undefined when it has none or several. */
+function onlyKey(o: Obj): string | undefined {
+  let key: string | undefined;
+  for (const k in o) {
+    if (!Object.hasOwn(o, k)) continue;
+    if (key !== undefined) return undefined;
+    key = k;
+  }
+  return key;
+}
+
 /**
  * `{field: 'text'}` and `{field: {$in: ['text', ...]}}`, the shapes of most reads (an agent's
  * certificates, memberships, sessions, skills), prepared without compiling the general predicate,
@@ -677,12 +688,7 @@ function isHintScalar(v: unknown): v is string | number | boolean {
  */
 function prepareStringEquality(filter: unknown): PreparedQuery | null {
   if (!isPlainObject(filter)) return null;
-  let key: string | undefined;
-  for (const k in filter) {
-    if (!Object.hasOwn(filter, k)) continue;
-    if (key !== undefined) return null;
-    key = k;
-  }
+  const key = onlyKey(filter);
   if (key === undefined || key === '' || key === '__proto__' || key.startsWith('$') || key.includes('.') || isArrayIndex(key)) return null;
   const field = key;
   const cond = (filter as Obj)[field];
@@ -696,13 +702,7 @@ function prepareStringEquality(filter: unknown): PreparedQuery | null {
     };
   }
   if (!isPlainObject(cond)) return null;
-  let op: string | undefined;
-  for (const k in cond) {
-    if (!Object.hasOwn(cond, k)) continue;
-    if (op !== undefined) return null;
-    op = k;
-  }
-  const list = op === '$in' ? (cond as Obj).$in : undefined;
+  const list = onlyKey(cond) === '$in' ? (cond as Obj).$in : undefined;
   if (!Array.isArray(list) || !list.every((x) => typeof x === 'string')) return null;
   const wanted = new Set(list as string[]);
   return {
