@@ -185,46 +185,42 @@ test('a session row that was removed, has expired or was made anew elsewhere giv
     (await fetch(`${s.url}/api/agents/${encodeURIComponent(agent.did)}`, { headers: { authorization: `Bearer ${token}` } })).status;
   assert.is(await status(first), 403, 'a valid agent session (not allowed on a people endpoint)');
   await agent.stop();
+  /** Connects the agent again until ready; the token its `ready` carried. */
+  const reconnect = async () => {
+    const again = newAgent(s, { keys });
+    await again.waitFor('ready');
+    const token = again.session!.token;
+    await again.stop();
+    return token;
+  };
 
   // The row is gone (a sweep or an operator ended it): the token remembered for it is not handed out again.
   assert.is(await s.ctx.c.sessions.deleteOne({ _id: `agent:${agent.did}` }), 1);
   await new Promise((r) => setTimeout(r, 2)); // a new row gets a later creation time
-  const second = newAgent(s, { keys });
-  await second.waitFor('ready');
-  const token2 = second.session!.token;
+  const token2 = await reconnect();
   assert.is.not(token2, first);
   assert.is(await status(first), 401);
   assert.is(await status(token2), 403);
-  await second.stop();
 
   // The row has expired: a new one, a new token.
   await s.ctx.c.sessions.updateOne({ _id: `agent:${agent.did}` }, { $set: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
   await new Promise((r) => setTimeout(r, 2));
-  const third = newAgent(s, { keys });
-  await third.waitFor('ready');
-  const token3 = third.session!.token;
+  const token3 = await reconnect();
   assert.is.not(token3, token2);
   assert.is(await status(token2), 401);
   assert.is(await status(token3), 403);
-  await third.stop();
 
   // Unchanged row: the same token again.
-  const fourth = newAgent(s, { keys });
-  await fourth.waitFor('ready');
-  assert.is(fourth.session!.token, token3);
-  await fourth.stop();
+  assert.is(await reconnect(), token3);
 
   // The row was made anew elsewhere (another server on the same store): its token, not the one remembered here.
   await s.ctx.c.sessions.deleteOne({ _id: `agent:${agent.did}` });
   await new Promise((r) => setTimeout(r, 2));
   const elsewhere = await new AgentSessions(s.ctx.c, s.ctx.config.sessionTtlMs, (m) => s.ctx.identity.sign(m)).sessionOf(agent.did);
   assert.is.not(elsewhere.token, token3);
-  const fifth = newAgent(s, { keys });
-  await fifth.waitFor('ready');
-  assert.is(fifth.session!.token, elsewhere.token);
+  assert.is(await reconnect(), elsewhere.token);
   assert.is(await status(token3), 401);
   assert.is(await status(elsewhere.token), 403);
-  await fifth.stop();
 });
 
 test('a socket that does not read is closed once its send buffer passes the limit', async () => {

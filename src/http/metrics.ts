@@ -39,7 +39,7 @@ function children<C>(make: (values: string[]) => C): (values: string[]) => C {
 }
 
 /** One labelled series of a LeanHistogram: `observe` allocates nothing. */
-export class LeanSeries {
+class LeanSeries {
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
@@ -71,7 +71,7 @@ export class LeanSeries {
  * of its own, it is exposed exactly as a prom-client histogram is (series that were never
  * observed are left out, as prom-client leaves them out).
  */
-export class LeanHistogram {
+class LeanHistogram {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
   private readonly byKey = new Map<string, LeanSeries>();

@@ -73,11 +73,11 @@ async function timed<R>(record: Recorder, started: number, call: Promise<R>): Pr
 }
 
 /** Runs a collection method, reporting to its recorder; a method that throws at once is reported and rejects. */
-function run<R>(record: Recorder, call: () => Promise<R>): Promise<R> {
+function run<A extends unknown[], R>(record: Recorder, method: (...args: A) => Promise<R>, args: A): Promise<R> {
   const started = performance.now();
   let p: Promise<R>;
   try {
-    p = call();
+    p = method(...args);
   } catch (err) {
     report(record, started, false);
     return Promise.reject(err);
@@ -87,48 +87,35 @@ function run<R>(record: Recorder, call: () => Promise<R>): Promise<R> {
 
 function instrumentCollection<T extends Doc>(inner: Collection<T>, observe: StoreObserver): Collection<T> {
   const name = inner.name;
-  const r = (op: keyof Collection<T>): Recorder => {
+  /** The method `op` of `inner`, reporting each call to the recorder made for it once, here. */
+  const timedMethod = <A extends unknown[], R>(op: keyof Collection<T>, method: (...args: A) => Promise<R>): ((...args: A) => Promise<R>) => {
+    let record: Recorder;
     try {
-      return observe(name, op);
+      record = observe(name, op);
     } catch {
-      return () => undefined; // an observer that cannot make a recorder: nothing is reported
+      record = () => undefined; // an observer that cannot make a recorder: nothing is reported
     }
-  };
-  const rec = {
-    insertOne: r('insertOne'),
-    insertMany: r('insertMany'),
-    findOne: r('findOne'),
-    findById: r('findById'),
-    find: r('find'),
-    count: r('count'),
-    updateOne: r('updateOne'),
-    updateMany: r('updateMany'),
-    findOneAndUpdate: r('findOneAndUpdate'),
-    replaceOne: r('replaceOne'),
-    deleteOne: r('deleteOne'),
-    deleteMany: r('deleteMany'),
-    bulkUpdate: r('bulkUpdate'),
-    distinct: r('distinct'),
-    createIndex: r('createIndex'),
+    return (...args) => run(record, method, args);
   };
   // Written out member by member so a method added to Collection fails to compile here.
   return {
     name,
-    insertOne: (doc: T) => run(rec.insertOne, () => inner.insertOne(doc)),
-    insertMany: (docs: T[]) => run(rec.insertMany, () => inner.insertMany(docs)),
-    findOne: (filter: Filter, options?: FindOptions) => run(rec.findOne, () => inner.findOne(filter, options)),
-    findById: (id: string) => run(rec.findById, () => inner.findById(id)),
-    find: (filter: Filter, options?: FindOptions) => run(rec.find, () => inner.find(filter, options)),
-    count: (filter?: Filter) => run(rec.count, () => inner.count(filter)),
-    updateOne: (filter: Filter, update: Update, options?: UpdateOptions) => run(rec.updateOne, () => inner.updateOne(filter, update, options)),
-    updateMany: (filter: Filter, update: Update) => run(rec.updateMany, () => inner.updateMany(filter, update)),
-    findOneAndUpdate: (filter: Filter, update: Update, options?: FindOneAndUpdateOptions) =>
-      run(rec.findOneAndUpdate, () => inner.findOneAndUpdate(filter, update, options)),
-    replaceOne: (filter: Filter, doc: T, options?: UpdateOptions) => run(rec.replaceOne, () => inner.replaceOne(filter, doc, options)),
-    deleteOne: (filter: Filter) => run(rec.deleteOne, () => inner.deleteOne(filter)),
-    deleteMany: (filter: Filter) => run(rec.deleteMany, () => inner.deleteMany(filter)),
-    bulkUpdate: (ops: BulkUpdateOp[]) => run(rec.bulkUpdate, () => inner.bulkUpdate(ops)),
-    distinct: (field: string, filter?: Filter) => run(rec.distinct, () => inner.distinct(field, filter)),
-    createIndex: (spec: IndexSpec) => run(rec.createIndex, () => inner.createIndex(spec)),
+    insertOne: timedMethod('insertOne', (doc: T) => inner.insertOne(doc)),
+    insertMany: timedMethod('insertMany', (docs: T[]) => inner.insertMany(docs)),
+    findOne: timedMethod('findOne', (filter: Filter, options?: FindOptions) => inner.findOne(filter, options)),
+    findById: timedMethod('findById', (id: string) => inner.findById(id)),
+    find: timedMethod('find', (filter: Filter, options?: FindOptions) => inner.find(filter, options)),
+    count: timedMethod('count', (filter?: Filter) => inner.count(filter)),
+    updateOne: timedMethod('updateOne', (filter: Filter, update: Update, options?: UpdateOptions) => inner.updateOne(filter, update, options)),
+    updateMany: timedMethod('updateMany', (filter: Filter, update: Update) => inner.updateMany(filter, update)),
+    findOneAndUpdate: timedMethod('findOneAndUpdate', (filter: Filter, update: Update, options?: FindOneAndUpdateOptions) =>
+      inner.findOneAndUpdate(filter, update, options),
+    ),
+    replaceOne: timedMethod('replaceOne', (filter: Filter, doc: T, options?: UpdateOptions) => inner.replaceOne(filter, doc, options)),
+    deleteOne: timedMethod('deleteOne', (filter: Filter) => inner.deleteOne(filter)),
+    deleteMany: timedMethod('deleteMany', (filter: Filter) => inner.deleteMany(filter)),
+    bulkUpdate: timedMethod('bulkUpdate', (ops: BulkUpdateOp[]) => inner.bulkUpdate(ops)),
+    distinct: timedMethod('distinct', (field: string, filter?: Filter) => inner.distinct(field, filter)),
+    createIndex: timedMethod('createIndex', (spec: IndexSpec) => inner.createIndex(spec)),
   };
 }
