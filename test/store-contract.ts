@@ -221,6 +221,10 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
       assert.equal(sortedIds(await c.find({ v: { $in: ['1', 'x'] } })), ['s1', 's3']);
       assert.equal(sortedIds(await c.find({ v: { $in: ['0'] } })), ['s3']);
       assert.equal(sortedIds(await c.find({ v: { $in: ['1 ', '0'] } })), ['s3', 's8']);
+      // A document holding two of the values, or a value listed twice, is found once.
+      assert.equal(sortedIds(await c.find({ v: { $in: ['0', '1'] } })), ['s1', 's3']);
+      assert.equal(sortedIds(await c.find({ v: { $in: ['1', '1'] } })), ['s1', 's3']);
+      assert.is(await c.count({ v: { $in: ['0', '1', '0'] } }), 2);
       assert.equal(await c.find({ v: { $in: [] } }), []);
       assert.equal(sortedIds(await c.find({ _id: { $in: ['s9', 's1', 'zz'] } })), ['s1', 's9']);
     }

@@ -663,6 +663,8 @@ interface PreparedQuery {
   predicate: DocPredicate;
   /** Conjuncts that nedb evaluates identically and can serve from an index (`{_id: 'x'}` etc.). */
   hints: Obj;
+  /** A filter on one field equal to one of these strings: served by that field's index, if it has one, without nedb's index selection. */
+  equal?: { field: string; values: readonly string[] };
 }
 
 function isHintScalar(v: unknown): v is string | number | boolean {
@@ -699,6 +701,7 @@ function prepareStringEquality(filter: unknown): PreparedQuery | null {
         return v === cond || (Array.isArray(v) && v.includes(cond));
       },
       hints: { [field]: cond },
+      equal: { field, values: [cond] },
     };
   }
   if (!isPlainObject(cond)) return null;
@@ -712,6 +715,7 @@ function prepareStringEquality(filter: unknown): PreparedQuery | null {
       return Array.isArray(v) && v.some((x) => typeof x === 'string' && wanted.has(x));
     },
     hints: { [field]: { $in: list.slice() } },
+    equal: { field, values: [...wanted] },
   };
 }
 
@@ -1225,8 +1229,12 @@ function nedbIndexes(ds: NedbStore): IndexDefinition[] {
  * append-only persistence, the all-or-nothing index updates nedb's own `insert` and `update` run,
  * and its index selection for a query.
  */
+interface NedbIndex {
+  getMatching(value: string): StoredDoc[];
+}
 interface NedbInternals {
-  indexes: { _id: { getMatching(value: string): StoredDoc[] } };
+  /** Indexes by name: a single-field index is named by its field, a compound one `a,b`; `_id` always exists. */
+  indexes: { _id: NedbIndex } & Record<string, NedbIndex | undefined>;
   executor: { pushAsync<R>(task: () => Promise<R>): Promise<R> };
   persistence: {
     persistNewStateAsync(docs: StoredDoc[]): Promise<void>;
@@ -1963,13 +1971,32 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 function scan(ds: NedbStore, query: PreparedQuery, stopAfter = Infinity): StoredDoc[] {
   const hits: StoredDoc[] = [];
   if (stopAfter <= 0) return hits;
-  for (const doc of internals(ds)._getRawCandidates(query.hints)) {
+  for (const doc of candidates(ds, query)) {
     if (query.predicate(doc)) {
       hits.push(doc);
       if (hits.length >= stopAfter) break;
     }
   }
   return hits;
+}
+
+/**
+ * The documents to test for a query. A filter on one indexed field equal to one of some strings
+ * (most reads) asks that index directly, value by value: what nedb's own selection would pick,
+ * without the arrays and closures it makes to choose an index, or the object keyed by `_id` it
+ * builds to merge several values' documents (a Set of the documents here: each once, value by
+ * value). Anything else goes through nedb's selection.
+ */
+function candidates(ds: NedbStore, query: PreparedQuery): Iterable<StoredDoc> {
+  const nedb = internals(ds);
+  const equal = query.equal;
+  const index = equal && Object.hasOwn(nedb.indexes, equal.field) ? nedb.indexes[equal.field] : undefined;
+  if (!index) return nedb._getRawCandidates(query.hints);
+  const values = equal!.values;
+  if (values.length === 1) return index.getMatching(values[0]!);
+  const docs = new Set<StoredDoc>();
+  for (const v of values) for (const d of index.getMatching(v)) docs.add(d);
+  return docs;
 }
 
 // ---------------------------------------------------------------------------------------------
