@@ -243,6 +243,33 @@ test('an offline agent: pushed false, the config stored, and sent when it connec
   assert.is((beta.llmConfig as any).baseUrl, proxy.url);
 });
 
+test('agents connecting together each get their own config, with the proxy access of their own workspaces', async () => {
+  const homes = [wsA, wsB, wsA];
+  const first = await Promise.all(homes.map((ws, i) => readyAgent(s, owner, { name: `group-${i}`, workspace: ws.id })));
+  const keys = first.map((a) => a['opts'].keys as Ed25519KeyPair);
+  await stopAll(...first);
+  await waitFor(() => keys.every((k) => !fleet(s).gateway.isOnline(k.did)));
+  for (const [i, k] of keys.entries()) {
+    const r = await admin.put(path(k.did), { provider: 'anthropic', model: `group-model-${i}` });
+    assert.equal(r.body, { ok: true, pushed: false, config: { provider: 'anthropic', model: `group-model-${i}`, apiKeySet: false } }, r.text);
+  }
+  const again = keys.map((k, i) => newAgent(s, { keys: k, name: `group-${i}` }));
+  try {
+    await Promise.all(again.map((a) => a.waitFor('ready')));
+    await waitFor(() => again.every((a) => (a.llmConfig as any)?.model !== undefined));
+    for (const [i, a] of again.entries()) {
+      const config = a.llmConfig as any;
+      assert.is(config.model, `group-model-${i}`);
+      assert.is(config.source, 'manual');
+      // Workspace B has no key in the proxy (no model granted there): nothing to route through.
+      const routed = homes[i] === wsA ? [{ workspaceId: wsA.id, apiKey: virtualKey, models: ['openai-compatible/local', 'openai/gpt-4o', 'openai/retired'] }] : undefined;
+      assert.equal(config.proxy?.workspaces, routed, `group-${i}`);
+    }
+  } finally {
+    await stopAll(...again);
+  }
+});
+
 test('revoking the routed model clears the agents routed to it, and they are told', async () => {
   const seen = beta!.llmConfig;
   const r = await adminA.del(`/api/workspaces/${wsA.id}/models?modelId=${models.local}`);

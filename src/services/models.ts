@@ -128,6 +128,12 @@ export class ModelService {
   /** The proxy client; null when PROXY_BASE_URL and PROXY_MASTER_KEY are not both set. */
   readonly proxy: LiteLlmClient | null;
   private readonly locks = new Map<string, Promise<void>>();
+  /**
+   * Agents that finished their handshake since the last batch: they get their llm_config
+   * together, a turn of the event loop later, so that ten thousand agents reconnecting at once
+   * cost a read per chunk, not one per agent.
+   */
+  private readyWaiting: string[] = [];
 
   constructor(private readonly ctx: AppContext) {
     const { proxyBaseUrl, proxyMasterKey, proxyTimeoutMs } = ctx.config;
@@ -145,9 +151,7 @@ export class ModelService {
     }
     ctx.workspaceService.onWorkspaceDeleted((ws) => this.onWorkspaceDeleted(ws));
     ctx.workspaceService.onAgentMembershipChanged((ws, did) => this.onAgentMembershipChanged(ws, did));
-    ctx.agentPush.onReady((did) => {
-      void this.pushTo([did]).catch((err) => ctx.log.error({ err, agentDid: did }, 'pushing llm_config at connect failed'));
-    });
+    ctx.agentPush.onReady((did) => this.agentReady(did));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -636,10 +640,11 @@ export class ModelService {
   // -------------------------------------------------------------------------------------------
   // Pushes
 
-  /** The llm_config frame for one agent (docs/models.md); `config` is empty when nothing applies. */
-  async frameFor(did: string, cache = new FrameCache()): Promise<PushFrame> {
-    const { c } = this.ctx;
-    const agent = await c.agents.findById(did);
+  /**
+   * The llm_config frame for one agent (docs/models.md); `config` is empty when nothing applies.
+   * `workspaceIds` are the agent's workspaces, needed only when the proxy is on.
+   */
+  private async frameOf(agent: AgentDoc | null, workspaceIds: readonly string[], cache: FrameCache): Promise<PushFrame> {
     const config: LlmConfig = {};
     if (agent?.llmSource) {
       config.provider = agent.llmProvider ?? '';
@@ -653,7 +658,7 @@ export class ModelService {
     if (agent?.llmSystemPrompt) config.systemPrompt = agent.llmSystemPrompt;
     if (this.proxy && agent) {
       const workspaces: NonNullable<LlmConfig['proxy']>['workspaces'] = [];
-      for (const workspaceId of await agentWorkspaceIds(c, did)) {
+      for (const workspaceId of workspaceIds) {
         const key = await this.cachedKey(workspaceId, cache);
         if (key) workspaces.push({ workspaceId, apiKey: key.apiKey, models: key.models });
       }
@@ -706,17 +711,43 @@ export class ModelService {
     return k;
   }
 
-  /** Pushes llm_config to those of `dids` that are online; answers how many received it. */
+  /**
+   * Pushes llm_config to those of `dids` that are online; answers how many received it. The
+   * agents (and, with the proxy on, their memberships) are read a chunk at a time, one query each.
+   */
   async pushTo(dids: string[]): Promise<number> {
+    const { c } = this.ctx;
     const push = this.ctx.agentPush;
     const online = [...new Set(dids)].filter((d) => push.isOnline(d));
     const cache = new FrameCache();
     let sent = 0;
     for (let i = 0; i < online.length; i += PUSH_CHUNK) {
-      const frames = await Promise.all(online.slice(i, i + PUSH_CHUNK).map(async (did) => [did, await this.frameFor(did, cache)] as const));
+      const chunk = online.slice(i, i + PUSH_CHUNK);
+      const [agents, memberships] = await Promise.all([
+        c.agents.find({ _id: { $in: chunk } }),
+        this.proxy ? c.workspaceAgents.find({ agentDid: { $in: chunk } }, { projection: { workspaceId: 1, agentDid: 1 } }) : [],
+      ]);
+      const agentOf = new Map(agents.map((a) => [a._id, a]));
+      const workspacesOf = new Map<string, string[]>();
+      for (const m of memberships) {
+        const list = workspacesOf.get(m.agentDid);
+        if (list) list.push(m.workspaceId);
+        else workspacesOf.set(m.agentDid, [m.workspaceId]);
+      }
+      const frames = await Promise.all(chunk.map(async (did) => [did, await this.frameOf(agentOf.get(did) ?? null, workspacesOf.get(did) ?? [], cache)] as const));
       for (const [did, frame] of frames) if (push.push(did, frame)) sent++;
     }
     return sent;
+  }
+
+  private agentReady(did: string): void {
+    this.readyWaiting.push(did);
+    if (this.readyWaiting.length > 1) return;
+    setImmediate(() => {
+      const dids = this.readyWaiting;
+      this.readyWaiting = [];
+      void this.pushTo(dids).catch((err) => this.ctx.log.error({ err, agents: dids.length }, 'pushing llm_config at connect failed'));
+    });
   }
 
   private async pushToWorkspaces(workspaceIds: string[], extra: string[] = []): Promise<number> {
