@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { isDeepStrictEqual } from 'node:util';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
-import { waitFor } from './helpers.js';
+import { sleep, waitFor } from './helpers.js';
 import { AgentSessions } from '../src/services/agent-sessions.js';
 import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
 
@@ -149,6 +149,69 @@ test('a co-signature that does not verify closes with 4401 and leaves the old ce
   assert.is((await raw.waitClosed()).code, 4401);
   const after = await fleet(s).service.certificates.current(keys.did);
   assert.is(after!.certificate.serial, before!.certificate.serial);
+});
+
+/**
+ * Connects `keys` with a raw client while a ready listener of the test holds `ready` back until
+ * `gate` settles; resolves once the listener has run (the agent is online, ready not yet sent).
+ */
+async function connectHeldBack(keys: Awaited<ReturnType<typeof approvedRaw>>, gate: Promise<void>, onListener: (did: string) => void = () => undefined) {
+  const gateway = fleet(ctx.s).gateway;
+  let ran = false;
+  const off = gateway.onReady((did) => {
+    if (did !== keys.did) return;
+    ran = true;
+    onListener(did);
+    return gate;
+  });
+  const raw = new RawAgent(ctx.s.url, keys);
+  try {
+    await raw.authenticate();
+    const offer = await raw.next('certificate_offer');
+    raw.send({ type: 'certificate_accept', agentSignature: signMessage(keys, certificateBytes(offer.certificate)) });
+    await waitFor(() => ran);
+  } finally {
+    off();
+  }
+  return raw;
+}
+
+test('ready waits for the ready listeners; frames pushed meanwhile follow it, in order', async () => {
+  const gateway = fleet(ctx.s).gateway;
+  const keys = await approvedRaw();
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const pushed = (text: string) => gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: text } });
+  const raw = await connectHeldBack(keys, gate, () => assert.ok(pushed('from the listener')));
+  assert.ok(gateway.isOnline(keys.did), 'online (pushes reach it) while ready waits');
+  assert.ok(pushed('while ready waits'));
+  await sleep(100);
+  assert.equal(
+    raw.frames.filter((f) => f.type !== 'update_capabilities').map((f) => f.type),
+    [],
+    'nothing reaches the agent before ready',
+  );
+  release();
+  await waitFor(() => raw.frames.some((f) => f.type === 'skills_config') && raw.frames.filter((f) => f.type === 'llm_config').length === 3);
+  const after = raw.frames.filter((f) => f.type !== 'update_capabilities');
+  assert.is(after[0].type, 'ready', 'ready first');
+  const prompts = after.filter((f) => f.type === 'llm_config').map((f) => f.config.systemPrompt ?? null);
+  assert.equal(prompts.filter((p) => p !== null), ['from the listener', 'while ready waits'], 'pushed frames in the order they were pushed');
+  // The heartbeat that follows is acknowledged as usual: frames go out at once again.
+  raw.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
+  assert.is((await raw.next('heartbeat_ack')).seq, 1);
+  raw.close();
+});
+
+test('frames held for ready count against the send-buffer limit: past it the socket closes', async () => {
+  const gateway = fleet(ctx.s).gateway;
+  const keys = await approvedRaw();
+  const raw = await connectHeldBack(keys, new Promise<void>(() => undefined));
+  assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'x'.repeat(30_000) } }), 'under the limit (64 KiB here): held');
+  assert.not.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'y'.repeat(40_000) } }), 'past it: refused');
+  await raw.waitClosed();
+  await waitFor(() => !gateway.isOnline(keys.did));
+  assert.not.ok(raw.frames.some((f) => f.type === 'ready' || f.type === 'llm_config'), 'nothing held went out');
 });
 
 test('reconnecting with an unchanged certificate: the stored one is offered again, no new write', async () => {

@@ -23,13 +23,21 @@ export interface IntentResult {
   error?: string;
 }
 
+/**
+ * Runs when an agent completes its handshake. The agent's `ready` waits until the promise it
+ * returns settles, and frames pushed to the agent meanwhile follow `ready` in the same write: the
+ * state an area sends every agent at connect costs it no write of its own. Keep the work short
+ * (a few reads): every agent's `ready` waits for it.
+ */
+export type ReadyListener = (did: string) => Promise<unknown> | void;
+
 export interface AgentPush {
   /** Whether the agent has an authenticated, ready socket now. */
   isOnline(did: string): boolean;
   /** Sends one frame to the agent's live socket; false when it is offline (nothing queued). */
   push(did: string, frame: PushFrame): boolean;
-  /** Called after an agent completes its handshake (ready), so areas can send it their state. */
-  onReady(listener: (did: string) => void): () => void;
+  /** Called when an agent completes its handshake, so areas can send it their state (see ReadyListener). */
+  onReady(listener: ReadyListener): () => void;
 }
 
 export const offlinePush: AgentPush = {

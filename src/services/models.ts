@@ -134,6 +134,7 @@ export class ModelService {
    * cost a read per chunk, not one per agent.
    */
   private readyWaiting: string[] = [];
+  private readyBatch: Promise<void> | null = null;
 
   constructor(private readonly ctx: AppContext) {
     const { proxyBaseUrl, proxyMasterKey, proxyTimeoutMs } = ctx.config;
@@ -740,14 +741,18 @@ export class ModelService {
     return sent;
   }
 
-  private agentReady(did: string): void {
+  private agentReady(did: string): Promise<void> {
     this.readyWaiting.push(did);
-    if (this.readyWaiting.length > 1) return;
-    setImmediate(() => {
+    return (this.readyBatch ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       const dids = this.readyWaiting;
       this.readyWaiting = [];
-      void this.pushTo(dids).catch((err) => this.ctx.log.error({ err, agents: dids.length }, 'pushing llm_config at connect failed'));
-    });
+      this.readyBatch = null;
+      try {
+        await this.pushTo(dids);
+      } catch (err) {
+        this.ctx.log.error({ err, agents: dids.length }, 'pushing llm_config at connect failed');
+      }
+    }));
   }
 
   private async pushToWorkspaces(workspaceIds: string[], extra: string[] = []): Promise<number> {

@@ -220,7 +220,7 @@ export class SkillService {
    * and their overrides along.
    */
   attach(deps: { agentPush: AgentPush; workspaceService: WorkspaceService }): void {
-    deps.agentPush.onReady((did) => void this.pushAgents([did]));
+    deps.agentPush.onReady((did) => this.pushAgents([did]));
     deps.workspaceService.onWorkspaceDeleted(async (ws) => {
       const removed = await this.forgetWorkspace(ws._id);
       if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
