@@ -29,6 +29,7 @@ import { LiteLlmClient, ProxyError, litellmModelOf } from '../integrations/litel
 import { agentWorkspaceIds, resolveWorkspace, slugify } from './workspaces.js';
 import type { PushFrame } from './agent-push.js';
 import type { LlmConfig } from '../domain/agent-protocol.js';
+import { groupBy } from '../domain/group.js';
 
 export const OPENAI_COMPATIBLE = 'openai-compatible';
 
@@ -729,12 +730,7 @@ export class ModelService {
         this.proxy ? c.workspaceAgents.find({ agentDid: { $in: chunk } }, { projection: { workspaceId: 1, agentDid: 1 } }) : [],
       ]);
       const agentOf = new Map(agents.map((a) => [a._id, a]));
-      const workspacesOf = new Map<string, string[]>();
-      for (const m of memberships) {
-        const list = workspacesOf.get(m.agentDid);
-        if (list) list.push(m.workspaceId);
-        else workspacesOf.set(m.agentDid, [m.workspaceId]);
-      }
+      const workspacesOf = groupBy(memberships, (m) => m.agentDid, (m) => m.workspaceId);
       const frames = await Promise.all(chunk.map(async (did) => [did, await this.frameOf(agentOf.get(did) ?? null, workspacesOf.get(did) ?? [], cache)] as const));
       for (const [did, frame] of frames) if (push.push(did, frame)) sent++;
     }

@@ -23,6 +23,7 @@ import { nanoid } from 'nanoid';
 import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { conflict } from '../http/errors.js';
+import { groupBy } from '../domain/group.js';
 import type { AgentPush } from './agent-push.js';
 import { SkillsLibrary } from '../integrations/skills-library.js';
 import type { Logger } from '../log.js';
@@ -409,12 +410,9 @@ export class SkillService {
       c.skillOverrides.find({ agentDid: { $in: agentDids } }),
     ]);
     skills.sort(bySkillOrder);
-    const skillsOf = new Map<string, SkillDoc[]>();
-    for (const s of skills) skillsOf.set(s.workspace_id, [...(skillsOf.get(s.workspace_id) ?? []), s]);
-    const wsOf = new Map<string, string[]>();
-    for (const m of memberships) wsOf.set(m.agentDid, [...(wsOf.get(m.agentDid) ?? []), m.workspaceId]);
-    const ovOf = new Map<string, SkillOverrideDoc[]>();
-    for (const o of overrides) ovOf.set(o.agentDid, [...(ovOf.get(o.agentDid) ?? []), o]);
+    const skillsOf = groupBy(skills, (s) => s.workspace_id);
+    const wsOf = groupBy(memberships, (m) => m.agentDid, (m) => m.workspaceId);
+    const ovOf = groupBy(overrides, (o) => o.agentDid);
     for (const did of agentDids) {
       const mine = (wsOf.get(did) ?? []).flatMap((w) => skillsOf.get(w) ?? []).sort(bySkillOrder);
       out.set(did, effectiveSkills(mine, ovOf.get(did) ?? []));

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
 import type { Collections, UserDoc, WorkspaceRole } from '../store/collections.js';
 import type { GlobalRole } from '../domain/principal.js';
+import { groupBy } from '../domain/group.js';
 import type { Filter } from '../store/types.js';
 import type { Sessions } from './sessions.js';
 import type { Logger } from '../log.js';
@@ -73,17 +74,6 @@ async function relationsOf(c: Collections, userIds: string[]) {
       .map((m) => ({ m, ws: wsById.get(m.workspaceId)! }));
   const grantsOf = (userId: string) => (grantsByUser.get(userId) ?? []).map(toGrantView);
   return { membershipsOf, grantsOf };
-}
-
-function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
-  const out = new Map<string, T[]>();
-  for (const t of items) {
-    const k = key(t);
-    const list = out.get(k);
-    if (list) list.push(t);
-    else out.set(k, [t]);
-  }
-  return out;
 }
 
 /** The full User shape of §2.13 for each user, in the given order. */

@@ -18,6 +18,7 @@ import { nanoid } from 'nanoid';
 import type { Collections, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc, WorkspaceRole } from '../store/collections.js';
 import { DuplicateKeyError, type Collection } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
+import { groupBy } from '../domain/group.js';
 import type { Logger } from '../log.js';
 
 export interface WorkspaceView {
@@ -167,11 +168,7 @@ async function promoteEarliest<T extends WorkspaceMemberDoc | WorkspaceAgentDoc>
 ): Promise<string[]> {
   if (owners.length === 0) return [];
   const rest = await coll.find({ [key]: { $in: owners } }, { sort: { joinedAt: 1, _id: 1 } });
-  const byOwner = new Map<string, T[]>();
-  for (const m of rest) {
-    const owner = (m as unknown as Record<string, string>)[key]!;
-    byOwner.set(owner, [...(byOwner.get(owner) ?? []), m]);
-  }
+  const byOwner = groupBy(rest, (m) => (m as unknown as Record<string, string>)[key]!);
   const ids = [...byOwner.values()].filter((ms) => !ms.some((m) => m.isPrimary)).map((ms) => ms[0]!._id);
   if (ids.length > 0) await coll.updateMany({ _id: { $in: ids } }, { $set: { isPrimary: true } });
   return owners.filter((o) => !byOwner.has(o));

@@ -708,14 +708,15 @@ function prepareStringEquality(filter: unknown): PreparedQuery | null {
   const list = onlyKey(cond) === '$in' ? (cond as Obj).$in : undefined;
   if (!Array.isArray(list) || !list.every((x) => typeof x === 'string')) return null;
   const wanted = new Set(list as string[]);
+  const values = [...wanted];
   return {
     predicate: (d) => {
       const v = own(d as Obj, field);
       if (typeof v === 'string') return wanted.has(v);
       return Array.isArray(v) && v.some((x) => typeof x === 'string' && wanted.has(x));
     },
-    hints: { [field]: { $in: list.slice() } },
-    equal: { field, values: [...wanted] },
+    hints: { [field]: { $in: values } },
+    equal: { field, values },
   };
 }
 
