@@ -292,4 +292,92 @@ test('outgoing: not for incoming-only or disabled bridges; a message from a brid
   assert.equal(seen, ['/a from inside', '/b from A', '/b from inside']);
 });
 
+// --- outgoing across a restart ------------------------------------------------------------------------
+
+/** A server of its own (the suite's keeps running), its owner, and a channel with webhook bridges to `urls`. */
+async function restartableSetup(urls: string[]): Promise<{ s: TestServer; owner: TestUser; ch: any; bridges: any[] }> {
+  const started = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '300', BRIDGE_DELIVERY_ATTEMPTS: '5' });
+  const { owner } = started;
+  const w = await makeWorkspace(owner, `Restart ${urls.length}-${Math.random().toString(36).slice(2, 8)}`);
+  const ch = await makeChannel(owner, { name: 'restart', workspaceId: w.id });
+  const bridges: any[] = [];
+  for (const [i, url] of urls.entries()) {
+    const r = await owner.api.post(`/api/channels/${ch.id}/bridges`, {
+      externalService: 'webhook',
+      externalChannelId: `ext-restart-${i}`,
+      externalChannelName: `restart ${i}`,
+      externalWorkspaceId: 'platform',
+      config: { secret: SECRET, outgoingUrl: url },
+    });
+    assert.is(r.status, 201, r.text);
+    bridges.push(r.body.bridge);
+  }
+  return { s: started.s, owner, ch, bridges };
+}
+
+const to = (path: string) => remote.received.filter((r) => r.url === path);
+
+test('outgoing: a delivery waiting to be retried at a stop is resumed by the next start (same id, body and signature, next attempt number); a finished one is not sent again', async () => {
+  remote.received.length = 0;
+  let laterUp = false;
+  remote.respond = (r) => (r.url === '/later' && !laterUp ? { status: 503 } : { status: 200 });
+  let { s: own, owner, ch } = await restartableSetup([`${remote.url}/later`, `${remote.url}/done`]);
+  try {
+    await post(owner, ch.id, 'survive a restart');
+    await waitFor(() => to('/later').length === 1 && to('/done').length === 1);
+    // Stopped during the 300 ms back-off: nothing is sent while it is down.
+    await own.stop();
+    await sleep(450);
+    assert.is(to('/later').length, 1);
+    laterUp = true;
+    own = await own.restart();
+    await waitFor(() => to('/later').length === 2);
+    const [first, second] = to('/later');
+    assert.is(second!.headers['x-steward-delivery'], first!.headers['x-steward-delivery']);
+    assert.is(second!.raw.toString(), first!.raw.toString());
+    assert.is(second!.headers['x-signature'], first!.headers['x-signature']);
+    assert.ok(verify(second!));
+    assert.equal([first!.headers['x-steward-attempt'], second!.headers['x-steward-attempt']], ['1', '2']);
+    // Both are finished now: a further restart sends nothing again.
+    own = await own.restart();
+    await sleep(700);
+    assert.is(to('/later').length, 2);
+    assert.is(to('/done').length, 1, 'the delivery that succeeded before the stop is not sent again');
+  } finally {
+    await own.stop(true);
+  }
+});
+
+test('outgoing: an attempt cut short by a stop is made again at the next start with the same number; a bridge deleted meanwhile gets nothing', async () => {
+  remote.received.length = 0;
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let holding = true;
+  remote.respond = async (r) => {
+    if (r.url === '/held' && holding) await held;
+    return { status: r.url === '/gone' ? 503 : 200 };
+  };
+  let { s: own, owner, ch, bridges } = await restartableSetup([`${remote.url}/held`, `${remote.url}/gone`]);
+  try {
+    await post(owner, ch.id, 'cut short');
+    await waitFor(() => to('/held').length === 1 && to('/gone').length === 1);
+    // The /gone bridge is deleted while its delivery waits for a retry; /held is still waiting for its answer.
+    const del = await owner.api.del(`/api/channels/${ch.id}/bridges/${bridges[1].id}`);
+    assert.ok(del.status === 200 || del.status === 204, del.text);
+    await own.stop();
+    holding = false;
+    release();
+    own = await own.restart();
+    await waitFor(() => to('/held').length === 2);
+    const [first, again] = to('/held');
+    assert.is(again!.headers['x-steward-delivery'], first!.headers['x-steward-delivery']);
+    assert.equal([first!.headers['x-steward-attempt'], again!.headers['x-steward-attempt']], ['1', '1']);
+    await sleep(700);
+    assert.is(to('/gone').length, 1, 'a deleted bridge gets nothing after the restart');
+    assert.is(to('/held').length, 2);
+  } finally {
+    await own.stop(true);
+  }
+});
+
 test.run();

@@ -12,13 +12,15 @@
  *   except the bridge it came in through. Deliveries run after the poster has its answer, up to
  *   OUTGOING_CONCURRENCY at a time per bridge, each retried with exponential back-off
  *   (BRIDGE_RETRY_BASE_MS, doubling) up to BRIDGE_DELIVERY_ATTEMPTS attempts when the failure may
- *   pass (network errors, timeouts, 408, 429, 5xx). Pending deliveries live in memory: a restart
- *   drops them.
+ *   pass (network errors, timeouts, 408, 429, 5xx). A delivery is written to `bridge_outbox`
+ *   before its first attempt, its attempt count and next attempt time after each failure, and it
+ *   is deleted once it succeeds or fails for good: the next start resumes whatever a stop or a
+ *   crash left (at least once: an attempt cut short may be made again, with the same delivery id).
  */
 import { nanoid } from 'nanoid';
 import { z } from 'zod';
 import type { AppContext } from '../server.js';
-import type { BridgeDoc, ChannelDoc } from '../store/collections.js';
+import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { badRequest, conflict, forbidden, HttpError, notFound, unauthorized } from '../http/errors.js';
 import { SIGNATURE_HEADER, postJson, sign, verifySignature, type PostResult } from '../integrations/webhook.js';
@@ -107,7 +109,11 @@ interface Delivery {
   body: string;
   /** For the graph API. */
   html: string;
+  /** Attempts made so far. */
   attempt: number;
+  createdAt: string;
+  /** When the next attempt may start (ms since the epoch; 0: at once). */
+  notBefore: number;
 }
 
 interface Outbox {
@@ -138,16 +144,33 @@ export class BridgeService {
     channels.onMessageCreated((e) => this.onMessage(e));
   }
 
-  /** Warns about an unverified teams endpoint, and starts sweeping expired replay records. */
+  /**
+   * Warns about an unverified teams endpoint, starts sweeping expired replay records, and resumes
+   * the outgoing deliveries a previous run left unfinished (each at its next attempt time).
+   */
   async start(): Promise<void> {
     const teams = await this.c.bridges.count({ externalService: 'teams' });
     if (teams > 0) this.ctx.log.warn({ teamsBridges: teams }, TEAMS_WARNING);
     const every = Math.max(1000, Math.min(this.ctx.config.bridgeReplayWindowMs, 3_600_000));
     this.sweeper = setInterval(() => void this.sweep(), every);
     this.sweeper.unref();
+    const left = await this.c.bridgeOutbox.find({}, { sort: { createdAt: 1, _id: 1 } });
+    if (left.length > 0) this.ctx.log.info({ deliveries: left.length }, 'resuming outgoing bridge deliveries');
+    for (const doc of left) {
+      this.enqueue({
+        id: doc._id,
+        bridgeId: doc.bridgeId,
+        service: doc.service,
+        body: doc.body,
+        html: doc.html,
+        attempt: doc.attempt,
+        createdAt: doc.createdAt,
+        notBefore: Date.parse(doc.nextAttemptAt) || 0,
+      });
+    }
   }
 
-  /** Stops retries and aborts deliveries in flight (what is still waiting is dropped). */
+  /** Stops retries and aborts deliveries in flight; what is unfinished stays in `bridge_outbox` for the next start. */
   stop(): void {
     this.stopped = true;
     if (this.sweeper) clearInterval(this.sweeper);
@@ -159,7 +182,7 @@ export class BridgeService {
     this.abort.abort();
     let waiting = 0;
     for (const box of this.outboxes.values()) waiting += box.waiting.length + box.inflight;
-    if (waiting > 0) this.ctx.log.warn({ deliveries: waiting }, 'outgoing bridge deliveries dropped at shutdown');
+    if (waiting > 0) this.ctx.log.info({ deliveries: waiting }, 'outgoing bridge deliveries unfinished at shutdown: the next start resumes them');
     this.outboxes.clear();
   }
 
@@ -229,6 +252,7 @@ export class BridgeService {
     await this.c.bridges.deleteOne({ _id: bridgeId });
     this.changed(channelId);
     await this.c.bridgeDeliveries.deleteMany({ bridgeId });
+    await this.c.bridgeOutbox.deleteMany({ bridgeId });
     this.outboxes.delete(bridgeId);
     return bridge;
   }
@@ -385,12 +409,20 @@ export class BridgeService {
     const bridges = (await this.outgoingOf(e.channel._id)).filter((b) => b._id !== e.via?.bridgeId);
     if (bridges.length === 0) return;
     const authorName = await this.authorName(e.message.authorDid, e.message.authorType);
-    for (const bridge of bridges) {
+    const html = `<b>${toHtml(authorName ?? e.message.authorDid)}</b>: ${toHtml(e.message.content)}`;
+    const createdAt = new Date().toISOString();
+    const deliveries = bridges.map((bridge): Delivery => {
       const id = nanoid();
       const body = JSON.stringify(webhookPayload(id, bridge, e.channel, e, authorName));
-      const html = `<b>${toHtml(authorName ?? e.message.authorDid)}</b>: ${toHtml(e.message.content)}`;
-      this.enqueue({ id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0 });
+      return { id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0, createdAt, notBefore: 0 };
+    });
+    try {
+      await this.c.bridgeOutbox.insertMany(deliveries.map(outboxDoc));
+    } catch (err) {
+      // Still attempted; only a restart before they finish would lose them.
+      this.ctx.log.error({ err, channelId: e.channel._id }, 'recording outgoing bridge deliveries failed');
     }
+    for (const d of deliveries) this.enqueue(d);
   }
 
   private async authorName(did: string, type: 'user' | 'agent'): Promise<string | null> {
@@ -400,12 +432,14 @@ export class BridgeService {
   }
 
   private enqueue(d: Delivery): void {
+    if (this.stopped) return; // recorded: the next start resumes it
     let box = this.outboxes.get(d.bridgeId);
     if (!box) this.outboxes.set(d.bridgeId, (box = { waiting: [], inflight: 0 }));
     box.waiting.push(d);
     if (box.waiting.length > OUTGOING_QUEUE_LIMIT) {
       const dropped = box.waiting.shift()!;
       this.ctx.log.warn({ bridgeId: d.bridgeId, deliveryId: dropped.id }, 'outgoing bridge queue full: oldest delivery dropped');
+      void this.finished(dropped);
     }
     this.pump(d.bridgeId, box);
   }
@@ -424,36 +458,63 @@ export class BridgeService {
     }
   }
 
-  /** Attempts a delivery until it succeeds, fails for good, or runs out of attempts. */
+  /**
+   * Attempts a delivery until it succeeds, fails for good, or runs out of attempts; then deletes
+   * its record. A stop leaves the record as it is (the attempt in flight is made again at the next
+   * start, with the same number).
+   */
   private async attempt(d: Delivery): Promise<void> {
     const { config } = this.ctx;
     for (;;) {
       if (this.stopped) return;
+      const due = d.notBefore - Date.now();
+      if (due > 0) {
+        await this.wait(due);
+        if (this.stopped) return;
+      }
       const bridge = await this.c.bridges.findById(d.bridgeId).catch(() => null);
-      if (!bridge || !outgoing(bridge)) return; // deleted, disabled or turned incoming-only since
+      if (this.stopped) return;
+      if (!bridge || !outgoing(bridge)) return this.finished(d); // deleted, disabled or turned incoming-only since
       d.attempt++;
       const result = await this.send(bridge, d);
       if (this.stopped) return;
-      if (result === 'skip' || result.ok) return;
+      if (result === 'skip' || result.ok) return this.finished(d);
       const last = !result.retryable || d.attempt >= config.bridgeDeliveryAttempts;
       const info = { bridgeId: d.bridgeId, deliveryId: d.id, attempt: d.attempt, status: result.status, error: result.error };
       if (last) {
         this.ctx.log.warn(info, 'outgoing bridge delivery failed for good');
-        return;
+        return this.finished(d);
       }
       const waitMs = config.bridgeRetryBaseMs * 2 ** (d.attempt - 1);
+      d.notBefore = Date.now() + waitMs;
       this.ctx.log.info({ ...info, retryInMs: waitMs }, 'outgoing bridge delivery failed; will retry');
-      await new Promise<void>((resolve) => {
-        const wait = {
-          timer: setTimeout(() => {
-            this.waits.delete(wait);
-            resolve();
-          }, waitMs),
-          resolve,
-        };
-        wait.timer.unref();
-        this.waits.add(wait);
-      });
+      await this.c.bridgeOutbox
+        .updateOne({ _id: d.id }, { $set: { attempt: d.attempt, nextAttemptAt: new Date(d.notBefore).toISOString() } })
+        .catch((err: unknown) => this.ctx.log.error({ err, deliveryId: d.id }, 'recording an outgoing bridge delivery attempt failed'));
+    }
+  }
+
+  /** A back-off wait; stop() ends it early. */
+  private wait(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wait = {
+        timer: setTimeout(() => {
+          this.waits.delete(wait);
+          resolve();
+        }, ms),
+        resolve,
+      };
+      wait.timer.unref();
+      this.waits.add(wait);
+    });
+  }
+
+  /** Deletes the record of a delivery that is over (sent, failed for good, dropped, or its bridge gone). */
+  private async finished(d: Delivery): Promise<void> {
+    try {
+      await this.c.bridgeOutbox.deleteOne({ _id: d.id });
+    } catch (err) {
+      this.ctx.log.error({ err, deliveryId: d.id }, 'deleting a finished outgoing bridge delivery failed');
     }
   }
 
@@ -489,6 +550,17 @@ export class BridgeService {
     );
   }
 }
+
+const outboxDoc = (d: Delivery): BridgeOutboxDoc => ({
+  _id: d.id,
+  bridgeId: d.bridgeId,
+  service: d.service,
+  body: d.body,
+  html: d.html,
+  attempt: d.attempt,
+  createdAt: d.createdAt,
+  nextAttemptAt: new Date(d.notBefore).toISOString(),
+});
 
 /** The JSON an outgoing webhook receives (docs/channels.md). */
 export function webhookPayload(deliveryId: string, bridge: BridgeDoc, channel: ChannelDoc, e: MessageCreated, authorName: string | null) {

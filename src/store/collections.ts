@@ -444,6 +444,24 @@ export interface BridgeDeliveryDoc {
 }
 
 /**
+ * An outgoing bridge delivery not finished yet (`_id` = the delivery id): written before its
+ * first attempt and deleted once it succeeds or fails for good, so a restart resumes what was
+ * waiting. `attempt` counts the attempts made; `nextAttemptAt` is when the next may start.
+ */
+export interface BridgeOutboxDoc {
+  _id: string;
+  bridgeId: string;
+  service: BridgeDoc['externalService'];
+  /** The webhook body (the same bytes, so the same signature, on every attempt). */
+  body: string;
+  /** The team-chat post's HTML. */
+  html: string;
+  attempt: number;
+  createdAt: string;
+  nextAttemptAt: string;
+}
+
+/**
  * A workflow (interface §2.12). `definition` is the WorkflowDefinition as JSON text, so that any
  * variable or param key (dots and `$` included) survives every backend. `nameKey` (the trimmed
  * name in lower case) makes names unique per workspace.
@@ -530,6 +548,7 @@ export interface Collections {
   channelMessages: Collection<ChannelMessageDoc>;
   bridges: Collection<BridgeDoc>;
   bridgeDeliveries: Collection<BridgeDeliveryDoc>;
+  bridgeOutbox: Collection<BridgeOutboxDoc>;
   workflows: Collection<WorkflowDoc>;
   workflowRuns: Collection<WorkflowRunDoc>;
   workflowSchedules: Collection<WorkflowScheduleDoc>;
@@ -565,6 +584,7 @@ export function collections(store: Store): Collections {
     channelMessages: store.collection('channel_messages'),
     bridges: store.collection('bridges'),
     bridgeDeliveries: store.collection('bridge_deliveries'),
+    bridgeOutbox: store.collection('bridge_outbox'),
     workflows: store.collection('workflows'),
     workflowRuns: store.collection('workflow_runs'),
     workflowSchedules: store.collection('workflow_schedules'),
@@ -605,6 +625,7 @@ export async function ensureIndexes(c: Collections): Promise<void> {
     c.bridges.createIndex({ fields: { channelId: 1, externalService: 1, externalChannelId: 1 }, unique: true, name: 'bridge_unique' }),
     c.bridges.createIndex({ fields: { channelId: 1 } }),
     c.bridges.createIndex({ fields: { externalChannelId: 1 } }),
+    c.bridgeOutbox.createIndex({ fields: { bridgeId: 1 } }),
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
