@@ -115,6 +115,22 @@ export function readCpuTimes(): CpuTimes | null {
 }
 
 /**
+ * How long this process's main thread (its event loop) has waited, runnable, for a core so far
+ * (ms; Linux /proc/<pid>/task/<pid>/schedstat, its second field); null elsewhere. Time the loop was
+ * ready to run but the scheduler gave the core to another process (the load generators share the
+ * two cores with the server): it adds to every latency the server measures for itself.
+ */
+export function readRunQueueWaitMs(): number | null {
+  try {
+    const fields = readFileSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'latin1').trim().split(/\s+/);
+    const ns = Number(fields[1]);
+    return Number.isFinite(ns) ? ns / 1e6 : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * A table row: how the machine's CPU time went between two readings, in % of all its cores.
  * "Stolen" is time the hypervisor gave the virtual CPUs to something else although they had work;
  * on this VM it grows with the loopback traffic (up to 40 % of both cores in (d)).

@@ -109,24 +109,30 @@ async function profiled<T>(s: Setup, name: string, fn: () => Promise<T>): Promis
 }
 
 interface CpuMark {
-  server: NodeJS.CpuUsage;
+  server: NodeJS.CpuUsage & { runQueueWaitMs: number | null };
   loadgens: NodeJS.CpuUsage[];
   machine: CpuTimes | null;
+  at: number;
 }
 
 /** CPU time used so far by the server and by the load generators (user + system). */
 async function cpuMark(s: Setup): Promise<CpuMark> {
-  const [server, ...loadgens] = await Promise.all([s.server.call<NodeJS.CpuUsage>({ cmd: 'cpu' }), ...s.loadgens.map((lg) => lg.call<NodeJS.CpuUsage>({ cmd: 'cpu' }))]);
-  return { server: server!, loadgens, machine: readCpuTimes() };
+  const [server, ...loadgens] = await Promise.all([s.server.call<CpuMark['server']>({ cmd: 'cpu' }), ...s.loadgens.map((lg) => lg.call<NodeJS.CpuUsage>({ cmd: 'cpu' }))]);
+  return { server: server!, loadgens, machine: readCpuTimes(), at: performance.now() };
 }
 
 /** Table rows: CPU seconds the server and the load generators used between two marks. */
 function cpuRows(a: CpuMark, b: CpuMark): Array<[string, string]> {
   const sec = (x: NodeJS.CpuUsage, y: NodeJS.CpuUsage) => (y.user - x.user + y.system - x.system) / 1e6;
   const lg = b.loadgens.reduce((acc, u, i) => acc + sec(a.loadgens[i]!, u), 0);
+  const wait = a.server.runQueueWaitMs !== null && b.server.runQueueWaitMs !== null ? b.server.runQueueWaitMs - a.server.runQueueWaitMs : null;
   return [
     ['server CPU time (user + system), all threads', `${fmt(sec(a.server, b.server), 2)} s`],
     ['load generators CPU time (user + system)', `${fmt(lg, 2)} s`],
+    [
+      "server event-loop thread runnable but waiting for a core (share of the phase's time)",
+      wait === null ? 'n/a' : `${fmt(wait / 1000, 2)} s (${fmt((100 * wait) / (b.at - a.at), 0)} %)`,
+    ],
     cpuTimesRow(a.machine, b.machine),
   ];
 }

@@ -18,6 +18,7 @@ import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import type { MetricValueWithName } from 'prom-client';
 import { profileCommand } from './profiler.js';
 import { benchKey } from './keys.js';
+import { readRunQueueWaitMs } from './machine.js';
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
@@ -115,7 +116,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
         writeHeapSnapshot(raw.file);
         return reply(id, {});
       case 'cpu':
-        return reply(id, process.cpuUsage());
+        return reply(id, { ...process.cpuUsage(), runQueueWaitMs: readRunQueueWaitMs() });
       case 'settle':
         // Writes the setup phase left pending (actor snapshots held back while the loop was busy),
         // and collects the setup phase's garbage, so the measured phase pays only for its own work.
