@@ -488,6 +488,30 @@ test('passivates idle actors and restores them on demand', async () => {
   }
 });
 
+test('getLive(): the actor in memory, counted as used like get(); undefined when it is not in memory or the host stopped', async () => {
+  const ctx = await open(tempDir(), { idleMs: 100 });
+  try {
+    const { host } = ctx;
+    assert.is(host.getLive('counter', 'a'), undefined, 'never loaded: not made by getLive');
+    assert.is(host.peek('counter', 'a'), undefined);
+    const a = await host.get('counter', 'a');
+    assert.is(host.getLive('counter', 'a'), a);
+    // Asked for every 25 ms without an event: getLive alone keeps it in memory past idleMs.
+    for (let i = 0; i < 10; i++) {
+      await sleep(25);
+      assert.is(host.getLive('counter', 'a'), a, `still in memory after ${(i + 1) * 25} ms of use`);
+    }
+    host.getLive('counter', 'a')!.send({ type: 'TOGGLE' });
+    assert.is(a.getSnapshot().value, 'on');
+    await waitFor(() => host.peek('counter', 'a') === undefined, 5000);
+    assert.is(host.getLive('counter', 'a'), undefined, 'passivated once no longer used');
+    assert.is((await host.get('counter', 'a')).getSnapshot().value, 'on');
+  } finally {
+    await close(ctx);
+  }
+  assert.is(ctx.host.getLive('counter', 'a'), undefined, 'a stopped host hands out nothing');
+});
+
 test('per-kind idleMs overrides the host default; 0 never passivates', async () => {
   const ctx = await open(tempDir(), { idleMs: 30 });
   try {

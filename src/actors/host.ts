@@ -318,6 +318,15 @@ export class ActorHost {
     return (await this.load(k, id)) as Live;
   }
 
+  /** The actor when it is in memory (counted as used, as `get` counts it); undefined otherwise: then ask `get`. */
+  getLive(kind: string, id: string): Live | undefined {
+    if (this.stopped) return undefined;
+    const e = this.kinds.get(kind)?.live.get(id);
+    if (!e) return undefined;
+    this.touch(e);
+    return e.actor as Live;
+  }
+
   peek(kind: string, id: string): Live | undefined {
     return this.kinds.get(kind)?.live.get(id)?.actor as Live | undefined;
   }

@@ -221,10 +221,22 @@ export class FleetService {
       if (this.offered.get(item.did) === item) this.offered.delete(item.did);
       if (item.dropped) continue;
       delivered++;
-      this.actorOf(item.did, item.status).then(
-        (actor) => actor.send(item.event),
-        (err: unknown) => this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor unavailable'),
-      );
+      // An actor in memory takes the event at once; one still to be loaded (or made) after the
+      // load. The events of one agent keep their order either way: a load completes, and its
+      // events are handed over, before the next turn's delivery can find the actor in memory.
+      const live = this.ctx.actors.getLive(AGENT_ACTOR_KIND, item.did);
+      if (live) {
+        try {
+          live.send(item.event as never);
+        } catch (err) {
+          this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor refused an event');
+        }
+      } else {
+        this.actorOf(item.did, item.status).then(
+          (actor) => actor.send(item.event),
+          (err: unknown) => this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor unavailable'),
+        );
+      }
     }
     this.compactTold();
     if (this.told.length > 0) setImmediate(this.deliver);
