@@ -325,6 +325,10 @@ test('outgoing: a delivery waiting to be retried at a stop is resumed by the nex
   try {
     await post(owner, ch.id, 'survive a restart');
     await waitFor(() => to('/later').length === 1 && to('/done').length === 1);
+    // The store holds the one waiting for its retry (attempt 1 made), not the one that succeeded.
+    const outbox = own.ctx.c.bridgeOutbox;
+    await waitFor(async () => (await outbox.count({})) === 1 && (await outbox.find({}))[0]!.attempt === 1);
+    assert.is((await outbox.find({}))[0]!._id, to('/later')[0]!.headers['x-steward-delivery']);
     // Stopped during the 300 ms back-off: nothing is sent while it is down.
     await own.stop();
     await sleep(450);
@@ -338,7 +342,8 @@ test('outgoing: a delivery waiting to be retried at a stop is resumed by the nex
     assert.is(second!.headers['x-signature'], first!.headers['x-signature']);
     assert.ok(verify(second!));
     assert.equal([first!.headers['x-steward-attempt'], second!.headers['x-steward-attempt']], ['1', '2']);
-    // Both are finished now: a further restart sends nothing again.
+    // Both are finished now: their records are gone, and a further restart sends nothing again.
+    await waitFor(async () => (await own.ctx.c.bridgeOutbox.count({})) === 0);
     own = await own.restart();
     await sleep(700);
     assert.is(to('/later').length, 2);
@@ -375,6 +380,23 @@ test('outgoing: an attempt cut short by a stop is made again at the next start w
     await sleep(700);
     assert.is(to('/gone').length, 1, 'a deleted bridge gets nothing after the restart');
     assert.is(to('/held').length, 2);
+  } finally {
+    await own.stop(true);
+  }
+});
+
+test('outgoing: deleting the workspace removes its channels\' unfinished deliveries at once; nothing is sent after it', async () => {
+  remote.received.length = 0;
+  remote.respond = () => ({ status: 503 });
+  const { s: own, owner, ch } = await restartableSetup([`${remote.url}/orphan`]);
+  try {
+    await post(owner, ch.id, 'to a workspace about to go');
+    const outbox = own.ctx.c.bridgeOutbox;
+    await waitFor(async () => to('/orphan').length === 1 && (await outbox.count({})) === 1);
+    assert.is((await owner.api.del(`/api/workspaces/${ch.workspaceId}`)).status, 200);
+    assert.is(await outbox.count({}), 0, 'the channel went with its workspace, and its bridge\'s delivery with it');
+    await sleep(700);
+    assert.is(to('/orphan').length, 1);
   } finally {
     await own.stop(true);
   }

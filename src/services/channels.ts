@@ -931,12 +931,14 @@ export class ChannelService {
     this.cache.dropChannel(channelId);
     this.seqs.delete(channelId);
     await this.ctx.actors.remove(CHANNEL_ACTOR_KIND, channelId);
-    const bridges = await c.bridges.find({ channelId }, { projection: { _id: 1 } });
+    const bridgeIds = (await c.bridges.find({ channelId }, { projection: { _id: 1 } })).map((b) => b._id);
     await Promise.all([
       c.channelMembers.deleteMany({ channelId }),
       c.channelMessages.deleteMany({ channelId }),
       c.bridges.deleteMany({ channelId }),
-      bridges.length > 0 ? c.bridgeDeliveries.deleteMany({ bridgeId: { $in: bridges.map((b) => b._id) } }) : Promise.resolve(0),
+      // Replay records, and the bridges' unfinished outgoing deliveries (docs/channels.md).
+      bridgeIds.length > 0 ? c.bridgeDeliveries.deleteMany({ bridgeId: { $in: bridgeIds } }) : Promise.resolve(0),
+      bridgeIds.length > 0 ? c.bridgeOutbox.deleteMany({ bridgeId: { $in: bridgeIds } }) : Promise.resolve(0),
     ]);
     this.accessLost(channelId, null);
   }
