@@ -296,7 +296,8 @@ test('outgoing: not for incoming-only or disabled bridges; a message from a brid
 
 /** A server of its own (the suite's keeps running), its owner, and a channel with webhook bridges to `urls`. */
 async function restartableSetup(urls: string[]): Promise<{ s: TestServer; owner: TestUser; ch: any; bridges: any[] }> {
-  const started = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '300', BRIDGE_DELIVERY_ATTEMPTS: '5' });
+  // A first retry a second after a failure: the tests stop the server (or delete) well before it.
+  const started = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '1000', BRIDGE_DELIVERY_ATTEMPTS: '5' });
   const { owner } = started;
   const w = await makeWorkspace(owner, `Restart ${urls.length}-${Math.random().toString(36).slice(2, 8)}`);
   const ch = await makeChannel(owner, { name: 'restart', workspaceId: w.id });
@@ -324,29 +325,34 @@ test('outgoing: a delivery waiting to be retried at a stop is resumed by the nex
   let { s: own, owner, ch } = await restartableSetup([`${remote.url}/later`, `${remote.url}/done`]);
   try {
     await post(owner, ch.id, 'survive a restart');
-    await waitFor(() => to('/later').length === 1 && to('/done').length === 1);
-    // The store holds the one waiting for its retry (attempt 1 made), not the one that succeeded.
+    await waitFor(() => to('/later').length >= 1 && to('/done').length === 1);
+    // The store holds the one waiting for its retry, not the one that succeeded.
     const outbox = own.ctx.c.bridgeOutbox;
-    await waitFor(async () => (await outbox.count({})) === 1 && (await outbox.find({}))[0]!.attempt === 1);
+    await waitFor(async () => (await outbox.count({})) === 1 && (await outbox.find({}))[0]!.attempt >= 1);
     assert.is((await outbox.find({}))[0]!._id, to('/later')[0]!.headers['x-steward-delivery']);
-    // Stopped during the 300 ms back-off: nothing is sent while it is down.
+    // Stopped during the back-off: nothing is sent while it is down.
     await own.stop();
+    const before = to('/later').length;
     await sleep(450);
-    assert.is(to('/later').length, 1);
+    assert.is(to('/later').length, before, 'nothing is sent while the server is down');
     laterUp = true;
     own = await own.restart();
-    await waitFor(() => to('/later').length === 2);
-    const [first, second] = to('/later');
-    assert.is(second!.headers['x-steward-delivery'], first!.headers['x-steward-delivery']);
-    assert.is(second!.raw.toString(), first!.raw.toString());
-    assert.is(second!.headers['x-signature'], first!.headers['x-signature']);
-    assert.ok(verify(second!));
-    assert.equal([first!.headers['x-steward-attempt'], second!.headers['x-steward-attempt']], ['1', '2']);
+    await waitFor(() => to('/later').length === before + 1, 8000);
+    const recs = to('/later');
+    const resumed = recs[before]!;
+    for (const r of recs) {
+      assert.is(r.headers['x-steward-delivery'], recs[0]!.headers['x-steward-delivery']);
+      assert.is(r.raw.toString(), recs[0]!.raw.toString());
+      assert.is(r.headers['x-signature'], recs[0]!.headers['x-signature']);
+    }
+    assert.ok(verify(resumed));
+    assert.is(recs[0]!.headers['x-steward-attempt'], '1');
+    assert.ok(Number(resumed.headers['x-steward-attempt']) >= 2, 'the attempts made before the stop are counted on');
     // Both are finished now: their records are gone, and a further restart sends nothing again.
     await waitFor(async () => (await own.ctx.c.bridgeOutbox.count({})) === 0);
     own = await own.restart();
     await sleep(700);
-    assert.is(to('/later').length, 2);
+    assert.is(to('/later').length, before + 1);
     assert.is(to('/done').length, 1, 'the delivery that succeeded before the stop is not sent again');
   } finally {
     await own.stop(true);
@@ -365,10 +371,11 @@ test('outgoing: an attempt cut short by a stop is made again at the next start w
   let { s: own, owner, ch, bridges } = await restartableSetup([`${remote.url}/held`, `${remote.url}/gone`]);
   try {
     await post(owner, ch.id, 'cut short');
-    await waitFor(() => to('/held').length === 1 && to('/gone').length === 1);
+    await waitFor(() => to('/held').length === 1 && to('/gone').length >= 1);
     // The /gone bridge is deleted while its delivery waits for a retry; /held is still waiting for its answer.
     const del = await owner.api.del(`/api/channels/${ch.id}/bridges/${bridges[1].id}`);
     assert.ok(del.status === 200 || del.status === 204, del.text);
+    const goneBefore = to('/gone').length;
     await own.stop();
     holding = false;
     release();
@@ -378,7 +385,7 @@ test('outgoing: an attempt cut short by a stop is made again at the next start w
     assert.is(again!.headers['x-steward-delivery'], first!.headers['x-steward-delivery']);
     assert.equal([first!.headers['x-steward-attempt'], again!.headers['x-steward-attempt']], ['1', '1']);
     await sleep(700);
-    assert.is(to('/gone').length, 1, 'a deleted bridge gets nothing after the restart');
+    assert.is(to('/gone').length, goneBefore, 'a deleted bridge gets nothing after the restart');
     assert.is(to('/held').length, 2);
   } finally {
     await own.stop(true);
@@ -394,9 +401,10 @@ test('outgoing: deleting the workspace removes its channels\' unfinished deliver
     const outbox = own.ctx.c.bridgeOutbox;
     await waitFor(async () => to('/orphan').length === 1 && (await outbox.count({})) === 1);
     assert.is((await owner.api.del(`/api/workspaces/${ch.workspaceId}`)).status, 200);
+    const sent = to('/orphan').length;
     assert.is(await outbox.count({}), 0, 'the channel went with its workspace, and its bridge\'s delivery with it');
-    await sleep(700);
-    assert.is(to('/orphan').length, 1);
+    await sleep(1300);
+    assert.is(to('/orphan').length, sent, 'nothing is sent once the workspace is gone');
   } finally {
     await own.stop(true);
   }
