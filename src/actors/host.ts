@@ -310,12 +310,7 @@ export class ActorHost {
   async get(kind: string, id: string): Promise<Live> {
     if (this.stopped) throw new Error('actor host is stopped');
     const k = this.kindOf(kind);
-    const e = k.live.get(id);
-    if (e) {
-      this.touch(e);
-      return e.actor as Live;
-    }
-    return (await this.load(k, id)) as Live;
+    return this.getLive(kind, id) ?? ((await this.load(k, id)) as Live);
   }
 
   /** The actor when it is in memory (counted as used, as `get` counts it); undefined otherwise: then ask `get`. */

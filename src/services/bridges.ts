@@ -156,18 +156,7 @@ export class BridgeService {
     this.sweeper.unref();
     const left = await this.c.bridgeOutbox.find({}, { sort: { createdAt: 1, _id: 1 } });
     if (left.length > 0) this.ctx.log.info({ deliveries: left.length }, 'resuming outgoing bridge deliveries');
-    for (const doc of left) {
-      this.enqueue({
-        id: doc._id,
-        bridgeId: doc.bridgeId,
-        service: doc.service,
-        body: doc.body,
-        html: doc.html,
-        attempt: doc.attempt,
-        createdAt: doc.createdAt,
-        notBefore: Date.parse(doc.nextAttemptAt) || 0,
-      });
-    }
+    for (const doc of left) this.enqueue(deliveryOf(doc));
   }
 
   /** Stops retries and aborts deliveries in flight; what is unfinished stays in `bridge_outbox` for the next start. */
@@ -551,6 +540,7 @@ export class BridgeService {
   }
 }
 
+/** The record of a delivery in `bridge_outbox`. */
 const outboxDoc = (d: Delivery): BridgeOutboxDoc => ({
   _id: d.id,
   bridgeId: d.bridgeId,
@@ -560,6 +550,18 @@ const outboxDoc = (d: Delivery): BridgeOutboxDoc => ({
   attempt: d.attempt,
   createdAt: d.createdAt,
   nextAttemptAt: new Date(d.notBefore).toISOString(),
+});
+
+/** A delivery resumed from its record (the inverse of outboxDoc). */
+const deliveryOf = (doc: BridgeOutboxDoc): Delivery => ({
+  id: doc._id,
+  bridgeId: doc.bridgeId,
+  service: doc.service,
+  body: doc.body,
+  html: doc.html,
+  attempt: doc.attempt,
+  createdAt: doc.createdAt,
+  notBefore: Date.parse(doc.nextAttemptAt) || 0,
 });
 
 /** The JSON an outgoing webhook receives (docs/channels.md). */
