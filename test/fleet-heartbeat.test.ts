@@ -357,7 +357,7 @@ test('each acknowledged heartbeat is observed in steward_heartbeat_ack_seconds, 
   const after = await scrape();
   assert.is(after.count - before.count, 3);
   assert.ok(after.sum > before.sum, 'the sum grows by the three latencies');
-  assert.equal(after.buckets.map(([le]) => le), ['0.001', '0.0025', '0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '+Inf']);
+  assert.equal(after.buckets.map(([le]) => le), ['0.001', '0.0025', '0.005', '0.01', '0.02', '0.03', '0.04', '0.05', '0.075', '0.1', '0.15', '0.2', '0.25', '0.5', '1', '2.5', '+Inf']);
   for (let i = 1; i < after.buckets.length; i++) assert.ok(after.buckets[i]![1] >= after.buckets[i - 1]![1], 'buckets are cumulative');
   assert.is(after.buckets.at(-1)![1], after.count, '+Inf counts every observation');
 });
