@@ -79,7 +79,8 @@ test('ledger lines keep every count exactly, from 0 to the largest a heartbeat m
   const texts = (await s.ctx.c.tokenLedger.find({})).map((d) => d.entries);
   assert.ok(texts.every((t) => !t.includes('\n')), 'entries are joined by ; (nothing for JSON to escape)');
   const entries = texts.flatMap((t) => t.split(';'));
-  for (const [i, a] of agents.entries()) assert.ok(entries.includes(`${a.did} ${counts[i]![0]} ${counts[i]![1]}`), 'one entry per heartbeat');
+  // `<did> <prompt> <completion> <seq>`: the SDK numbers an agent's first heartbeat 1.
+  for (const [i, a] of agents.entries()) assert.ok(entries.includes(`${a.did} ${counts[i]![0]} ${counts[i]![1]} 1`), 'one entry per heartbeat');
   await fleet(s).tokens.rollup();
   for (const [i, a] of agents.entries()) {
     assert.equal((await fleet(s).tokens.ofAgent(a.did)).allTime, { promptTokens: counts[i]![0], completionTokens: counts[i]![1] });
@@ -106,6 +107,105 @@ test('a roll-up after a crash between the per-agent and the global write counts 
   assert.equal((await owner.api.get('/api/stats/tokens')).body.allTime, before);
   await agent.stop();
 });
+
+/** Holds the token ledger's writes until `release()` (the write of a heartbeat in flight while its socket closes). */
+function holdLedgerWrites(s: typeof ctx.s) {
+  const ledger = s.ctx.c.tokenLedger as any;
+  const original = ledger.insertMany.bind(ledger);
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let started = 0;
+  ledger.insertMany = async (docs: unknown[]) => {
+    started++;
+    await gate;
+    return original(docs);
+  };
+  return {
+    started: () => started,
+    release: () => {
+      ledger.insertMany = original;
+      release();
+    },
+  };
+}
+
+test('a heartbeat sent again under a seq already stored is acknowledged, not counted again; ready says the last seq stored, also after a restart', async () => {
+  const { s, owner } = ctx;
+  const sdk = await readyAgent(s, owner);
+  const { keys, did } = { keys: sdk['opts'].keys, did: sdk.did };
+  await sdk.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(did));
+  const heartbeat = (seq: number, p: number, c: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: p, completionTokens: c } });
+
+  const first = new RawAgent(s.url, keys);
+  await first.authenticate();
+  assert.is((await first.acceptNextOffer()).lastHeartbeatSeq, null, 'nothing stored for this agent yet');
+  first.send(heartbeat(1, 10, 1));
+  assert.is((await first.next('heartbeat_ack')).seq, 1);
+  first.send(heartbeat(2, 0, 0)); // nothing to store: not a stored seq
+  assert.is((await first.next('heartbeat_ack')).seq, 2);
+  first.close();
+  await waitFor(() => !fleet(s).gateway.isOnline(did));
+
+  const second = new RawAgent(s.url, keys);
+  await second.authenticate();
+  assert.is((await second.acceptNextOffer()).lastHeartbeatSeq, 1);
+  second.send(heartbeat(1, 10, 1)); // its ack was "lost": sent again
+  assert.is((await second.next('heartbeat_ack')).seq, 1, 'acknowledged');
+  second.send(heartbeat(3, 5, 0));
+  assert.is((await second.next('heartbeat_ack')).seq, 3);
+  second.close();
+  await waitFor(() => !fleet(s).gateway.isOnline(did));
+  await fleet(s).tokens.rollup();
+  assert.equal((await fleet(s).tokens.ofAgent(did)).allTime, { promptTokens: 15, completionTokens: 1 }, 'seq 1 counted once');
+  assert.is((await s.ctx.c.tokenUsage.findById(did))?.lastSeq, 3, 'the roll-up keeps the last seq');
+
+  ctx.s = await s.restart();
+  ctx.owner = await ownerOf(ctx.s);
+  const third = new RawAgent(ctx.s.url, keys);
+  await third.authenticate();
+  assert.is((await third.acceptNextOffer()).lastHeartbeatSeq, 3, 'known after a restart');
+  third.send(heartbeat(3, 5, 0));
+  assert.is((await third.next('heartbeat_ack')).seq, 3);
+  third.send(heartbeat(4, 1, 1));
+  assert.is((await third.next('heartbeat_ack')).seq, 4);
+  third.close();
+  await fleet(ctx.s).tokens.rollup();
+  assert.equal((await fleet(ctx.s).tokens.ofAgent(did)).allTime, { promptTokens: 16, completionTokens: 2 });
+});
+
+for (const when of ['before', 'after'] as const) {
+  test(`SDK: a delta stored while its socket closed (ack lost) is counted once when ready comes ${when} the write`, async () => {
+    const { s, owner } = ctx;
+    const agent = await readyAgent(s, owner);
+    const hold = holdLedgerWrites(s);
+    try {
+      const tokens = fleet(s).tokens;
+      agent.recordUsage(30, 3);
+      agent.heartbeat();
+      await waitFor(() => hold.started() === 1); // the write has begun
+      const reconnected = once(agent, 'certificate');
+      (agent as any).ws.terminate(); // the connection drops; the ack will not reach the agent
+      if (when === 'after') {
+        hold.release(); // stored before the agent is back: its ready says seq 1 is stored
+        await reconnected;
+      } else {
+        const arrived = tokens.stats.heartbeats;
+        await reconnected; // back while the write still hangs: ready says nothing is stored ...
+        await waitFor(() => tokens.stats.heartbeats > arrived); // ... so the SDK sends seq 1 again
+        hold.release();
+      }
+      await waitFor(() => agent.unacknowledgedUsage().promptTokens === 0);
+      agent.recordUsage(1, 0);
+      await beat(agent, 0, 0);
+      await tokens.rollup();
+      assert.equal((await tokens.ofAgent(agent.did)).allTime, { promptTokens: 31, completionTokens: 3 });
+    } finally {
+      hold.release(); // (again: a no-op once released)
+      await agent.stop();
+    }
+  });
+}
 
 test('heartbeats arriving together are written as one ledger document', async () => {
   const { s, owner } = ctx;

@@ -257,12 +257,8 @@ export class StewardAgent extends EventEmitter {
     this.lastClose = { code, reason };
     this.stopHeartbeats();
     this.offered = null;
-    // Deltas in flight were not acknowledged: they go out again after the next handshake.
-    for (const d of this.unacked.values()) {
-      this.fresh.promptTokens += d.promptTokens;
-      this.fresh.completionTokens += d.completionTokens;
-    }
-    this.unacked.clear();
+    // Deltas in flight were not acknowledged: they are kept under their seq, and after the next
+    // handshake dropped when `ready` says they were stored, sent again otherwise.
     this.emit('close', code, reason);
     if (this.stopped) return this.setStatus('stopped');
     if (code === 4403) return this.setStatus('rejected');
@@ -370,9 +366,33 @@ export class StewardAgent extends EventEmitter {
     const first = this.status !== 'ready';
     if (first) {
       this.setStatus('ready');
+      this.resendUnacknowledged(f.lastHeartbeatSeq);
       this.startHeartbeats(this.opts.heartbeatIntervalMs ?? f.heartbeatIntervalMs);
     }
     this.emit('certificate', this.certificate);
+  }
+
+  /**
+   * After a connection's first `ready`: the deltas whose heartbeats were not acknowledged before the
+   * last connection closed. Those at or below the seq the server says it stored were counted (their
+   * ack was lost): dropped. The others are sent again under their own seq, so the server counts
+   * each once; new heartbeats are numbered above both. A server that does not say
+   * (`lastHeartbeatSeq` absent) gets them back in the next heartbeat instead.
+   */
+  private resendUnacknowledged(stored: number | null | undefined): void {
+    if (stored === undefined) {
+      for (const d of this.unacked.values()) {
+        this.fresh.promptTokens += d.promptTokens;
+        this.fresh.completionTokens += d.completionTokens;
+      }
+      this.unacked.clear();
+      return;
+    }
+    if (stored !== null) {
+      for (const seq of [...this.unacked.keys()]) if (seq <= stored) this.unacked.delete(seq);
+      if (stored > this.seq) this.seq = stored;
+    }
+    for (const [seq, delta] of this.unacked) this.send({ type: 'heartbeat', seq, sinceLastSync: delta });
   }
 
   private async onIntent(f: IntentFrame): Promise<void> {

@@ -97,6 +97,8 @@ export interface ReadyFrame {
   agentSignature: string;
   session: { token: string; expiresAt: string };
   heartbeatIntervalMs: number;
+  /** The highest heartbeat seq whose delta is stored for this agent, null when none is (see HeartbeatSink). */
+  lastHeartbeatSeq: number | null;
 }
 export interface HeartbeatAckFrame {
   type: 'heartbeat_ack';

@@ -11,7 +11,7 @@ export interface PushFrame {
 export interface IntentRequest {
   action: string;
   params: Record<string, unknown>;
-  /** DID of the person (or `workflow:<runId>`) on whose behalf the intent is sent. */
+  /** DID of the person on whose behalf the intent is sent (for a workflow step, the person the run acts for). */
   requestedBy: string;
   timeoutMs?: number;
 }

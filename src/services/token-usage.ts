@@ -7,9 +7,15 @@
  *    in flight, or within TOKEN_LEDGER_WRITE_GAP_MS of the last one (unless 64 are waiting), are
  *    grouped into ONE ledger document (`token_ledger`, one insert: one round trip, one append in
  *    the embedded store), and only then is each heartbeat acknowledged. So the
- *    number of store writes follows the flush rate, not the heartbeat rate, and an agent's
- *    unacknowledged delta is never counted twice or lost while its socket stays up. A delta whose
+ *    number of store writes follows the flush rate, not the heartbeat rate. A delta whose
  *    socket closed before the write is dropped: the agent sends it again after reconnecting.
+ *
+ *    Exactly once across connections: each ledger entry carries its heartbeat's `seq`, and the
+ *    highest seq stored per agent is kept (in memory, and in the agent's `token_usage` document by
+ *    the roll-up, so it survives a restart). A heartbeat whose seq is not above it was stored
+ *    before (its ack was lost with a connection): it is acknowledged, not counted again. `ready`
+ *    tells the agent that seq (`lastHeartbeatSeq`), so it drops what was stored, sends the rest
+ *    again under their own seqs, and numbers on above it.
  *
  * 2. Roll-up (every TOKEN_ROLLUP_INTERVAL_SECONDS and at shutdown). Ledger documents are folded
  *    into `token_usage`: one document per agent (`_id` = DID: allTime, daily buckets `days.YYYY-MM-DD`
@@ -97,14 +103,22 @@ export class TokenUsage implements HeartbeatSink {
   /** False until a roll-up has succeeded in this process, and after a failed one. */
   private clean = false;
   private prunedDay = '';
+  /** The highest heartbeat seq stored per agent (ledger entries and roll-ups both). */
+  private readonly storedSeq = new Map<string, number>();
 
   constructor(private readonly ctx: AppContext) {}
+
+  /** The highest heartbeat seq of the agent whose delta is stored, or null when none is. */
+  lastStoredSeq(did: string): number | null {
+    return this.storedSeq.get(did) ?? null;
+  }
 
   /** Opens the ledger (so the first heartbeat does not pay for it) and folds what a previous run left. */
   async start(): Promise<void> {
     // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
     if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
     else await this.rollup();
+    await this.loadStoredSeqs();
     this.rollupTimer = setInterval(() => void this.rollup(), this.ctx.config.tokenRollupIntervalMs);
     this.rollupTimer.unref();
   }
@@ -127,6 +141,25 @@ export class TokenUsage implements HeartbeatSink {
     await this.drain();
     await this.rollup();
     await this.ctx.c.tokenUsage.deleteOne({ _id: did });
+    this.storedSeq.delete(did);
+  }
+
+  /** Each agent's highest stored seq: from its usage document, then from what the ledger still holds (when a roll-up failed). */
+  private async loadStoredSeqs(): Promise<void> {
+    const { c } = this.ctx;
+    for (const doc of await c.tokenUsage.find({ lastSeq: { $exists: true } }, { projection: { _id: 1, lastSeq: 1 } })) {
+      if (typeof doc.lastSeq === 'number') this.noteStored(doc._id, doc.lastSeq);
+    }
+    for (const doc of await c.tokenLedger.find({}, { projection: { entries: 1 } })) {
+      forEachEntry(doc.entries, (did, _p, _c, seq) => {
+        if (seq >= 0) this.noteStored(did, seq);
+      });
+    }
+  }
+
+  private noteStored(did: string, seq: number): void {
+    const had = this.storedSeq.get(did);
+    if (had === undefined || seq > had) this.storedSeq.set(did, seq);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -195,7 +228,20 @@ export class TokenUsage implements HeartbeatSink {
     const entries = this.batch.filter((e) => e.peer.alive);
     this.batch = [];
     if (entries.length === 0) return;
-    const counted = entries.filter((e) => e.p > 0 || e.c > 0);
+    // Deltas stored before (resent after their ack was lost) are acknowledged, not counted again.
+    // Writes follow one another, so the previous one's seqs are already noted here.
+    let batchSeq: Map<string, number> | null = null;
+    const counted = entries.filter((e) => {
+      if (e.p === 0 && e.c === 0) return false;
+      const did = e.peer.did!;
+      const stored = this.storedSeq.get(did);
+      if (stored !== undefined && e.seq <= stored) return false;
+      // The same agent twice in one batch: only a seq above its earlier one counts.
+      const earlier = batchSeq?.get(did);
+      if (earlier !== undefined && e.seq <= earlier) return false;
+      (batchSeq ??= new Map()).set(did, e.seq);
+      return true;
+    });
     if (counted.length > 0) {
       const now = new Date();
       const docs: TokenLedgerDoc[] = [];
@@ -212,7 +258,7 @@ export class TokenUsage implements HeartbeatSink {
         const text = new LineText();
         for (let j = i; j < Math.min(counted.length, i + LEDGER_DOC_MAX); j++) {
           const e = counted[j]!;
-          text.entry(e.peer.did!, e.p, e.c);
+          text.entry(e.peer.did!, e.p, e.c, e.seq);
           doc.promptTokens += e.p;
           doc.completionTokens += e.c;
         }
@@ -221,6 +267,7 @@ export class TokenUsage implements HeartbeatSink {
       }
       try {
         await this.ctx.c.tokenLedger.insertMany(docs);
+        for (const e of counted) this.noteStored(e.peer.did!, e.seq);
         this.stats.ledgerWrites++;
         this.retryMs = RETRY_MIN_MS;
       } catch (err) {
@@ -290,13 +337,16 @@ export class TokenUsage implements HeartbeatSink {
       const done = this.clean ? null : await this.agentProgress(ledger, slice);
       // (Loops that await go by index: iterating across an await allocates a result per step.)
       const sums = new Map<string, DaySums>();
+      /** Each agent's highest heartbeat seq in these documents (kept in its usage document). */
+      const seqs = new Map<string, number>();
       for (let i = 0; i < ledger.length; i++) {
         await slice.yieldIfDue();
         const doc = ledger[i]!;
         let day = sums.get(doc.day);
         if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [] }));
         const { index, prompt, completion } = day;
-        forEachEntry(doc.entries, (did, p, cc) => {
+        forEachEntry(doc.entries, (did, p, cc, seq) => {
+          if (seq > (seqs.get(did) ?? -1)) seqs.set(did, seq);
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
           const at = index.get(did);
@@ -324,7 +374,8 @@ export class TokenUsage implements HeartbeatSink {
           const at = sum.index.get(did);
           if (at !== undefined && addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!)) counted = true;
         }
-        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set }, upsert: true });
+        const seq = seqs.get(did);
+        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: seq === undefined ? $set : { ...$set, lastSeq: seq } }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];
@@ -438,7 +489,7 @@ export class TokenUsage implements HeartbeatSink {
 let lineScratch = Buffer.allocUnsafeSlow(16 * 1024);
 
 /**
- * A ledger document's text, `<did> <prompt> <completion>` per heartbeat, joined by `;`, written
+ * A ledger document's text, `<did> <prompt> <completion> <seq>` per heartbeat, joined by `;`, written
  * into a scratch buffer and made a string once: joining a template string per heartbeat made
  * several intermediate strings for every heartbeat. Token counts are non-negative integers (the
  * heartbeat schema says so), and DIDs hold no spaces or semicolons (their pattern says so).
@@ -446,8 +497,8 @@ let lineScratch = Buffer.allocUnsafeSlow(16 * 1024);
 class LineText {
   private length = 0;
 
-  entry(did: string, p: number, c: number): void {
-    const need = this.length + Buffer.byteLength(did, 'utf8') + 2 * 17 + 3;
+  entry(did: string, p: number, c: number, seq: number): void {
+    const need = this.length + Buffer.byteLength(did, 'utf8') + 3 * 17 + 4;
     if (need > lineScratch.length) {
       const bigger = Buffer.allocUnsafeSlow(Math.max(need, lineScratch.length * 2));
       lineScratch.copy(bigger, 0, 0, this.length);
@@ -460,6 +511,8 @@ class LineText {
     this.length = writeDigits(buf, this.length, p);
     buf[this.length++] = 0x20;
     this.length = writeDigits(buf, this.length, c);
+    buf[this.length++] = 0x20;
+    this.length = writeDigits(buf, this.length, seq);
   }
 
   done(): string {
@@ -475,10 +528,11 @@ function parseCount(text: string, from: number, to: number): number {
 }
 
 /**
- * Calls `fn` for each heartbeat entry (`<did> <prompt> <completion>`) of a ledger document's
- * text: entries joined by `;`, or by newlines in documents an earlier version wrote.
+ * Calls `fn` for each heartbeat entry (`<did> <prompt> <completion> <seq>`) of a ledger document's
+ * text: entries joined by `;`, or by newlines in documents an earlier version wrote. Entries an
+ * earlier version wrote have no seq: -1 then.
  */
-export function forEachEntry(text: string, fn: (did: string, promptTokens: number, completionTokens: number) => void): void {
+export function forEachEntry(text: string, fn: (did: string, promptTokens: number, completionTokens: number, seq: number) => void): void {
   const separator = text.includes('\n') ? '\n' : ';';
   let start = 0;
   while (start < text.length) {
@@ -486,7 +540,9 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
     if (end < 0) end = text.length;
     const a = text.indexOf(' ', start);
     const b = text.indexOf(' ', a + 1);
-    fn(text.slice(start, a), parseCount(text, a + 1, b), parseCount(text, b + 1, end));
+    const d = text.indexOf(' ', b + 1);
+    if (d < 0 || d > end) fn(text.slice(start, a), parseCount(text, a + 1, b), parseCount(text, b + 1, end), -1);
+    else fn(text.slice(start, a), parseCount(text, a + 1, b), parseCount(text, b + 1, d), parseCount(text, d + 1, end));
     start = end + 1;
   }
 }

@@ -261,6 +261,8 @@ export interface TokenUsageDoc {
   months: Record<string, { promptTokens: number; completionTokens: number }>;
   /** _id of the last ledger document folded into this one. */
   rolledUpTo: string;
+  /** An agent's highest heartbeat seq folded in (absent for the global document and for usage stored before seqs were). */
+  lastSeq?: number;
   updatedAt: string;
 }
 

@@ -165,6 +165,8 @@ export interface HeartbeatPeer {
  */
 export interface HeartbeatSink {
   record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void;
+  /** The highest seq of the agent whose delta is stored (a heartbeat at or below it is not counted again); null when none. */
+  lastStoredSeq(did: string): number | null;
 }
 
 /** Receives intent answers (src/services/intents.ts). */
@@ -571,6 +573,7 @@ export class AgentGateway implements AgentPush {
       agentSignature: f.agentSignature,
       session,
       heartbeatIntervalMs: this.heartbeatIntervalMs,
+      lastHeartbeatSeq: this.heartbeats?.lastStoredSeq(did) ?? null,
     };
     conn.release(certificateFrame(`{"type":"ready","agentId":${JSON.stringify(did)},"certificate":`, offer.issued.bytes, `,${JSON.stringify(rest).slice(1)}`));
     if (!first) {
