@@ -84,6 +84,14 @@ test('others need operator (or higher) in one of the agent\'s workspaces AND a g
   await grant(manager.user.did!, null, ['api_call']);
   assert.is((await manager.api.post(path(ctx.other), body)).status, 200);
   assert.is((await manager.api.post(path(ctx.agent), body)).status, 200);
+
+  // Refusals are audited too, with who asked, the action and why.
+  const refused = await s.ctx.c.audit.find({ action: 'intent.send', actor: member.user.did! });
+  assert.is(refused.length, 1);
+  assert.equal({ target: refused[0]!.target, action: refused[0]!.details.action, outcome: refused[0]!.details.outcome }, { target: ctx.agent.did, action: 'api_call', outcome: 'forbidden' });
+  assert.match(String(refused[0]!.details.reason), /operator role/);
+  const noGrant = await s.ctx.c.audit.find({ action: 'intent.send', actor: operator.user.did!, 'details.outcome': 'forbidden' });
+  assert.is(noGrant.length, 3, 'no grant yet, a grant that does not cover the action, a grant for another agent');
 });
 
 test('refused by the agent\'s policy gate: 200 with ok false and the gate message', async () => {
@@ -107,7 +115,7 @@ test('offline 409, no answer in time 504, unknown agent 404, unknown action 400,
   isError(await owner.api.post(path(ctx.agent), { action: 'teleport', params: {} }), 400);
   isError(await owner.api.post(path(ctx.agent), { action: 'api_call', params: {}, timeoutMs: 60_000 }), 400);
   const outcomes = (await s.ctx.c.audit.find({ action: 'intent.send' })).map((a) => a.details.outcome);
-  assert.ok(outcomes.includes('agent_offline') && outcomes.includes('intent_timeout'));
+  assert.ok(outcomes.includes('agent_offline') && outcomes.includes('intent_timeout') && outcomes.includes('not_found'));
 });
 
 test('an agent that disconnects before answering: 502', async () => {

@@ -9,7 +9,8 @@
  *
  * Outcomes: the agent's answer (200), agent offline (409), no answer within the timeout (504),
  * agent disconnected before answering (502). Every intent is audited with its action and outcome,
- * never its parameters (they may hold secrets).
+ * never its parameters (they may hold secrets); so is every one refused before it was sent (no
+ * such agent, no role, no grant), with the reason.
  */
 import { nanoid } from 'nanoid';
 import type { AppContext } from '../server.js';
@@ -72,7 +73,14 @@ export class IntentService implements IntentSink, AgentIntents {
     const action = request.action as Capability;
     const { intentTimeoutMs, intentMaxTimeoutMs } = this.ctx.config;
     const timeoutMs = Math.min(Math.max(request.timeoutMs ?? intentTimeoutMs, 1), intentMaxTimeoutMs);
-    await this.authorize(who, did, action);
+    try {
+      await this.authorize(who, did, action);
+    } catch (err) {
+      if (err instanceof HttpError) {
+        await this.ctx.audit.record(who, { action: 'intent.send', targetType: 'agent', target: did, details: { action, outcome: err.code, reason: err.message } });
+      }
+      throw err;
+    }
     return this.dispatch(who, did, action, request.params, timeoutMs);
   }
 
