@@ -4,7 +4,7 @@ import { publicKeyFromDidKey } from '../src/domain/did.js';
 import { verifyCertificateSignature } from '../src/domain/certificate.js';
 import { makeUser } from './fixtures.js';
 import { sleep, waitFor } from './helpers.js';
-import { fleet, isError, makeWorkspace, newAgent, once, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approve, fleet, isError, makeWorkspace, newAgent, once, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import type { StewardAgent } from '../src/agent/index.js';
 
 const test = suite('fleet policies');
@@ -112,6 +112,24 @@ test('an offline agent gets the new policy when it reconnects', async () => {
   assert.is(again.certificate!.certificate.policyId, r.body.policy.id);
   assert.equal(again.certificate!.certificate.capabilities, ['browser_control']);
   await again.stop();
+});
+
+test('a policy for an agent still waiting for approval applies from its approval on', async () => {
+  const { s, owner } = ctx;
+  const agent = newAgent(s);
+  try {
+    await agent.waitFor('pending');
+    const r = await owner.api.post('/api/policies', { agentDid: agent.did, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 1000 } });
+    assert.is(r.status, 201, r.text);
+    assert.equal(r.body.sentTo, [], 'not connected as an approved agent: nothing sent');
+    await approve(owner, agent, ['file_access', 'api_call']);
+    await agent.waitFor('ready');
+    assert.is(agent.certificate!.certificate.policyId, r.body.policy.id, 'the first certificate carries it');
+    assert.equal(agent.certificate!.certificate.capabilities, ['api_call']);
+    assert.equal(agent.certificate!.certificate.resourceLimits, { maxTokensPerDay: 1000 });
+  } finally {
+    await agent.stop();
+  }
 });
 
 test('a workspace policy reaches exactly the connected agents whose effective policy changes', async () => {
