@@ -108,6 +108,9 @@ test('rejection: the waiting agent learns the reason and is closed with 4403; th
   const { s, owner } = ctx;
   const agent = newAgent(s);
   await agent.waitFor('pending');
+  // A reason is required, and must say something: refused, and the registration stays pending.
+  for (const body of [{}, { reason: '' }, { reason: '   ' }]) isError(await owner.api.post(`/api/registrations/${agent.registrationId}/reject`, body), 400, 'validation_failed');
+  assert.is((await s.ctx.c.agents.findById(agent.did))?.status, 'pending');
   const regEvent = new Promise<any>((resolve) => agent.on('registration', (f: any) => f.status === 'rejected' && resolve(f)));
   const r = await owner.api.post(`/api/registrations/${agent.registrationId}/reject`, { reason: 'unknown vendor' });
   assert.is(r.status, 200, r.text);
