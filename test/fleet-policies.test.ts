@@ -198,6 +198,22 @@ test('validation: scope, capabilities, limits, expiry, unknown targets, global a
   isError(await owner.api.post('/api/policies', { agentDid: did, capabilities: ['teleport'] }), 400);
   isError(await owner.api.post('/api/policies', { agentDid: did, capabilities: ['api_call'], expiresAt: new Date(Date.now() - 1000).toISOString() }), 400);
   isError(await owner.api.post('/api/policies', { agentDid: did, capabilities: ['api_call'], expiresAt: 'tomorrow' }), 400);
+  // ISO 8601 forms: a zone is required on a date-time; a date alone is 00:00 UTC; stored in UTC.
+  for (const bad of ['2099-06-01T12:00:00', '2099-02-30', '2099-06-01T25:00Z', '2099-06-01 12:00Z']) {
+    isError(await owner.api.post('/api/policies', { agentDid: did, capabilities: ['api_call'], expiresAt: bad }), 400, 'validation_failed');
+  }
+  const forms: Array<[string, string]> = [
+    ['2099-06-01', '2099-06-01T00:00:00.000Z'],
+    ['2099-06-01T12:00Z', '2099-06-01T12:00:00.000Z'],
+    ['2099-06-01T12:00:00.25+02:00', '2099-06-01T10:00:00.250Z'],
+    ['2099-06-01T12:00-0530', '2099-06-01T17:30:00.000Z'],
+  ];
+  for (const [given, stored] of forms) {
+    const ok = await owner.api.post('/api/policies', { agentDid: did, capabilities: ['api_call'], expiresAt: given });
+    assert.is(ok.status, 201, ok.text);
+    assert.is(ok.body.policy.expiresAt, stored);
+    assert.is((await owner.api.del(`/api/policies/${ok.body.policy.id}`)).status, 200);
+  }
   for (const bad of [{ maxTokensPerDay: 0 }, { maxTokensPerDay: 1.5 }, { maxRequestsPerHour: -1 }, { allowedDomains: ['not a host'] }, { other: 1 }]) {
     isError(await owner.api.post('/api/policies', { agentDid: did, capabilities: ['api_call'], resourceLimits: bad }), 400);
   }

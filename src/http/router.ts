@@ -337,3 +337,55 @@ export const q = {
       .transform(Number)
       .pipe(z.number().int().min(min).max(max)),
 };
+
+const INSTANT = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-]\d{2}(?::?\d{2})?))?$/i;
+
+/**
+ * A point in time written in ISO 8601, as UTC text (`toISOString`): a date-time with a zone (`Z`,
+ * `±hh:mm`, `±hhmm` or `±hh`; seconds and fractions optional), or a calendar date alone, meaning
+ * 00:00 UTC that day. A date-time without a zone is refused (its meaning depends on where it was
+ * written), as is a date or time that does not exist (February 30th, 25:00).
+ */
+export function instant(): z.ZodType<string, string> {
+  return z
+    .string()
+    .max(64)
+    .transform((text, ctx) => {
+      const at = parseInstant(text);
+      if (at === null) {
+        ctx.addIssue({ code: 'custom', message: 'expected an ISO 8601 date-time with a zone (2030-01-31T12:00:00Z, …+02:00) or a date (2030-01-31, meaning 00:00 UTC)' });
+        return z.NEVER;
+      }
+      return at;
+    });
+}
+
+/** The UTC text of an ISO 8601 instant as `instant()` takes it; null when it is not one. */
+export function parseInstant(text: string): string | null {
+  const m = INSTANT.exec(text);
+  if (!m) return null;
+  const [, y, mo, d, h, mi, s, frac, zone] = m;
+  if (h !== undefined && zone === undefined) return null;
+  const year = Number(y);
+  const month = Number(mo);
+  const day = Number(d);
+  const hour = Number(h ?? 0);
+  const minute = Number(mi ?? 0);
+  const second = Number(s ?? 0);
+  if (month < 1 || month > 12 || day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null;
+  if (hour > 23 || minute > 59 || second > 59) return null;
+  let offsetMinutes = 0;
+  if (zone !== undefined && zone.toUpperCase() !== 'Z') {
+    const digits = zone.slice(1).replace(':', '');
+    const oh = Number(digits.slice(0, 2));
+    const om = Number(digits.slice(2) || 0);
+    if (oh > 23 || om > 59) return null;
+    offsetMinutes = (zone[0] === '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  const ms = frac ? Math.floor(Number(`0${frac}`) * 1000) : 0;
+  const utc = Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMinutes * 60_000;
+  const date = new Date(utc);
+  // Date.UTC maps years 0–99 to 1900–1999: set the year again.
+  if (year < 100) date.setUTCFullYear(date.getUTCFullYear() - 1900);
+  return Number.isNaN(date.getTime()) ? null : date.toISOString();
+}

@@ -4,12 +4,11 @@
  * `since` is inclusive and `until` exclusive.
  */
 import { z } from 'zod';
-import { q, route, type RouteDef } from '../router.js';
+import { instant, q, route, type RouteDef } from '../router.js';
 import type { AppContext } from '../../server.js';
 import type { Filter } from '../../store/types.js';
 import { escapeRegex } from '../../services/users.js';
 
-const instant = z.iso.datetime({ offset: true }).transform((v) => new Date(v).toISOString());
 
 const auditQuery = z.object({
   page: q.int(1).default(1),
@@ -18,8 +17,8 @@ const auditQuery = z.object({
   action: z.string().min(1).max(200).optional().describe('Exact action, or a prefix ending in * (user.*)'),
   targetType: z.string().min(1).max(100).optional(),
   target: z.string().min(1).max(512).optional(),
-  since: instant.optional().describe('ISO 8601; entries at or after it'),
-  until: instant.optional().describe('ISO 8601; entries before it'),
+  since: instant().optional().describe('ISO 8601; entries at or after it'),
+  until: instant().optional().describe('ISO 8601; entries before it'),
 });
 
 export function auditRoutes(ctx: AppContext): RouteDef[] {

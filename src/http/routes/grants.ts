@@ -5,7 +5,7 @@
  * grant is gone from the store, and grants are read at every check, so it stops working at once.
  */
 import { z } from 'zod';
-import { route, type RouteDef } from '../router.js';
+import { instant, route, type RouteDef } from '../router.js';
 import { badRequest, notFound } from '../errors.js';
 import type { AppContext } from '../../server.js';
 import type { UserPrincipal } from '../../domain/principal.js';
@@ -16,8 +16,7 @@ import { personOf, userByRef } from './users.js';
 const grantFields = {
   agentDid: z.string().min(1).max(512).nullable().describe('The agent, or null for all agents (required: say null explicitly)'),
   capabilities: z.array(z.string().max(64)).min(1).max(CAPABILITIES.length * 2),
-  expiresAt: z.iso
-    .datetime({ offset: true })
+  expiresAt: instant()
     .nullable()
     .optional()
     .describe('ISO 8601 in the future; null or absent: no end'),

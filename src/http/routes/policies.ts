@@ -10,7 +10,7 @@
  * certificate_offer because their effective policy changed.
  */
 import { z } from 'zod';
-import { q, route, type RouteDef } from '../router.js';
+import { instant, q, route, type RouteDef } from '../router.js';
 import { notFound } from '../errors.js';
 import type { Fleet } from '../../services/fleet-module.js';
 import { CAPABILITIES } from '../../store/collections.js';
@@ -32,7 +32,7 @@ const policyBody = z.strictObject({
   workspaceId: z.string().min(1).max(200).optional().describe('Workspace id (or slug)'),
   capabilities: z.array(z.enum(CAPABILITIES)).min(1).max(CAPABILITIES.length * 2),
   resourceLimits: resourceLimits.nullable().optional(),
-  expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('ISO 8601 in the future; absent or null: no expiry'),
+  expiresAt: instant().nullable().optional().describe('ISO 8601 in the future; absent or null: no expiry'),
 });
 
 export function policyRoutes(fleet: Fleet): RouteDef[] {
