@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { agentCommand } from '../src/cli/agent.js';
 import { tempDir, waitFor } from './helpers.js';
@@ -25,6 +25,10 @@ test('registers, waits for approval, prints its status and answers intents by ec
   assert.is(r.status, 200, r.text);
   assert.equal(r.body.output.echo, { hello: 'world' });
   assert.match(out, /intent api_call from did:key:/);
+  // The gates' counters are kept beside the key (private too): one execution this hour.
+  const gates = JSON.parse(await readFile(keyFile.replace(/\.json$/, '.gates.json'), 'utf8'));
+  assert.is(gates.executions.length, 1);
+  assert.is((await stat(keyFile.replace(/\.json$/, '.gates.json'))).mode & 0o777, 0o600);
   abort.abort();
   assert.is(await running, 0);
 

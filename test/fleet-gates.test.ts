@@ -1,8 +1,11 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { Gates, gateMessages } from '../src/agent/gates.js';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileGateState, Gates, gateMessages } from '../src/agent/gates.js';
 import type { CertificateTerms } from '../src/domain/certificate.js';
-import { readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import { waitFor } from './helpers.js';
 
 const test = suite('agent gates');
@@ -54,6 +57,35 @@ test('the daily budget resets at UTC midnight; the hourly window rolls', () => {
   assert.is(g.executionsThisHour(), 2);
 });
 
+test('fileGateState: the counters survive a new Gates (a restarted agent), across a UTC midnight too', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'steward-gates-'));
+  try {
+    const file = join(dir, 'gates.json');
+    let now = Date.parse('2030-01-01T23:40:00Z');
+    const t = terms({ resourceLimits: { maxTokensPerDay: 10, maxRequestsPerHour: 2 }, policyExpiresAt: null });
+    const first = new Gates(() => now, fileGateState(file));
+    assert.equal(first.admit('api_call', t), { ok: true });
+    first.recordTokens(6, 4);
+    assert.equal(JSON.parse(readFileSync(file, 'utf8')), { day: '2030-01-01', tokensToday: 10, executions: [now] });
+
+    const second = new Gates(() => now, fileGateState(file)); // the agent's process restarted
+    assert.is((second.admit('api_call', t) as any).error, 'Daily token budget exhausted');
+    assert.is(new Gates(() => now).todaysTokens(), 0, 'without a store a restart starts from zero');
+    now = Date.parse('2030-01-02T00:10:00Z');
+    const third = new Gates(() => now, fileGateState(file));
+    assert.is(third.todaysTokens(), 0, 'a new UTC day');
+    assert.is(third.executionsThisHour(), 1, 'the execution of 23:40 is still in the hour');
+    assert.equal(third.admit('api_call', t), { ok: true });
+    assert.is((third.admit('api_call', t) as any).error, 'Hourly request limit reached');
+
+    writeFileSync(file, '{"day": 3}');
+    assert.throws(() => new Gates(() => now, fileGateState(file)), /does not hold gate state/);
+    assert.is(fileGateState(join(dir, 'missing.json')).load(), null, 'no file: a fresh start');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('no limits, no expiry: only the capability gate applies', () => {
   const g = new Gates(() => 0);
   const t = terms({ resourceLimits: null, policyExpiresAt: null, policyId: null });
@@ -92,6 +124,33 @@ test('end to end: intents refused by the gates of a real agent with a policy and
   assert.is((await send('api_call')).body.error, `Policy '${p.body.policy.id}' has expired; action 'api_call' is blocked`);
   await stopAll(agent);
   await s.stop(true);
+});
+
+test('end to end: with a gate state file, a restarted agent still has its daily budget exhausted', async () => {
+  const { s, owner } = await startWithOwner();
+  const dir = mkdtempSync(join(tmpdir(), 'steward-gates-'));
+  try {
+    const gateState = fileGateState(join(dir, 'gates.json'));
+    const onIntent = () => ({ done: true });
+    const agent = await readyAgent(s, owner, { capabilities: ['api_call'], gateState, onIntent });
+    const p = await owner.api.post('/api/policies', { agentDid: agent.did, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 100 } });
+    assert.is(p.status, 201, p.text);
+    await waitFor(() => agent.certificate?.certificate.policyId === p.body.policy.id);
+    const send = () => owner.api.post(`/api/agents/${encodeURIComponent(agent.did)}/intents`, { action: 'api_call', params: {} });
+    assert.is((await send()).body.ok, true);
+    agent.recordUsage(90, 10);
+    assert.is((await send()).body.error, 'Daily token budget exhausted');
+    const keys = agent['opts'].keys;
+    await agent.stop();
+
+    const again = newAgent(s, { keys, capabilities: ['api_call'], gateState: fileGateState(join(dir, 'gates.json')), onIntent });
+    await again.waitFor('ready');
+    assert.is((await send()).body.error, 'Daily token budget exhausted', 'the budget used before the restart still counts');
+    await again.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await s.stop(true);
+  }
 });
 
 test.run();

@@ -28,7 +28,7 @@ import {
   type SkillsConfigFrame,
   type TokenDelta,
 } from '../domain/agent-protocol.js';
-import { Gates, type Clock } from './gates.js';
+import { Gates, type Clock, type GateStateStore } from './gates.js';
 
 export type AgentStatus = 'idle' | 'connecting' | 'authenticating' | 'pending' | 'certifying' | 'ready' | 'reconnecting' | 'rejected' | 'stopped';
 
@@ -74,6 +74,12 @@ export interface StewardAgentOptions extends StewardAgentHandlers {
   reconnect?: ReconnectOptions | false;
   /** Clock of the gates (ms since the epoch); tests inject one. */
   clock?: Clock;
+  /**
+   * Where the gates keep today's token count and the last hour's executions between runs of the
+   * agent (e.g. `fileGateState('./agent-gates.json')`). Without one they start from zero with
+   * every new StewardAgent, so a restarted agent process gets a fresh daily budget and hour.
+   */
+  gateState?: GateStateStore;
   /** Pin the server's DID; otherwise the one named in the challenge is trusted for the connection. */
   serverDid?: string;
   /** Extra options for the `ws` client (e.g. localAddress). */
@@ -121,7 +127,7 @@ export class StewardAgent extends EventEmitter {
     super();
     this.opts = opts;
     this.did = opts.keys.did;
-    this.gates = new Gates(opts.clock);
+    this.gates = new Gates(opts.clock, opts.gateState);
     const base = new URL(opts.url);
     if (base.protocol === 'http:' || base.protocol === 'https:') {
       this.httpBase = base.origin;

@@ -10,8 +10,11 @@
  * 4. Hourly request rate: executions in the last 60 minutes are below maxRequestsPerHour —
  *    `Hourly request limit reached`. Only executions that passed the gates count.
  *
- * The clock is injectable so tests can move time.
+ * The clock is injectable so tests can move time. The counters live in memory; give the agent a
+ * GateStateStore (`fileGateState` keeps them in a JSON file) and they survive a restart of the
+ * agent's process, so a restart does not hand it a fresh budget.
  */
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { CertificateTerms } from '../domain/certificate.js';
 
 export type Clock = () => number;
@@ -27,13 +30,71 @@ export const gateMessages = {
   rate: 'Hourly request limit reached',
 } as const;
 
+/** What the gates count, as a store keeps it. */
+export interface GateState {
+  /** UTC day (YYYY-MM-DD) of `tokensToday`. */
+  day: string;
+  tokensToday: number;
+  /** Start times (ms since the epoch) of the executions in the rolling hour, oldest first. */
+  executions: number[];
+}
+
+/** Where the gates' counters are kept between runs of the agent (load once at start, save after each change). */
+export interface GateStateStore {
+  load(): GateState | null;
+  save(state: GateState): void;
+}
+
+/**
+ * A GateStateStore in a JSON file (written to a temporary file and renamed, so a crash leaves the
+ * old state or the new one). A missing file is a fresh start; an unreadable one throws.
+ */
+export function fileGateState(path: string): GateStateStore {
+  return {
+    load() {
+      let text: string;
+      try {
+        text = readFileSync(path, 'utf8');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+        throw err;
+      }
+      const s = JSON.parse(text) as Partial<GateState>;
+      if (typeof s.day !== 'string' || typeof s.tokensToday !== 'number' || !Array.isArray(s.executions) || !s.executions.every((t) => typeof t === 'number')) {
+        throw new Error(`${path} does not hold gate state`);
+      }
+      return { day: s.day, tokensToday: s.tokensToday, executions: s.executions };
+    },
+    save(state) {
+      const tmp = `${path}.tmp`;
+      writeFileSync(tmp, JSON.stringify(state), { mode: 0o600 });
+      renameSync(tmp, path);
+    },
+  };
+}
+
 export class Gates {
   private day = '';
   private tokensToday = 0;
   /** Start times of executions in the rolling window, oldest first. */
   private executions: number[] = [];
 
-  constructor(private readonly clock: Clock = Date.now) {}
+  constructor(
+    private readonly clock: Clock = Date.now,
+    private readonly store?: GateStateStore,
+  ) {
+    const saved = store?.load();
+    if (saved) {
+      this.day = saved.day;
+      this.tokensToday = saved.tokensToday;
+      this.executions = [...saved.executions].sort((a, b) => a - b);
+    }
+  }
+
+  /** The counters as a store keeps them. */
+  state(): GateState {
+    return { day: this.day, tokensToday: this.tokensToday, executions: [...this.executions] };
+  }
 
   /** Checks an intent against the terms; when it passes, counts it as an execution. */
   admit(action: string, terms: CertificateTerms): GateResult {
@@ -51,6 +112,7 @@ export class Gates {
       return { ok: false, gate: 4, error: gateMessages.rate };
     }
     this.executions.push(now);
+    this.store?.save(this.state());
     return { ok: true };
   }
 
@@ -58,6 +120,7 @@ export class Gates {
   recordTokens(promptTokens: number, completionTokens: number): void {
     this.todaysTokens(this.clock());
     this.tokensToday += promptTokens + completionTokens;
+    this.store?.save(this.state());
   }
 
   /** Today's (UTC) token total. */

@@ -19,7 +19,7 @@ export type {
   StewardAgentHandlers,
   StewardAgentOptions,
 } from './agent.js';
-export { Gates, gateMessages, type Clock, type GateResult } from './gates.js';
+export { Gates, fileGateState, gateMessages, type Clock, type GateResult, type GateState, type GateStateStore } from './gates.js';
 export { generateKeyPair, loadKeys, loadOrCreateKeys, type Ed25519KeyPair } from './keys.js';
 export { CLOSE, FATAL_CLOSE_CODES } from '../domain/agent-protocol.js';
 export type { Certificate, CertificateTerms, ResourceLimits } from '../domain/certificate.js';

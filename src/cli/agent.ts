@@ -7,6 +7,7 @@
  */
 import { resolve } from 'node:path';
 import { StewardAgent } from '../agent/agent.js';
+import { fileGateState } from '../agent/gates.js';
 import { loadOrCreateKeys } from '../agent/keys.js';
 import { CAPABILITIES, type Capability } from '../store/collections.js';
 
@@ -17,7 +18,8 @@ certificate, sends heartbeats and answers intents by echoing their parameters.
 
 options:
   --url URL                 Steward's address (default $STEWARD_URL, else http://localhost:8080)
-  --key FILE                the agent's key file, created when missing (default ./steward-agent.json)
+  --key FILE                the agent's key file, created when missing (default ./steward-agent.json);
+                            the gates' counters are kept beside it (FILE without .json + .gates.json)
   --name NAME               the agent's name (default demo-agent)
   --capabilities a,b        capabilities to request (default api_call,file_access)
   --workspace W             workspace id or slug to register into (default: the default workspace)
@@ -67,6 +69,7 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   const keyFile = resolve(flags.key ?? 'steward-agent.json');
   const { keys, created } = await loadOrCreateKeys(keyFile);
   io.out(`${created ? 'created' : 'using'} key ${keyFile}\nDID ${keys.did}\n`);
+  const gatesFile = `${keyFile.replace(/\.json$/, '')}.gates.json`;
 
   const agent = new StewardAgent({
     url,
@@ -75,6 +78,7 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     version: '1.0.0',
     capabilities: capabilities as Capability[],
     workspace: flags.workspace,
+    gateState: fileGateState(gatesFile),
     onIntent: ({ action, params, requestedBy }) => {
       io.out(`intent ${action} from ${requestedBy}: answering with an echo\n`);
       return { echo: params, action, at: new Date().toISOString() };
