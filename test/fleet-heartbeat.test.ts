@@ -141,7 +141,9 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
   await first.authenticate();
   assert.is((await first.acceptNextOffer()).lastHeartbeatSeq, null, 'nothing stored for this agent yet');
   first.send(heartbeat(1, 10, 1));
+  first.send(heartbeat(1, 10, 1)); // the same seq again on the same connection (in the same batch, most likely)
   assert.is((await first.next('heartbeat_ack')).seq, 1);
+  assert.is((await first.next('heartbeat_ack')).seq, 1, 'acknowledged too');
   first.send(heartbeat(2, 0, 0)); // nothing to store: not a stored seq
   assert.is((await first.next('heartbeat_ack')).seq, 2);
   first.close();

@@ -229,19 +229,15 @@ export class TokenUsage implements HeartbeatSink {
     this.batch = [];
     if (entries.length === 0) return;
     // Deltas stored before (resent after their ack was lost) are acknowledged, not counted again.
-    // Writes follow one another, so the previous one's seqs are already noted here.
-    let batchSeq: Map<string, number> | null = null;
-    const counted = entries.filter((e) => {
-      if (e.p === 0 && e.c === 0) return false;
-      const did = e.peer.did!;
-      const stored = this.storedSeq.get(did);
-      if (stored !== undefined && e.seq <= stored) return false;
-      // The same agent twice in one batch: only a seq above its earlier one counts.
-      const earlier = batchSeq?.get(did);
-      if (earlier !== undefined && e.seq <= earlier) return false;
-      (batchSeq ??= new Map()).set(did, e.seq);
-      return true;
-    });
+    // Writes follow one another, so the previous one's seqs are already noted here; within one
+    // connection seqs only increase (the gateway passes a repeated one on with no tokens).
+    const counted: Entry[] = [];
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (e.p === 0 && e.c === 0) continue;
+      const stored = this.storedSeq.get(e.peer.did!);
+      if (stored === undefined || e.seq > stored) counted.push(e);
+    }
     if (counted.length > 0) {
       const now = new Date();
       const docs: TokenLedgerDoc[] = [];
@@ -267,7 +263,7 @@ export class TokenUsage implements HeartbeatSink {
       }
       try {
         await this.ctx.c.tokenLedger.insertMany(docs);
-        for (const e of counted) this.noteStored(e.peer.did!, e.seq);
+        for (let i = 0; i < counted.length; i++) this.noteStored(counted[i]!.peer.did!, counted[i]!.seq);
         this.stats.ledgerWrites++;
         this.retryMs = RETRY_MIN_MS;
       } catch (err) {
@@ -337,16 +333,13 @@ export class TokenUsage implements HeartbeatSink {
       const done = this.clean ? null : await this.agentProgress(ledger, slice);
       // (Loops that await go by index: iterating across an await allocates a result per step.)
       const sums = new Map<string, DaySums>();
-      /** Each agent's highest heartbeat seq in these documents (kept in its usage document). */
-      const seqs = new Map<string, number>();
       for (let i = 0; i < ledger.length; i++) {
         await slice.yieldIfDue();
         const doc = ledger[i]!;
         let day = sums.get(doc.day);
-        if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [] }));
-        const { index, prompt, completion } = day;
+        if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [], seq: [] }));
+        const { index, prompt, completion, seq: seqs } = day;
         forEachEntry(doc.entries, (did, p, cc, seq) => {
-          if (seq > (seqs.get(did) ?? -1)) seqs.set(did, seq);
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
           const at = index.get(did);
@@ -354,9 +347,11 @@ export class TokenUsage implements HeartbeatSink {
             index.set(did, prompt.length);
             prompt.push(p);
             completion.push(cc);
+            seqs.push(seq);
           } else {
             prompt[at] += p;
             completion[at] += cc;
+            if (seq > seqs[at]!) seqs[at] = seq;
           }
         });
       }
@@ -370,12 +365,15 @@ export class TokenUsage implements HeartbeatSink {
         const did = dids[i]!;
         const inc: Record<string, number> = {};
         let counted = false;
+        let seq = -1;
         for (const { sum, keys } of days) {
           const at = sum.index.get(did);
-          if (at !== undefined && addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!)) counted = true;
+          if (at === undefined) continue;
+          if (addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!)) counted = true;
+          if (sum.seq[at]! > seq) seq = sum.seq[at]!;
         }
-        const seq = seqs.get(did);
-        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: seq === undefined ? $set : { ...$set, lastSeq: seq } }, upsert: true });
+        // The agent's last seq goes in the same update (entries of earlier versions have none).
+        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: seq < 0 ? $set : { rolledUpTo: last, updatedAt: now, lastSeq: seq } }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];
@@ -547,11 +545,12 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
   }
 }
 
-/** One UTC day's token sums of a roll-up: an agent's sums are at its index in the two arrays. */
+/** One UTC day's token sums of a roll-up: an agent's sums (and its highest seq, -1 for none) are at its index in the arrays. */
 interface DaySums {
   index: Map<string, number>;
   prompt: number[];
   completion: number[];
+  seq: number[];
 }
 
 /** The `$inc` paths a day's tokens go to: allTime, the day's bucket and its month's. */

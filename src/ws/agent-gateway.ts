@@ -83,6 +83,8 @@ export class AgentConn {
   /** Last frame received (ms) and the value last handed to the lastSeen writer. */
   lastSeen = 0;
   seenCollected = 0;
+  /** The highest heartbeat seq received on this connection (-1: none yet). */
+  heartbeatSeq = -1;
 
   /** Whether the socket is still open (HeartbeatPeer). */
   get alive(): boolean {
@@ -624,6 +626,10 @@ export class AgentGateway implements AgentPush {
     if (conn.phase !== Phase.Ready) return this.unexpected(conn, 'heartbeat');
     const sink = this.heartbeats;
     if (!sink) return;
+    // Seqs increase on a connection: one that does not is acknowledged (after the write, as any
+    // other) with nothing counted, so a repeated heartbeat cannot count its delta twice.
+    if (f.seq <= conn.heartbeatSeq) return sink.record(conn, f.seq, 0, 0);
+    conn.heartbeatSeq = f.seq;
     sink.record(conn, f.seq, f.sinceLastSync.promptTokens, f.sinceLastSync.completionTokens);
   }
 
