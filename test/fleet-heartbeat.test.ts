@@ -158,12 +158,13 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
   assert.is((await second.next('heartbeat_ack')).seq, 3);
   second.close();
   await waitFor(() => !fleet(s).gateway.isOnline(did));
-  await fleet(s).tokens.rollup();
-  assert.equal((await fleet(s).tokens.ofAgent(did)).allTime, { promptTokens: 15, completionTokens: 1 }, 'seq 1 counted once');
-  assert.is((await s.ctx.c.tokenUsage.findById(did))?.lastSeq, 3, 'the roll-up keeps the last seq');
 
+  // A restart: the roll-up at shutdown folds seqs 1 and 3 and keeps the last one.
   ctx.s = await s.restart();
   ctx.owner = await ownerOf(ctx.s);
+  const tokens = fleet(ctx.s).tokens;
+  assert.equal((await tokens.ofAgent(did)).allTime, { promptTokens: 15, completionTokens: 1 }, 'seq 1 counted once');
+  assert.is((await ctx.s.ctx.c.tokenUsage.findById(did))?.lastSeq, 3, 'the roll-up at shutdown keeps the last seq');
   const third = new RawAgent(ctx.s.url, keys);
   await third.authenticate();
   assert.is((await third.acceptNextOffer()).lastHeartbeatSeq, 3, 'known after a restart');
@@ -172,8 +173,14 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
   third.send(heartbeat(4, 1, 1));
   assert.is((await third.next('heartbeat_ack')).seq, 4);
   third.close();
-  await fleet(ctx.s).tokens.rollup();
-  assert.equal((await fleet(ctx.s).tokens.ofAgent(did)).allTime, { promptTokens: 16, completionTokens: 2 });
+  await tokens.rollup();
+  assert.equal((await tokens.ofAgent(did)).allTime, { promptTokens: 16, completionTokens: 2 });
+
+  // After a crash the ledger not yet folded still holds the seqs: they are read at start.
+  await ctx.s.ctx.c.tokenLedger.insertOne({ _id: '~crash', at: new Date().toISOString(), day: utcDay(new Date()), month: utcMonth(new Date()), promptTokens: 1, completionTokens: 1, entries: `${did} 1 1 9` });
+  await (tokens as any).loadStoredSeqs();
+  assert.is(tokens.lastStoredSeq(did), 9);
+  await ctx.s.ctx.c.tokenLedger.deleteOne({ _id: '~crash' });
 });
 
 for (const when of ['before', 'after'] as const) {

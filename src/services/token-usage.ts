@@ -11,11 +11,15 @@
  *    socket closed before the write is dropped: the agent sends it again after reconnecting.
  *
  *    Exactly once across connections: each ledger entry carries its heartbeat's `seq`, and the
- *    highest seq stored per agent is kept (in memory, and in the agent's `token_usage` document by
- *    the roll-up, so it survives a restart). A heartbeat whose seq is not above it was stored
- *    before (its ack was lost with a connection): it is acknowledged, not counted again. `ready`
- *    tells the agent that seq (`lastHeartbeatSeq`), so it drops what was stored, sends the rest
- *    again under their own seqs, and numbers on above it.
+ *    highest seq stored per agent is kept in memory. A heartbeat whose seq is not above it was
+ *    stored before (its ack was lost with a connection): it is acknowledged, not counted again.
+ *    `ready` tells the agent that seq (`lastHeartbeatSeq`), so it drops what was stored, sends the
+ *    rest again under their own seqs, and numbers on above it. Across a restart: the roll-up at
+ *    shutdown writes the seqs of what it folds (the last writes, whose acks a closing socket may
+ *    have lost) as `lastSeq` in the agents' `token_usage` documents, and after a crash the ledger
+ *    not yet folded still holds them; both are read at start. (The periodic roll-ups do not write
+ *    them: one more value per agent every few seconds was enough garbage to keep a held fleet's
+ *    heap from shrinking after its connection storm.)
  *
  * 2. Roll-up (every TOKEN_ROLLUP_INTERVAL_SECONDS and at shutdown). Ledger documents are folded
  *    into `token_usage`: one document per agent (`_id` = DID: allTime, daily buckets `days.YYYY-MM-DD`
@@ -103,6 +107,8 @@ export class TokenUsage implements HeartbeatSink {
   /** False until a roll-up has succeeded in this process, and after a failed one. */
   private clean = false;
   private prunedDay = '';
+  /** Set by stop(): from then on a roll-up also writes each agent's last seq. */
+  private stopping = false;
   /** The highest heartbeat seq stored per agent (ledger entries and roll-ups both). */
   private readonly storedSeq = new Map<string, number>();
 
@@ -124,6 +130,7 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.rollupTimer) clearInterval(this.rollupTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.gapTimer) clearTimeout(this.gapTimer);
@@ -372,8 +379,9 @@ export class TokenUsage implements HeartbeatSink {
           if (addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!)) counted = true;
           if (sum.seq[at]! > seq) seq = sum.seq[at]!;
         }
-        // The agent's last seq goes in the same update (entries of earlier versions have none).
-        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: seq < 0 ? $set : { rolledUpTo: last, updatedAt: now, lastSeq: seq } }, upsert: true });
+        // At shutdown the agent's last seq goes in the same update (entries of earlier versions have none).
+        const withSeq = this.stopping && seq >= 0;
+        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: withSeq ? { rolledUpTo: last, updatedAt: now, lastSeq: seq } : $set }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];
