@@ -6,6 +6,7 @@ import { certificateBytes } from '../src/domain/certificate.js';
 import { sleep, waitFor } from './helpers.js';
 import { AgentSessions } from '../src/services/agent-sessions.js';
 import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
+import { readCanonicalHeartbeat } from '../src/ws/agent-gateway.js';
 
 /** Long enough for a reconnect on a busy machine (the handshake includes signature checks). */
 const GRACE_MS = 1500;
@@ -83,6 +84,48 @@ test('a heartbeat with a negative or fractional delta is refused by its schema',
   await waitFor(() => errors.length === 2);
   assert.ok(errors.every((e) => e.code === 'schema_violation'));
   await agent.stop();
+});
+
+test('a heartbeat written as JSON.stringify writes it is read without a parse; any other form goes through parse and schema, counted the same', async () => {
+  const canonical = (seq: number | string, p: number | string, c: number | string) =>
+    `{"type":"heartbeat","seq":${seq},"sinceLastSync":{"promptTokens":${p},"completionTokens":${c}}}`;
+  assert.is(canonical(7, 12, 3), JSON.stringify({ type: 'heartbeat', seq: 7, sinceLastSync: { promptTokens: 12, completionTokens: 3 } }));
+  assert.ok(readCanonicalHeartbeat(canonical(0, 0, 0)));
+  assert.ok(readCanonicalHeartbeat(canonical(123456789012345, 999999999999, 5)));
+  for (const other of [
+    canonical(1234567890123456, 1, 1), // seq of 16 digits: left to the schema
+    canonical(1, 1000000000000, 1), // 10^12, the largest count: left to the schema
+    canonical('01', 1, 1), // not JSON
+    canonical(1, '-1', 1),
+    canonical(1, '1.5', 1),
+    canonical(1, '', 1),
+    canonical(1, 1, 1) + ' ',
+    '\ufeff' + canonical(1, 1, 1),
+    '{"type":"heartbeat","seq":1,"sinceLastSync":{"completionTokens":1,"promptTokens":1}}',
+    '{"type": "heartbeat", "seq": 1, "sinceLastSync": {"promptTokens": 1, "completionTokens": 1}}',
+    '{"type":"heartbeat","seq":1,"sinceLastSync":{"promptTokens":1,"completionTokens":1},"x":1}',
+  ]) {
+    assert.not.ok(readCanonicalHeartbeat(other), other);
+  }
+
+  // Over a socket: both forms are acknowledged and counted; invalid ones get the schema's answer.
+  const { s, owner } = ctx;
+  const sdk = await readyAgent(s, owner);
+  const keys = sdk['opts'].keys;
+  await sdk.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
+  const raw = new RawAgent(s.url, keys);
+  await raw.authenticate();
+  await raw.acceptNextOffer();
+  raw.send(canonical(1, 10, 1));
+  raw.send('{ "sinceLastSync": { "completionTokens": 2, "promptTokens": 20 }, "seq": 2, "type": "heartbeat" }');
+  raw.send(canonical(3, 1000000000000, 0)); // the largest count, through the schema
+  assert.equal([(await raw.next('heartbeat_ack')).seq, (await raw.next('heartbeat_ack')).seq, (await raw.next('heartbeat_ack')).seq], [1, 2, 3]);
+  raw.send(canonical(4, 1000000000001, 0));
+  assert.is((await raw.next('error')).code, 'schema_violation');
+  raw.close();
+  await fleet(s).tokens.rollup();
+  assert.equal((await fleet(s).tokens.ofAgent(keys.did)).allTime, { promptTokens: 1000000000030, completionTokens: 3 });
 });
 
 test('a hello whose key does not match its did:key gets an error frame and 1008', async () => {

@@ -221,6 +221,56 @@ export function heartbeatAckFrame(seq: number): Buffer {
 /** Frames are decoded from uWS's ArrayBuffer directly (a Buffer view would be one more object per frame); a BOM is kept, as Buffer#toString does. */
 const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 
+const HB_HEAD = '{"type":"heartbeat","seq":';
+const HB_PROMPT = ',"sinceLastSync":{"promptTokens":';
+const HB_COMPLETION = ',"completionTokens":';
+/** The values of the heartbeat readCanonicalHeartbeat read last. */
+let hbSeq = 0;
+let hbPrompt = 0;
+let hbCompletion = 0;
+
+/**
+ * A heartbeat written exactly as JSON.stringify writes the frame of the protocol (fields in their
+ * order, no spaces; the SDK's and most agents' form), read without parsing it into objects: the
+ * frame a held fleet sends most, and what it would otherwise allocate most. Its numbers must be
+ * JSON integers of at most 15 digits (seq) and 12 digits (token counts, whose maximum is 10^12),
+ * so whatever this accepts the schema accepts too. True with hbSeq, hbPrompt and hbCompletion
+ * set; false for anything else, which is then parsed and validated in full.
+ */
+export function readCanonicalHeartbeat(text: string): boolean {
+  if (!text.startsWith(HB_HEAD)) return false;
+  let at = HB_HEAD.length;
+  let end = digitsEnd(text, at, 15);
+  if (end < 0 || !text.startsWith(HB_PROMPT, end)) return false;
+  hbSeq = digitsValue(text, at, end);
+  at = end + HB_PROMPT.length;
+  end = digitsEnd(text, at, 12);
+  if (end < 0 || !text.startsWith(HB_COMPLETION, end)) return false;
+  hbPrompt = digitsValue(text, at, end);
+  at = end + HB_COMPLETION.length;
+  end = digitsEnd(text, at, 12);
+  if (end < 0 || end + 2 !== text.length || text.charCodeAt(end) !== 0x7d || text.charCodeAt(end + 1) !== 0x7d) return false;
+  hbCompletion = digitsValue(text, at, end);
+  return true;
+}
+
+/** Where the JSON integer (digits, no leading zero) starting at `from` ends; -1 when there is none or it has more than `max` digits. */
+function digitsEnd(text: string, from: number, max: number): number {
+  let i = from;
+  for (; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (ch < 0x30 || ch > 0x39) break;
+  }
+  const n = i - from;
+  return n === 0 || n > max || (n > 1 && text.charCodeAt(from) === 0x30) ? -1 : i;
+}
+
+function digitsValue(text: string, from: number, to: number): number {
+  let v = 0;
+  for (let i = from; i < to; i++) v = v * 10 + (text.charCodeAt(i) - 0x30);
+  return v;
+}
+
 /** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
 function isClosed(conn: AgentConn): boolean {
   return conn.phase === Phase.Closed;
@@ -370,9 +420,14 @@ export class AgentGateway implements AgentPush {
   private onMessage(conn: AgentConn, data: ArrayBuffer, isBinary: boolean): void {
     if (isClosed(conn)) return;
     if (isBinary) return this.invalid(conn, 'binary_frame', 'frames are JSON text, not binary');
+    const text = utf8.decode(data);
+    if (readCanonicalHeartbeat(text)) {
+      if (conn.phase === Phase.Ready) conn.lastSeen = Date.now();
+      return this.onHeartbeat(conn, hbSeq, hbPrompt, hbCompletion);
+    }
     let frame: { type?: unknown };
     try {
-      frame = JSON.parse(utf8.decode(data)) as { type?: unknown };
+      frame = JSON.parse(text) as { type?: unknown };
     } catch {
       return this.invalid(conn, 'invalid_json', 'the frame is not valid JSON');
     }
@@ -388,8 +443,10 @@ export class AgentGateway implements AgentPush {
         return this.guard(conn, this.onAuth(conn, (frame as { signature: string }).signature));
       case 'certificate_accept':
         return this.guard(conn, this.onAccept(conn, frame as CertificateAcceptFrame));
-      case 'heartbeat':
-        return this.onHeartbeat(conn, frame as HeartbeatFrame);
+      case 'heartbeat': {
+        const f = frame as HeartbeatFrame;
+        return this.onHeartbeat(conn, f.seq, f.sinceLastSync.promptTokens, f.sinceLastSync.completionTokens);
+      }
       case 'intent_result':
         if (conn.phase !== Phase.Ready) return this.unexpected(conn, 'intent_result');
         this.intents?.onResult(conn.did!, frame as IntentResultFrame);
@@ -622,15 +679,15 @@ export class AgentGateway implements AgentPush {
     return pending && Promise.all(pending);
   }
 
-  private onHeartbeat(conn: AgentConn, f: HeartbeatFrame): void {
+  private onHeartbeat(conn: AgentConn, seq: number, promptTokens: number, completionTokens: number): void {
     if (conn.phase !== Phase.Ready) return this.unexpected(conn, 'heartbeat');
     const sink = this.heartbeats;
     if (!sink) return;
     // Seqs increase on a connection: one that does not is acknowledged (after the write, as any
     // other) with nothing counted, so a repeated heartbeat cannot count its delta twice.
-    if (f.seq <= conn.heartbeatSeq) return sink.record(conn, f.seq, 0, 0);
-    conn.heartbeatSeq = f.seq;
-    sink.record(conn, f.seq, f.sinceLastSync.promptTokens, f.sinceLastSync.completionTokens);
+    if (seq <= conn.heartbeatSeq) return sink.record(conn, seq, 0, 0);
+    conn.heartbeatSeq = seq;
+    sink.record(conn, seq, promptTokens, completionTokens);
   }
 
   // -------------------------------------------------------------------------------------------
