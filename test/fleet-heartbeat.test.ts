@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { fleet, isError, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
+import { fleet, isError, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { makeAgent } from './people-helpers.js';
 import { DAYS_KEPT, GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
 
@@ -131,15 +131,11 @@ function holdLedgerWrites(s: typeof ctx.s) {
 
 test('a heartbeat sent again under a seq already stored is acknowledged, not counted again; ready says the last seq stored, also after a restart', async () => {
   const { s, owner } = ctx;
-  const sdk = await readyAgent(s, owner);
-  const { keys, did } = { keys: sdk['opts'].keys, did: sdk.did };
-  await sdk.stop();
-  await waitFor(() => !fleet(s).gateway.isOnline(did));
   const heartbeat = (seq: number, p: number, c: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: p, completionTokens: c } });
-
-  const first = new RawAgent(s.url, keys);
-  await first.authenticate();
-  assert.is((await first.acceptNextOffer()).lastHeartbeatSeq, null, 'nothing stored for this agent yet');
+  const { raw: first, ready } = await readyRawAgent(s, owner);
+  const { keys } = first;
+  const did = keys.did;
+  assert.is(ready.lastHeartbeatSeq, null, 'nothing stored for this agent yet');
   first.send(heartbeat(1, 10, 1));
   first.send(heartbeat(1, 10, 1)); // the same seq again on the same connection (in the same batch, most likely)
   assert.is((await first.next('heartbeat_ack')).seq, 1);
@@ -149,9 +145,8 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
   first.close();
   await waitFor(() => !fleet(s).gateway.isOnline(did));
 
-  const second = new RawAgent(s.url, keys);
-  await second.authenticate();
-  assert.is((await second.acceptNextOffer()).lastHeartbeatSeq, 1);
+  const { raw: second, ready: again } = await readyRawAgent(s, owner, keys);
+  assert.is(again.lastHeartbeatSeq, 1);
   second.send(heartbeat(1, 10, 1)); // its ack was "lost": sent again
   assert.is((await second.next('heartbeat_ack')).seq, 1, 'acknowledged');
   second.send(heartbeat(3, 5, 0));
@@ -165,9 +160,8 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
   const tokens = fleet(ctx.s).tokens;
   assert.equal((await tokens.ofAgent(did)).allTime, { promptTokens: 15, completionTokens: 1 }, 'seq 1 counted once');
   assert.is((await ctx.s.ctx.c.tokenUsage.findById(did))?.lastSeq, 3, 'the roll-up at shutdown keeps the last seq');
-  const third = new RawAgent(ctx.s.url, keys);
-  await third.authenticate();
-  assert.is((await third.acceptNextOffer()).lastHeartbeatSeq, 3, 'known after a restart');
+  const { raw: third, ready: afterRestart } = await readyRawAgent(ctx.s, ctx.owner, keys);
+  assert.is(afterRestart.lastHeartbeatSeq, 3, 'known after a restart');
   third.send(heartbeat(3, 5, 0));
   assert.is((await third.next('heartbeat_ack')).seq, 3);
   third.send(heartbeat(4, 1, 1));

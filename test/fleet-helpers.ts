@@ -60,6 +60,13 @@ export async function approvedKeys(s: TestServer, admin: TestUser): Promise<Ed25
   return keys;
 }
 
+/** A raw agent of an approved agent (`keys`, or a new one), through its handshake: the agent and its `ready` frame. */
+export async function readyRawAgent(s: TestServer, admin: TestUser, keys?: Ed25519KeyPair): Promise<{ raw: RawAgent; ready: any }> {
+  const raw = new RawAgent(s.url, keys ?? (await approvedKeys(s, admin)));
+  await raw.authenticate();
+  return { raw, ready: await raw.acceptNextOffer() };
+}
+
 export function once<T = unknown>(agent: StewardAgent, event: string, timeoutMs = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no '${event}' within ${timeoutMs} ms`)), timeoutMs);

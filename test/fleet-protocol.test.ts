@@ -5,7 +5,7 @@ import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { sleep, waitFor } from './helpers.js';
 import { AgentSessions } from '../src/services/agent-sessions.js';
-import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, startWithOwner } from './fleet-helpers.js';
+import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { readCanonicalHeartbeat } from '../src/ws/agent-gateway.js';
 
 /** Long enough for a reconnect on a busy machine (the handshake includes signature checks). */
@@ -110,13 +110,8 @@ test('a heartbeat written as JSON.stringify writes it is read without a parse; a
 
   // Over a socket: both forms are acknowledged and counted; invalid ones get the schema's answer.
   const { s, owner } = ctx;
-  const sdk = await readyAgent(s, owner);
-  const keys = sdk['opts'].keys;
-  await sdk.stop();
-  await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
-  const raw = new RawAgent(s.url, keys);
-  await raw.authenticate();
-  await raw.acceptNextOffer();
+  const { raw } = await readyRawAgent(s, owner);
+  const keys = raw.keys;
   raw.send(canonical(1, 10, 1));
   raw.send('{ "sinceLastSync": { "completionTokens": 2, "promptTokens": 20 }, "seq": 2, "type": "heartbeat" }');
   raw.send(canonical(3, 1000000000000, 0)); // the largest count, through the schema
