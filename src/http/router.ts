@@ -367,13 +367,17 @@ export function parseInstant(text: string): string | null {
   const [, y, mo, d, h, mi, s, frac, zone] = m;
   if (h !== undefined && zone === undefined) return null;
   const year = Number(y);
-  const month = Number(mo);
+  const month = Number(mo) - 1;
   const day = Number(d);
   const hour = Number(h ?? 0);
   const minute = Number(mi ?? 0);
   const second = Number(s ?? 0);
-  if (month < 1 || month > 12 || day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null;
   if (hour > 23 || minute > 59 || second > 59) return null;
+  // setUTCFullYear takes every year as given (Date.UTC would read 0–99 as 1900–1999); a day the
+  // month does not have rolls over, which the comparison below catches.
+  const date = new Date(0);
+  date.setUTCFullYear(year, month, day);
+  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month || date.getUTCDate() !== day) return null;
   let offsetMinutes = 0;
   if (zone !== undefined && zone.toUpperCase() !== 'Z') {
     const digits = zone.slice(1).replace(':', '');
@@ -382,10 +386,6 @@ export function parseInstant(text: string): string | null {
     if (oh > 23 || om > 59) return null;
     offsetMinutes = (zone[0] === '-' ? -1 : 1) * (oh * 60 + om);
   }
-  const ms = frac ? Math.floor(Number(`0${frac}`) * 1000) : 0;
-  const utc = Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMinutes * 60_000;
-  const date = new Date(utc);
-  // Date.UTC maps years 0–99 to 1900–1999: set the year again.
-  if (year < 100) date.setUTCFullYear(date.getUTCFullYear() - 1900);
+  date.setUTCHours(hour, minute - offsetMinutes, second, frac ? Math.floor(Number(`0${frac}`) * 1000) : 0);
   return Number.isNaN(date.getTime()) ? null : date.toISOString();
 }

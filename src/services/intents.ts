@@ -76,9 +76,7 @@ export class IntentService implements IntentSink, AgentIntents {
     try {
       await this.authorize(who, did, action);
     } catch (err) {
-      if (err instanceof HttpError) {
-        await this.ctx.audit.record(who, { action: 'intent.send', targetType: 'agent', target: did, details: { action, outcome: err.code, reason: err.message } });
-      }
+      if (err instanceof HttpError) await this.audit(who, did, { action, outcome: err.code, reason: err.message });
       throw err;
     }
     return this.dispatch(who, did, action, request.params, timeoutMs);
@@ -110,13 +108,13 @@ export class IntentService implements IntentSink, AgentIntents {
       outcome = err instanceof HttpError ? err.code : 'error';
       throw err;
     } finally {
-      await this.ctx.audit.record(who, {
-        action: 'intent.send',
-        targetType: 'agent',
-        target: did,
-        details: { intentId, action, outcome, durationMs: Date.now() - started },
-      });
+      await this.audit(who, did, { intentId, action, outcome, durationMs: Date.now() - started });
     }
+  }
+
+  /** The `intent.send` audit entry of an intent to `did`, sent or refused. */
+  private audit(who: UserPrincipal, did: string, details: Record<string, unknown>): Promise<void> {
+    return this.ctx.audit.record(who, { action: 'intent.send', targetType: 'agent', target: did, details });
   }
 
   onResult(did: string, frame: IntentResultFrame): void {

@@ -36,7 +36,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { TimeSlice } from '../domain/time-slice.js';
-import { writeDigits } from '../domain/decimal.js';
+import { readDigits, writeDigits } from '../domain/decimal.js';
 import type { AppContext } from '../server.js';
 import type { TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
@@ -526,13 +526,6 @@ class LineText {
   }
 }
 
-/** The number written in `text` from `from` up to `to` (decimal digits), without making a string of it. */
-function parseCount(text: string, from: number, to: number): number {
-  let n = 0;
-  for (let i = from; i < to; i++) n = n * 10 + (text.charCodeAt(i) - 0x30);
-  return n;
-}
-
 /**
  * Calls `fn` for each heartbeat entry (`<did> <prompt> <completion> <seq>`) of a ledger document's
  * text: entries joined by `;`, or by newlines in documents an earlier version wrote. Entries an
@@ -547,8 +540,8 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
     const a = text.indexOf(' ', start);
     const b = text.indexOf(' ', a + 1);
     const d = text.indexOf(' ', b + 1);
-    if (d < 0 || d > end) fn(text.slice(start, a), parseCount(text, a + 1, b), parseCount(text, b + 1, end), -1);
-    else fn(text.slice(start, a), parseCount(text, a + 1, b), parseCount(text, b + 1, d), parseCount(text, d + 1, end));
+    if (d < 0 || d > end) fn(text.slice(start, a), readDigits(text, a + 1, b), readDigits(text, b + 1, end), -1);
+    else fn(text.slice(start, a), readDigits(text, a + 1, b), readDigits(text, b + 1, d), readDigits(text, d + 1, end));
     start = end + 1;
   }
 }

@@ -18,7 +18,7 @@
  */
 import { randomBase64Url } from '../domain/random.js';
 import { yieldToLoop } from '../domain/time-slice.js';
-import { writeDigits } from '../domain/decimal.js';
+import { readDigits, writeDigits } from '../domain/decimal.js';
 import type { AppContext } from '../server.js';
 import type { WebSocket } from '../http/uws.js';
 import type { Capability } from '../store/collections.js';
@@ -242,15 +242,15 @@ export function readCanonicalHeartbeat(text: string): boolean {
   let at = HB_HEAD.length;
   let end = digitsEnd(text, at, 15);
   if (end < 0 || !text.startsWith(HB_PROMPT, end)) return false;
-  hbSeq = digitsValue(text, at, end);
+  hbSeq = readDigits(text, at, end);
   at = end + HB_PROMPT.length;
   end = digitsEnd(text, at, 12);
   if (end < 0 || !text.startsWith(HB_COMPLETION, end)) return false;
-  hbPrompt = digitsValue(text, at, end);
+  hbPrompt = readDigits(text, at, end);
   at = end + HB_COMPLETION.length;
   end = digitsEnd(text, at, 12);
   if (end < 0 || end + 2 !== text.length || text.charCodeAt(end) !== 0x7d || text.charCodeAt(end + 1) !== 0x7d) return false;
-  hbCompletion = digitsValue(text, at, end);
+  hbCompletion = readDigits(text, at, end);
   return true;
 }
 
@@ -263,12 +263,6 @@ function digitsEnd(text: string, from: number, max: number): number {
   }
   const n = i - from;
   return n === 0 || n > max || (n > 1 && text.charCodeAt(from) === 0x30) ? -1 : i;
-}
-
-function digitsValue(text: string, from: number, to: number): number {
-  let v = 0;
-  for (let i = from; i < to; i++) v = v * 10 + (text.charCodeAt(i) - 0x30);
-  return v;
 }
 
 /** Not narrowed by TypeScript across awaits, unlike a direct comparison of `conn.phase`. */
