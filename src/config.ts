@@ -61,6 +61,11 @@ export const VARIABLES = {
     description: 'Database name; defaults to the one in MONGODB_URI, else `steward`.',
     defaultText: 'from the URI',
   },
+  STORE_COMPACT_MIN_MB: {
+    schema: int(1, 1024 * 1024),
+    default: '16',
+    description: 'Embedded store: a collection\'s datafile is append-only (every update adds a line) and is rewritten with only its live documents once it has reached twice its size after the last rewrite and at least this many MiB. Ignored with MongoDB.',
+  },
   STEWARD_SECRET_KEY: {
     schema: secretKey,
     description:
@@ -286,6 +291,7 @@ export interface Config {
   dataDir: string;
   mongodbUri?: string;
   mongodbDb?: string;
+  storeCompactMinBytes: number;
   secretKey?: Buffer;
   logLevel: Parsed['LOG_LEVEL'];
   bodyLimitBytes: number;
@@ -375,6 +381,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: p.DATA_DIR,
     mongodbUri: p.MONGODB_URI,
     mongodbDb: p.MONGODB_DB,
+    storeCompactMinBytes: p.STORE_COMPACT_MIN_MB * 1024 * 1024,
     secretKey: p.STEWARD_SECRET_KEY ? (decodeSecretKey(p.STEWARD_SECRET_KEY) ?? undefined) : undefined,
     logLevel: p.LOG_LEVEL,
     bodyLimitBytes: p.BODY_LIMIT_BYTES,

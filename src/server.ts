@@ -175,7 +175,7 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   if (embedded) await mkdir(config.dataDir, { recursive: true });
   const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
   const metrics = createMetrics();
-  const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb });
+  const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes });
   const store = instrumentStore(rawStore, metrics.storeRecorder);
   log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
 

@@ -2,7 +2,7 @@
  * Store backends: the shared contract against the embedded store (always) and MongoDB (when
  * MONGODB_URI is set), plus backend-specific cases.
  */
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { getHeapSnapshot } from 'node:v8';
 import { join } from 'node:path';
@@ -33,6 +33,17 @@ runStoreContract('embedded', async () => {
   return {
     store: await openEmbeddedStore({ dataDir }),
     reopen: () => openEmbeddedStore({ dataDir }),
+    cleanup: () => rm(dataDir, { recursive: true, force: true }),
+  };
+});
+
+// The same contract with the datafiles compacted whenever they double: compactions run between
+// (and while) the contract's own operations.
+runStoreContract('embedded, compacting', async () => {
+  const dataDir = await tempDir();
+  return {
+    store: await openEmbeddedStore({ dataDir, compactMinBytes: 1 }),
+    reopen: () => openEmbeddedStore({ dataDir, compactMinBytes: 1 }),
     cleanup: () => rm(dataDir, { recursive: true, force: true }),
   };
 });
@@ -91,6 +102,91 @@ embedded('a datafile is compacted when the collection is opened again', async ()
       { _id: 'later', v: 7 },
       { _id: 'n', v: 201 },
     ]);
+    await store.close();
+  });
+});
+
+embedded('a datafile is compacted while the store runs, once it has doubled and reached the minimum', async () => {
+  await inTempDir(async (dataDir) => {
+    const file = join(dataDir, 'store', 'counters.db');
+    const minBytes = 16 * 1024;
+    let store = await openEmbeddedStore({ dataDir, compactMinBytes: minBytes });
+    const c = store.collection<Doc & { v: number; pad: string }>('counters');
+    await c.createIndex({ fields: { pad: 1, v: 1 }, unique: true });
+    await c.insertOne({ _id: 'n', v: 0, pad: 'x'.repeat(100) });
+    await c.insertOne({ _id: 'other', v: -1, pad: 'y' });
+    let largest = 0;
+    for (let i = 0; i < 2000; i++) {
+      await c.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
+      largest = Math.max(largest, (await stat(file)).size);
+    }
+    // 2,000 appended lines of about 140 bytes (~280 KB) without compaction; never past the
+    // minimum plus one line with it.
+    assert.ok(largest < minBytes + 200, `the datafile stayed small (largest ${largest} bytes)`);
+    assert.ok(largest >= minBytes, 'it grew to the minimum before it was rewritten');
+    assert.is((await c.findById('n'))?.v, 2000);
+    await store.close();
+
+    // What the rewrites left loads as it was, the compound unique index included.
+    store = await openEmbeddedStore({ dataDir, compactMinBytes: minBytes });
+    const again = store.collection<Doc & { v: number; pad: string }>('counters');
+    assert.equal(await again.find({}, { sort: { _id: 1 } }), [
+      { _id: 'n', v: 2000, pad: 'x'.repeat(100) },
+      { _id: 'other', v: -1, pad: 'y' },
+    ]);
+    await rejects(again.insertOne({ _id: 'dup', v: -1, pad: 'y' }), DuplicateKeyError);
+    await store.close();
+  });
+});
+
+embedded('without compaction the same writes grow the datafile (the test above can fail)', async () => {
+  await inTempDir(async (dataDir) => {
+    const store = await openEmbeddedStore({ dataDir, compactMinBytes: 64 * 1024 * 1024 });
+    const c = store.collection<Doc & { v: number; pad: string }>('counters');
+    await c.insertOne({ _id: 'n', v: 0, pad: 'x'.repeat(100) });
+    for (let i = 0; i < 2000; i++) await c.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
+    assert.ok((await stat(join(dataDir, 'store', 'counters.db'))).size > 200_000);
+    await store.close();
+  });
+});
+
+embedded('writes made while a datafile is being compacted are all kept', async () => {
+  await inTempDir(async (dataDir) => {
+    // A tiny minimum: compactions start again and again while hundreds of writes are in flight.
+    let store = await openEmbeddedStore({ dataDir, compactMinBytes: 2048 });
+    const c = store.collection<Doc & { v: number; at?: Date }>('counters');
+    const ids = Array.from({ length: 50 }, (_, i) => `d${String(i).padStart(2, '0')}`);
+    await c.insertMany(ids.map((_id) => ({ _id, v: 0 })));
+    const writes: Array<Promise<unknown>> = [];
+    for (let round = 0; round < 20; round++) {
+      for (const _id of ids) writes.push(c.updateOne({ _id }, { $inc: { v: 1 } }));
+      writes.push(c.bulkUpdate(ids.map((_id) => ({ filter: { _id }, update: { $inc: { v: 1 } } }))));
+      writes.push(c.insertOne({ _id: `new${round}`, v: round, at: new Date(Date.UTC(2026, 0, round + 1)) }));
+      if (round % 2 === 1) writes.push(c.deleteOne({ _id: `new${round - 1}` }));
+    }
+    await Promise.all(writes);
+    const expected = await c.find({}, { sort: { _id: 1 } });
+    assert.is(expected.length, 60);
+    assert.ok(expected.filter((d) => d._id.startsWith('d')).every((d) => d.v === 40));
+    await store.close();
+    assert.ok((await stat(join(dataDir, 'store', 'counters.db'))).size < 16 * 1024, 'the datafile was compacted meanwhile');
+    store = await openEmbeddedStore({ dataDir });
+    const loaded = await store.collection<Doc & { v: number; at?: Date }>('counters').find({}, { sort: { _id: 1 } });
+    assert.equal(loaded, expected);
+    assert.instance(loaded.find((d) => d._id === 'new19')?.at, Date);
+    await store.close();
+  });
+});
+
+embedded('a copy left by a compaction cut short does not replace the datafile', async () => {
+  await inTempDir(async (dataDir) => {
+    let store = await openEmbeddedStore({ dataDir });
+    await store.collection<Doc & { v: number }>('things').insertOne({ _id: 'a', v: 1 });
+    await store.close();
+    // A crash while the copy was written: the datafile is whole, the copy beside it is not.
+    await writeFile(join(dataDir, 'store', 'things.db~'), '{"_id":"a","v":');
+    store = await openEmbeddedStore({ dataDir });
+    assert.equal(await store.collection('things').find({}), [{ _id: 'a', v: 1 }]);
     await store.close();
   });
 });

@@ -20,8 +20,8 @@ import { checkObject, serialize } from '@seald-io/nedb/lib/model.js';
 import { installKeyedIndexes } from './nedb-index.js';
 import { JsonLineWriter } from './json-lines.js';
 import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, open, type FileHandle } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { access, mkdir, open, rename, type FileHandle } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { nanoid } from 'nanoid';
 import {
   DuplicateKeyError,
@@ -1232,6 +1232,10 @@ function nedbIndexes(ds: NedbStore): IndexDefinition[] {
  */
 interface NedbIndex {
   getMatching(value: string): StoredDoc[];
+  /** The indexed field, or the fields of a compound index. */
+  fieldName: string | string[];
+  unique: boolean;
+  sparse: boolean;
 }
 interface NedbInternals {
   /** Indexes by name: a single-field index is named by its field, a compound one `a,b`; `_id` always exists. */
@@ -1406,11 +1410,28 @@ const APPEND_BUFFERS_KEPT = 2;
  * replaces the file (write a copy, rename it over), so the handle is closed before it and the
  * next append opens the new file. nedb runs appends and compactions one at a time on its
  * executor, so they never overlap.
+ *
+ * The datafile is append-only: every update adds the document's new line and every removal a
+ * tombstone, so a collection a fleet rewrites all day (token totals, lastSeen, the token ledger)
+ * grows by gigabytes a day while its live documents stay the same. So the log counts what it
+ * appends and asks for a compaction (`onOversize`) once the file has reached both twice its size
+ * after the last compaction and `compactMinBytes`: the file stays within about twice its live
+ * size, and the work of rewriting it is paid for by as many bytes of appends.
  */
 class AppendLog {
   private handle: Promise<FileHandle> | null = null;
+  /** Bytes in the datafile: the text of the last compaction and the appends since. */
+  private size = 0;
+  /** The datafile's size right after the last compaction. */
+  private compactedSize = 0;
+  private compactionAsked = false;
+  /** Starts a compaction on the collection's executor (set once the datastore is loaded). */
+  onOversize: (() => void) | null = null;
 
-  constructor(private readonly filename: string) {}
+  constructor(
+    private readonly filename: string,
+    private readonly compactMinBytes: number,
+  ) {}
 
   /**
    * Appends documents, a line each, encoded straight into a buffer kept from the last append (see
@@ -1421,10 +1442,7 @@ class AppendLog {
     if (docs.length === 0) return;
     const out = new JsonLineWriter(appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN));
     try {
-      for (const doc of docs) {
-        if (holdsDate(doc)) out.raw(serialize(doc) + '\n');
-        else out.line(doc);
-      }
+      for (const doc of docs) writeDocLine(out, doc);
       this.handle ??= open(this.filename, 'a', 0o644);
       let fh: FileHandle;
       try {
@@ -1433,16 +1451,94 @@ class AppendLog {
         this.handle = null; // try to open again next time
         throw err;
       }
-      for (let off = 0; off < out.length; ) off += (await fh.write(out.buf, off, out.length - off)).bytesWritten;
+      await writeAll(fh, out.buf, out.length);
+      this.size += out.length;
     } finally {
       if (out.buf.length <= APPEND_BUFFER_KEPT && appendBuffers.length < APPEND_BUFFERS_KEPT) appendBuffers.push(out.buf);
     }
+    if (!this.compactionAsked && this.onOversize && this.size >= this.compactMinBytes && this.size >= 2 * this.compactedSize) {
+      this.compactionAsked = true;
+      this.onOversize();
+    }
+  }
+
+  /**
+   * Replaces the datafile with these documents and lines, crash-safe as nedb's own compaction:
+   * written beside it (`<file>~`), flushed to disk, renamed over it, and the directory flushed. A
+   * crash before the rename leaves the old file, which nedb's load prefers to the copy. The lines
+   * are encoded a chunk at a time, each written before the next is made, so a large collection
+   * does not hold the event loop for the whole text (the collection's writes wait on its executor
+   * meanwhile; nothing else does).
+   */
+  async rewrite(docs: readonly StoredDoc[], lines: readonly string[]): Promise<void> {
+    await this.close();
+    const temp = `${this.filename}~`;
+    let written = 0;
+    try {
+      const fh = await open(temp, 'w', 0o644);
+      try {
+        const out = new JsonLineWriter(Buffer.allocUnsafeSlow(REWRITE_CHUNK + APPEND_BUFFER_MIN));
+        for (let i = 0; i < docs.length; i++) {
+          writeDocLine(out, docs[i]!);
+          if (out.length >= REWRITE_CHUNK) {
+            written += await writeAll(fh, out.buf, out.length);
+            out.length = 0;
+          }
+        }
+        for (const line of lines) out.raw(`${line}\n`);
+        written += await writeAll(fh, out.buf, out.length);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await rename(temp, this.filename);
+      await syncDirectory(dirname(this.filename));
+    } catch (err) {
+      // The old file is still in place; try again once it has grown as much once more.
+      this.compactedSize = this.size;
+      this.compactionAsked = false;
+      throw err;
+    }
+    this.size = this.compactedSize = written;
+    this.compactionAsked = false;
   }
 
   async close(): Promise<void> {
     const handle = this.handle;
     this.handle = null;
     if (handle) await handle.then((fh) => fh.close()).catch(() => undefined);
+  }
+}
+
+/** Bytes of a compaction's text encoded before they are written (and the event loop runs again). */
+const REWRITE_CHUNK = 256 * 1024;
+
+/** A document's datafile line: nedb's text for one holding a Date (`{"$$date": ms}`), else plain JSON. */
+function writeDocLine(out: JsonLineWriter, doc: StoredDoc): void {
+  if (holdsDate(doc)) out.raw(serialize(doc) + '\n');
+  else out.line(doc);
+}
+
+/** Writes `length` bytes of `buf` (a write may take fewer than it is given); returns `length`. */
+async function writeAll(fh: FileHandle, buf: Buffer, length: number): Promise<number> {
+  for (let off = 0; off < length; ) off += (await fh.write(buf, off, length - off)).bytesWritten;
+  return length;
+}
+
+/** Flushes a directory's entries (a rename in it) to disk; a platform that cannot open a directory skips it, as nedb does. */
+async function syncDirectory(dir: string): Promise<void> {
+  let fh: FileHandle;
+  try {
+    fh = await open(dir, 'r');
+  } catch {
+    return;
+  }
+  try {
+    await fh.sync();
+  } catch {
+    // some file systems refuse to flush a directory; nedb ignores that too
+  } finally {
+    await fh.close();
   }
 }
 
@@ -1458,23 +1554,34 @@ function holdsDate(v: unknown): boolean {
   return false;
 }
 
-/** Loads a datafile and routes nedb's appends through an AppendLog (see there). */
+/**
+ * Loads a datafile and routes nedb's appends and compactions through an AppendLog (see there). A
+ * compaction writes what nedb's own writes: each document's line, then a line per index other
+ * than `_id`, which the next load re-creates.
+ */
 async function openDatastore(filename: string, log: AppendLog): Promise<NedbStore> {
   const ds = new Datastore({ filename });
-  const persistence = internals(ds).persistence;
-  const compact = persistence.persistCachedDatabaseAsync.bind(persistence);
-  persistence.persistCachedDatabaseAsync = async () => {
-    await log.close();
-    await compact();
+  const nd = internals(ds);
+  nd.persistence.persistCachedDatabaseAsync = async () => {
+    const indexLines: string[] = [];
+    for (const [name, index] of Object.entries(nd.indexes)) {
+      if (name === '_id' || !index) continue;
+      indexLines.push(serialize({ $$indexCreated: { fieldName: index.fieldName, unique: index.unique, sparse: index.sparse } }));
+    }
+    await log.rewrite(ds.getAllData() as StoredDoc[], indexLines);
   };
-  // nedb's own version, minus its file open and close per write (and its `await` per document
-  // for an afterSerialization hook this store does not use).
-  persistence.persistNewStateAsync = (docs) => log.append(docs);
+  // nedb's version, minus its file open and close per write (and its `await` per document for an
+  // afterSerialization hook this store does not use).
+  nd.persistence.persistNewStateAsync = (docs) => log.append(docs);
   await ds.loadDatabaseAsync();
   for (const doc of ds.getAllData()) internStrings(doc);
   // nedb 4 already rewrites the file at the end of a load; compacting explicitly keeps that
-  // guarantee independent of the nedb version.
+  // guarantee independent of the nedb version (and gives the log its size).
   await ds.compactDatafileAsync();
+  log.onOversize = () => {
+    // Queued behind the writes already waiting; a failure leaves the old file, tried again later.
+    ds.compactDatafileAsync().catch(() => undefined);
+  };
   return ds;
 }
 
@@ -1513,7 +1620,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
     private readonly filename: string,
     private readonly owner: EmbeddedStore,
   ) {
-    this.log = new AppendLog(filename);
+    this.log = new AppendLog(filename, owner.compactMinBytes);
     this.loaded = openDatastore(filename, this.log);
     this.loaded.catch(() => undefined); // reported by whichever operation uses the collection
   }
@@ -2016,7 +2123,10 @@ class EmbeddedStore implements Store {
   private closed = false;
   private closing: Promise<void> | undefined;
 
-  constructor(private readonly dir: string) {}
+  constructor(
+    private readonly dir: string,
+    readonly compactMinBytes: number,
+  ) {}
 
   collection<T extends Doc>(name: string): Collection<T> {
     if (this.closed) throw new StoreUnavailableError('store is closed');
@@ -2063,7 +2173,10 @@ class EmbeddedStore implements Store {
   }
 }
 
-export async function openEmbeddedStore(opts: { dataDir: string }): Promise<Store> {
+/** A datafile is compacted once it has reached twice its size after the last compaction and this (the default). */
+export const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
+
+export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<Store> {
   const dir = resolve(opts.dataDir, 'store');
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
   try {
@@ -2073,5 +2186,5 @@ export async function openEmbeddedStore(opts: { dataDir: string }): Promise<Stor
   }
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
   openDirectories.add(dir);
-  return new EmbeddedStore(dir);
+  return new EmbeddedStore(dir, opts.compactMinBytes ?? COMPACT_MIN_BYTES);
 }

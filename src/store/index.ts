@@ -9,13 +9,13 @@ export * from './types.js';
  * MongoDB when a URI is configured, otherwise the embedded store under `dataDir`. Backends are
  * loaded on demand, so embedded deployments never load the MongoDB driver.
  */
-export async function openStore(opts: { dataDir: string; mongodbUri?: string; mongodbDb?: string }): Promise<Store> {
+export async function openStore(opts: { dataDir: string; mongodbUri?: string; mongodbDb?: string; compactMinBytes?: number }): Promise<Store> {
   if (opts.mongodbUri) {
     const { openMongoStore } = await import('./mongo.js');
     return openMongoStore({ uri: opts.mongodbUri, dbName: opts.mongodbDb || undefined });
   }
   const { openEmbeddedStore } = await import('./embedded.js');
-  return openEmbeddedStore({ dataDir: opts.dataDir });
+  return openEmbeddedStore({ dataDir: opts.dataDir, compactMinBytes: opts.compactMinBytes });
 }
 
 /**
