@@ -17,6 +17,7 @@ import { certificateBytes } from '../src/domain/certificate.js';
 import { MiniWebSocket } from './wsclient.js';
 import { profileCommand } from './profiler.js';
 import { benchKey, type BenchKey } from './keys.js';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 interface Init {
   cmd: 'init';
@@ -62,6 +63,8 @@ let acked = 0;
 let sent = 0;
 let hbTimers: NodeJS.Timeout[] = [];
 let connectErrors = 0;
+/** This process's own event-loop delay while it heartbeats: a late loop delays sends and ack readings alike. */
+let loopDelay: IntervalHistogram | null = null;
 
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
@@ -242,6 +245,9 @@ process.on('message', async (m: { id: number } & Cmd) => {
       latencies.length = 0;
       acked = 0;
       sent = 0;
+      loopDelay?.disable();
+      loopDelay = monitorEventLoopDelay({ resolution: 10 });
+      loopDelay.enable();
       for (const c of clients) {
         // A random phase per client spreads the heartbeats evenly over the interval.
         const t = setTimeout(() => {
@@ -256,7 +262,9 @@ process.on('message', async (m: { id: number } & Cmd) => {
     case 'stopHeartbeats': {
       for (const t of hbTimers) clearTimeout(t);
       hbTimers = [];
-      return reply(id, { sent, acked, latencies });
+      loopDelay?.disable();
+      const loop = loopDelay ? { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 } : { p99: NaN, max: NaN };
+      return reply(id, { sent, acked, latencies, loop });
     }
     case 'watchPolicy': {
       // '*' waits for any policy (the id is not known before the POST answers).

@@ -23,7 +23,8 @@
  * profile beside it (.heapprofile), and in (a) heap snapshots of the server once the agents are
  * connected and after the hold (.heapsnapshot, for Chrome DevTools' Memory tab);
  * BENCH_SERVER_ENV='{"NAME":"value"}' adds server configuration;
- * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process.
+ * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process,
+ * BENCH_LOADGEN_NODE_OPTIONS to each load generator.
  */
 import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc, type Proc } from './proc.js';
@@ -73,7 +74,7 @@ async function setup(n: number, env: Record<string, string> = {}): Promise<Setup
   for (let g = 0; g < LOADGENS; g++) {
     const from = g * per;
     const count = Math.max(0, Math.min(per, n - from));
-    const lg = startProc('./loadgen.ts');
+    const lg = startProc('./loadgen.ts', process.env.BENCH_LOADGEN_NODE_OPTIONS?.split(' ').filter(Boolean) ?? []);
     const localAddresses = Array.from({ length: ADDRESSES_PER_LOADGEN }, (_, k) => `127.0.0.${2 + g * ADDRESSES_PER_LOADGEN + k}`);
     await lg.call({ cmd: 'init', url, seed, from, count, localAddresses });
     loadgens.push(lg);
@@ -154,7 +155,7 @@ async function benchMemory(): Promise<void> {
   // lifecycle event (AGENT_ACTOR_IDLE_SECONDS); with a value longer than the hold, the hold's
   // reading has them in memory and a last reading waits until they left.
   const s = await setup(N, { AGENT_ACTOR_IDLE_SECONDS: String(ACTOR_IDLE_S) });
-  type Reading = { memory: any; actors: Record<string, number> };
+  type Reading = { memory: any; actors: Record<string, number>; storeBytes: number };
   const read = () => s.server.call<Reading>({ cmd: 'memory' });
   const live = await read();
   const pdir = process.env.BENCH_PROFILE_DIR;
@@ -189,6 +190,7 @@ async function benchMemory(): Promise<void> {
     ...rows('right after the connection storm', live),
     ...rows(`after a ${HOLD_S} s hold`, held),
     ...cpuRows(c0, c1).map(([k, v]) => [`  during the hold: ${k}`, v] as [string, string]),
+    ['  the store\'s files on disk: right after the connection storm / after the hold', `${fmt(live.storeBytes / MB)} / ${fmt(held.storeBytes / MB)} MiB`],
     ...(ACTOR_IDLE_S > 0 ? rows('once idle actors left memory', passivated) : []),
     ['  V8 heap committed (heapTotal) / external / array buffers, at the end', `${fmt(passivated.memory.heapTotal / MB)} / ${fmt(passivated.memory.external / MB)} / ${fmt(passivated.memory.arrayBuffers / MB)} MiB`],
   ]);
@@ -287,7 +289,7 @@ async function benchHeartbeat(): Promise<void> {
   const hb = await profiled(s, 'heartbeat', async () => {
     await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
     await new Promise((r) => setTimeout(r, HB_SECONDS * 1000));
-    return Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[] }>({ cmd: 'stopHeartbeats' })));
+    return Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[]; loop: { p99: number; max: number } }>({ cmd: 'stopHeartbeats' })));
   });
   const cpu1 = await cpuMark(s);
   await new Promise((r) => setTimeout(r, 500));
@@ -305,6 +307,7 @@ async function benchHeartbeat(): Promise<void> {
     ['server side, arrival to ack sent: p50 / p99 (histogram bucket)', `${bucketPercentile(before.ackBuckets, after.ackBuckets, 50)} / ${bucketPercentile(before.ackBuckets, after.ackBuckets, 99)}`],
     ['ledger writes (store round trips) for them', String(after.tokens.ledgerWrites - before.tokens.ledgerWrites)],
     ['server event-loop delay p99 / max', `${fmt(after.loop.p99, 1)} / ${fmt(after.loop.max, 1)} ms`],
+    ['load generators\' event-loop delay p99 / max (each)', hb.map((r) => `${fmt(r.loop.p99, 1)} / ${fmt(r.loop.max, 1)}`).join(', ') + ' ms'],
     ...cpuRows(cpu0, cpu1),
   ]);
   await teardown(s);

@@ -3,7 +3,7 @@
  * over IPC: start, pre-register agents directly through the store (fast), report memory, online
  * count and token counters, stop.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nanoid } from 'nanoid';
@@ -66,6 +66,14 @@ async function ackBuckets(): Promise<Array<[number, number]>> {
     .map((v) => [v.labels.le === '+Inf' ? Infinity : Number(v.labels.le), v.value] as [number, number]);
 }
 
+/** Bytes of the embedded store's files (its datafiles, and a compaction's copy while one is written). */
+async function storeBytes(): Promise<number> {
+  const dir = join(dataDir, 'store');
+  let total = 0;
+  for (const name of await readdir(dir)) total += (await stat(join(dir, name)).catch(() => ({ size: 0 }))).size;
+  return total;
+}
+
 process.on('message', async (raw: { id: number } & Msg) => {
   const { id } = raw;
   try {
@@ -109,7 +117,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
         return reply(id, { ms: Date.now() - started, memory: memory() });
       }
       case 'memory':
-        return reply(id, { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts() });
+        return reply(id, { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts(), storeBytes: await storeBytes() });
       case 'heapsnapshot':
         // BENCH_PROFILE_DIR set: what the heap holds, object by object (after a full collection).
         gc?.();
