@@ -23,7 +23,7 @@ test('chosen values: escapes, surrogates, numbers, left-out members, toJSON, key
     { s: 'quote " backslash \\ slash / tab \t newline \n nul \u0000 unit \u001f del \u007f' },
     { s: 'é € 𝄞 中文', [`key "with" \\ and é`]: 'v' },
     { lone: 'a\ud800b', low: '\udc00', pair: '\ud834\udd1e', reversed: '\udd1e\ud834' },
-    { n: [0, -0, 1.5, -2.25, 1e21, 1e-7, 123456789012345680000, Number.MAX_SAFE_INTEGER, 5e-324, NaN, Infinity, -Infinity] },
+    { n: [0, -0, 1.5, -2.25, 1e21, 1e-7, 123456789012345680000, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER, 2 ** 53, -7, 10, 999999999999999, 5e-324, NaN, Infinity, -Infinity] },
     { gone: undefined, fn: () => 1, sym: Symbol('x'), kept: 1 },
     [undefined, () => 1, Symbol('y'), null, 'x'],
     { b: 1, a: 2, 10: 'ten', 2: 'two', '-1': 'minus' },
@@ -51,7 +51,7 @@ test('random documents, written into a buffer that starts at one byte and grows'
   };
   const alphabet = ['a', 'Z', '0', ' ', '"', '\\', '\n', '\u0001', 'é', '€', '\ud83d\ude00', '\ud800', '\udfff', '.', '$'];
   const str = () => Array.from({ length: rand(12) }, () => alphabet[rand(alphabet.length)]).join('');
-  const num = () => [rand(1000), -rand(1000) / 7, rand(2) ? 1e300 * 10 : 0.1 + 0.2, -0][rand(4)];
+  const num = () => [rand(1000), -rand(1e9), -rand(1000) / 7, rand(2) ? 1e300 * 10 : 0.1 + 0.2, -0][rand(5)];
   const value = (depth: number): unknown => {
     switch (rand(depth > 3 ? 5 : 8)) {
       case 0:
