@@ -32,6 +32,7 @@ type Cmd =
   | Init
   | { cmd: 'connect'; concurrency: number }
   | { cmd: 'heartbeats'; intervalMs: number; durationMs?: number }
+  | { cmd: 'countHeartbeats' }
   | { cmd: 'stopHeartbeats' }
   | { cmd: 'watchPolicy'; policyId: string | null; timeoutMs: number }
   | { cmd: 'reconnect'; concurrency: number }
@@ -58,9 +59,11 @@ class Client {
 let clients: Client[] = [];
 let url = '';
 let onReady: ((c: Client) => void) | null = null;
-const latencies: number[] = [];
+let latencies: number[] = [];
 let acked = 0;
 let sent = 0;
+/** Heartbeats sent before this (performance.now()) belong to the warm-up: their acks are not counted. */
+let countFrom = 0;
 let hbTimers: NodeJS.Timeout[] = [];
 let connectErrors = 0;
 /** This process's own event-loop delay while it heartbeats: a late loop delays sends and ack readings alike. */
@@ -178,9 +181,20 @@ function onAck(c: Client, seq: number): void {
   const t = c.sentAt.get(seq);
   if (t !== undefined) {
     c.sentAt.delete(seq);
+    if (t < countFrom) return;
     latencies.push(performance.now() - t);
     acked++;
   }
+}
+
+function startCounting(): void {
+  latencies = [];
+  acked = 0;
+  sent = 0;
+  countFrom = performance.now();
+  loopDelay?.disable();
+  loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
 }
 
 function onReadyFrame(c: Client, policyId: string | null, finish: () => void): void {
@@ -242,12 +256,7 @@ process.on('message', async (m: { id: number } & Cmd) => {
       return reply(id, { ready: clients.filter((c) => c.ready).length, errors: connectErrors, ms: Date.now() - t0, lastReadyAt: Math.max(...clients.map((c) => c.readyAt)) });
     }
     case 'heartbeats': {
-      latencies.length = 0;
-      acked = 0;
-      sent = 0;
-      loopDelay?.disable();
-      loopDelay = monitorEventLoopDelay({ resolution: 10 });
-      loopDelay.enable();
+      startCounting();
       for (const c of clients) {
         // A random phase per client spreads the heartbeats evenly over the interval.
         const t = setTimeout(() => {
@@ -258,6 +267,12 @@ process.on('message', async (m: { id: number } & Cmd) => {
         hbTimers.push(t);
       }
       return reply(id, { ok: true });
+    }
+    case 'countHeartbeats': {
+      // The end of a warm-up: what was counted so far is returned, and counting starts again.
+      const warmup = { sent, acked, latencies };
+      startCounting();
+      return reply(id, warmup);
     }
     case 'stopHeartbeats': {
       for (const t of hbTimers) clearTimeout(t);

@@ -13,7 +13,8 @@
  * default 150: the steady state; V8 returns what the connection storm left committed only in a
  * memory-reducing collection, which it starts by itself about 100 s after its last full one),
  * --rate R heartbeats per second in (d) (BENCH_HB_RATE, default 2000), --seconds D duration of (d)
- * (BENCH_HB_SECONDS, default 10), --concurrency C handshakes in flight per load generator
+ * (BENCH_HB_SECONDS, default 10), counted after --warmup W seconds at the same rate (BENCH_HB_WARMUP_SECONDS,
+ * default 3; its figures are printed apart), --concurrency C handshakes in flight per load generator
  * (BENCH_CONCURRENCY, default 250), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS in (a)
  * (BENCH_ACTOR_IDLE_SECONDS, default 0: agent actors stay in memory, as the target assumes; a value
  * longer than the hold makes (a) wait until they have left memory for one more reading).
@@ -37,6 +38,8 @@ const LOADGENS = Math.max(1, flag('loadgens', 'BENCH_LOADGENS', 2));
 const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
 const RATE = flag('rate', 'BENCH_HB_RATE', 2000);
 const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
+/** Seconds of heartbeats at the full rate before (d) counts (BENCH_HB_WARMUP_SECONDS). */
+const WARMUP_S = flag('warmup', 'BENCH_HB_WARMUP_SECONDS', 3);
 const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
 const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 0);
 /** Loopback source addresses per load generator. */
@@ -284,10 +287,15 @@ function bucketPercentile(before: Array<[number, number]>, after: Array<[number,
 async function benchHeartbeat(): Promise<void> {
   const s = await setup(N);
   const intervalMs = Math.max(1, Math.round((N / RATE) * 1000));
+  // A warm-up at the full rate, not counted: the server's first seconds at this rate (its code
+  // compiled for it, the setup's collection and writes settling) are not its steady state.
+  await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
+  await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
+  const warmup = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[] }>({ cmd: 'countHeartbeats' })));
   const before = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const hb = await profiled(s, 'heartbeat', async () => {
-    await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
+    await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'countHeartbeats' })));
     await new Promise((r) => setTimeout(r, HB_SECONDS * 1000));
     return Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[]; loop: { p99: number; max: number } }>({ cmd: 'stopHeartbeats' })));
   });
@@ -297,7 +305,9 @@ async function benchHeartbeat(): Promise<void> {
   const all = hb.flatMap((r) => r.latencies).sort((a, b) => a - b);
   const sent = hb.reduce((a, r) => a + r.sent, 0);
   const acked = hb.reduce((a, r) => a + r.acked, 0);
-  table(`(d) heartbeats: ${N} agents, one every ${intervalMs} ms each (target ${RATE}/s), ${HB_SECONDS} s`, [
+  const warm = warmup.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  table(`(d) heartbeats: ${N} agents, one every ${intervalMs} ms each (target ${RATE}/s), ${HB_SECONDS} s after a ${WARMUP_S} s warm-up`, [
+    [`warm-up (first ${WARMUP_S} s, not counted below): acknowledged, p50 / p99 / max`, `${warmup.reduce((a, r) => a + r.acked, 0)}, ${fmt(percentile(warm, 50), 2)} / ${fmt(percentile(warm, 99), 2)} / ${fmt(warm[warm.length - 1] ?? NaN, 2)} ms`],
     ['heartbeats sent', String(sent)],
     ['acknowledged', String(acked)],
     ['acknowledgements per second', fmt(acked / HB_SECONDS, 0)],
