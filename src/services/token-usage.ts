@@ -77,13 +77,16 @@ const LEDGER_EARLY_WRITE = 64;
 /** ... once this long has passed since the last write started. */
 const FULL_BATCH_GAP_MS = 5;
 /**
- * A roll-up runs in slices of ROLLUP_SLICE_MS with ROLLUP_REST_MS between them: under a heavy
- * heartbeat load, a roll-up that took every other turn of the loop (10,000 agents' 200,000 deltas
- * in about 0.7 s) was where the slowest acknowledgements came from; it now takes longer and
- * leaves the heartbeats two thirds of the loop.
+ * A roll-up runs in slices of ROLLUP_SLICE_MS. When the event loop was busy since the last roll-up
+ * (more than ROLLUP_PACED_ABOVE of its time), the slices have ROLLUP_REST_MS between them: under
+ * 20,000 heartbeats a second, a roll-up that took every other turn of the loop (10,000 agents'
+ * 200,000 deltas in about 0.6 s) was where the slowest acknowledgements came from; paced, it takes
+ * longer and leaves the heartbeats two thirds of the loop. A quiet server's roll-up is not paced:
+ * it is small, and what it keeps alive while it waits would outlive the young generation.
  */
 const ROLLUP_SLICE_MS = 4;
 const ROLLUP_REST_MS = 8;
+const ROLLUP_PACED_ABOVE = 0.3;
 /** Heartbeat acks sent per turn of the event loop. */
 const ACK_CHUNK = 500;
 const RETRY_MAX_MS = 5000;
@@ -115,6 +118,8 @@ export class TokenUsage implements HeartbeatSink {
   /** False until a roll-up has succeeded in this process, and after a failed one. */
   private clean = false;
   private prunedDay = '';
+  /** The event loop's use at the last roll-up (see ROLLUP_PACED_ABOVE). */
+  private loopUse = performance.eventLoopUtilization();
   /** Set by stop(): from then on a roll-up also writes each agent's last seq. */
   private stopping = false;
   /** The highest heartbeat seq stored per agent (ledger entries and roll-ups both). */
@@ -331,6 +336,9 @@ export class TokenUsage implements HeartbeatSink {
 
   private async doRollup(): Promise<void> {
     const { c } = this.ctx;
+    const use = performance.eventLoopUtilization();
+    const paced = !this.stopping && performance.eventLoopUtilization(use, this.loopUse).utilization > ROLLUP_PACED_ABOVE;
+    this.loopUse = use;
     for (;;) {
       const ledger = await c.tokenLedger.find({}, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
       if (ledger.length === 0) break;
@@ -344,8 +352,8 @@ export class TokenUsage implements HeartbeatSink {
       // (no object per agent), and each chunk's update ops are built just before they are written:
       // what a roll-up keeps alive while it yields stays small, so little of it outlives the young
       // generation and the held fleet's old generation does not fill with roll-up leftovers.
-      // Background work: at most a third of the loop's time (all of it at shutdown).
-      const slice = new TimeSlice(ROLLUP_SLICE_MS, this.stopping ? 0 : ROLLUP_REST_MS);
+      // Background work: at most a third of a busy loop's time (see ROLLUP_PACED_ABOVE).
+      const slice = new TimeSlice(ROLLUP_SLICE_MS, paced ? ROLLUP_REST_MS : 0);
       const done = this.clean ? null : await this.agentProgress(ledger, slice);
       // (Loops that await go by index: iterating across an await allocates a result per step.)
       const sums = new Map<string, DaySums>();
