@@ -178,6 +178,24 @@ embedded('writes made while a datafile is being compacted are all kept', async (
   });
 });
 
+embedded('closing waits for a compaction still queued, so a store opened right after keeps its writes', async () => {
+  await inTempDir(async (dataDir) => {
+    for (let round = 0; round < 5; round++) {
+      const store = await openEmbeddedStore({ dataDir, compactMinBytes: 1 });
+      // A new collection each time: its insert and then its update each double the file, so the
+      // update asks for a compaction, still queued when close is called.
+      const c = store.collection<Doc & { v: number }>(`things${round}`);
+      await c.insertOne({ _id: 'a', v: round });
+      await c.updateOne({ _id: 'a' }, { $inc: { v: 1 } });
+      await store.close();
+      assert.is(await lineCount(join(dataDir, 'store', `things${round}.db`)), 1, 'closed with the compaction done');
+    }
+    const store = await openEmbeddedStore({ dataDir });
+    for (let round = 0; round < 5; round++) assert.equal(await store.collection(`things${round}`).find({}), [{ _id: 'a', v: round + 1 }]);
+    await store.close();
+  });
+});
+
 embedded('a copy left by a compaction cut short does not replace the datafile', async () => {
   await inTempDir(async (dataDir) => {
     let store = await openEmbeddedStore({ dataDir });

@@ -1426,7 +1426,9 @@ class AppendLog {
   private compactedSize = 0;
   private compactionAsked = false;
   /** Starts a compaction on the collection's executor (set once the datastore is loaded). */
-  onOversize: (() => void) | null = null;
+  onOversize: (() => Promise<void>) | null = null;
+  /** The compaction asked for and not finished (a store closing waits for it). */
+  private compaction: Promise<void> | null = null;
 
   constructor(
     private readonly filename: string,
@@ -1458,7 +1460,12 @@ class AppendLog {
     }
     if (!this.compactionAsked && this.onOversize && this.size >= this.compactMinBytes && this.size >= 2 * this.compactedSize) {
       this.compactionAsked = true;
-      this.onOversize();
+      // Queued behind the writes already waiting; a failure leaves the old file, tried again later.
+      this.compaction = this.onOversize()
+        .catch(() => undefined)
+        .finally(() => {
+          this.compaction = null;
+        });
     }
   }
 
@@ -1501,6 +1508,11 @@ class AppendLog {
     }
     this.size = this.compactedSize = written;
     this.compactionAsked = false;
+  }
+
+  /** Resolves once no compaction this log asked for is pending. */
+  async idle(): Promise<void> {
+    while (this.compaction) await this.compaction;
   }
 
   async close(): Promise<void> {
@@ -1578,10 +1590,7 @@ async function openDatastore(filename: string, log: AppendLog): Promise<NedbStor
   // nedb 4 already rewrites the file at the end of a load; compacting explicitly keeps that
   // guarantee independent of the nedb version (and gives the log its size).
   await ds.compactDatafileAsync();
-  log.onOversize = () => {
-    // Queued behind the writes already waiting; a failure leaves the old file, tried again later.
-    ds.compactDatafileAsync().catch(() => undefined);
-  };
+  log.onOversize = () => ds.compactDatafileAsync();
   return ds;
 }
 
@@ -1927,11 +1936,11 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
   // -- internals ------------------------------------------------------------------------------
 
-  /** Resolves when no operation is running or queued on this collection. */
-  /** Waits for the collection's load and writes, then closes its datafile. */
+  /** Waits for the collection's load, writes and compaction, then closes its datafile. */
   async settle(): Promise<void> {
     await this.loaded.catch(() => undefined);
     await this.mutex.idle();
+    await this.log.idle();
     await this.log.close();
   }
 
