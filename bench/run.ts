@@ -291,11 +291,11 @@ async function benchHeartbeat(): Promise<void> {
   // compiled for it, the setup's collection and writes settling) are not its steady state.
   await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
   await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
-  const warmup = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[] }>({ cmd: 'countHeartbeats' })));
   const before = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
+  let warmup: Array<{ sent: number; acked: number; latencies: number[] }> = [];
   const hb = await profiled(s, 'heartbeat', async () => {
-    await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'countHeartbeats' })));
+    warmup = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[] }>({ cmd: 'countHeartbeats' })));
     await new Promise((r) => setTimeout(r, HB_SECONDS * 1000));
     return Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number; latencies: number[]; loop: { p99: number; max: number } }>({ cmd: 'stopHeartbeats' })));
   });

@@ -2182,8 +2182,8 @@ class EmbeddedStore implements Store {
   }
 }
 
-/** A datafile is compacted once it has reached twice its size after the last compaction and this (the default). */
-export const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
+/** A datafile is compacted once it has reached twice its size after the last compaction and this (the default; the server passes STORE_COMPACT_MIN_MB). */
+const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
 
 export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<Store> {
   const dir = resolve(opts.dataDir, 'store');

@@ -9,7 +9,6 @@ import type { AppContext } from '../../server.js';
 import type { Filter } from '../../store/types.js';
 import { escapeRegex } from '../../services/users.js';
 
-
 const auditQuery = z.object({
   page: q.int(1).default(1),
   pageSize: q.int(1, 200).default(50).describe('1 to 200; more is refused with 400'),
