@@ -2,7 +2,7 @@
  * Store backends: the shared contract against the embedded store (always) and MongoDB (when
  * MONGODB_URI is set), plus backend-specific cases.
  */
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { getHeapSnapshot } from 'node:v8';
 import { join } from 'node:path';
@@ -71,6 +71,10 @@ if (mongoUri) {
 
 const embedded = suite('embedded store specifics');
 
+const exists = (path: string) => access(path).then(
+  () => true,
+  () => false,
+);
 const lineCount = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter((l) => l.trim() !== '').length;
 
 embedded('a datafile is compacted when the collection is opened again', async () => {
@@ -120,9 +124,9 @@ embedded('a datafile is compacted while the store runs, once it has doubled and 
       await c.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
       largest = Math.max(largest, (await stat(file)).size);
     }
-    // 2,000 appended lines of about 140 bytes (~280 KB) without compaction; never past the
-    // minimum plus one line with it.
-    assert.ok(largest < minBytes + 200, `the datafile stayed small (largest ${largest} bytes)`);
+    // 2,000 appended lines of about 140 bytes (~280 KB) without compaction; with it, the minimum
+    // plus what was appended while a copy was being written.
+    assert.ok(largest < 2 * minBytes, `the datafile stayed small (largest ${largest} bytes)`);
     assert.ok(largest >= minBytes, 'it grew to the minimum before it was rewritten');
     assert.is((await c.findById('n'))?.v, 2000);
     await store.close();
@@ -181,17 +185,73 @@ embedded('writes made while a datafile is being compacted are all kept', async (
 embedded('closing waits for a compaction still queued, so a store opened right after keeps its writes', async () => {
   await inTempDir(async (dataDir) => {
     for (let round = 0; round < 5; round++) {
-      const store = await openEmbeddedStore({ dataDir, compactMinBytes: 1 });
-      // A new collection each time: its insert and then its update each double the file, so the
-      // update asks for a compaction, still queued when close is called.
+      const store = await openEmbeddedStore({ dataDir, compactMinBytes: 100 });
+      // A new collection each time, of lines of 18 bytes: the sixth passes the minimum, so the
+      // last update asks for a compaction, still queued when close is called.
       const c = store.collection<Doc & { v: number }>(`things${round}`);
       await c.insertOne({ _id: 'a', v: round });
-      await c.updateOne({ _id: 'a' }, { $inc: { v: 1 } });
+      for (let i = 0; i < 5; i++) await c.updateOne({ _id: 'a' }, { $inc: { v: 1 } });
       await store.close();
       assert.is(await lineCount(join(dataDir, 'store', `things${round}.db`)), 1, 'closed with the compaction done');
     }
     const store = await openEmbeddedStore({ dataDir });
-    for (let round = 0; round < 5; round++) assert.equal(await store.collection(`things${round}`).find({}), [{ _id: 'a', v: round + 1 }]);
+    for (let round = 0; round < 5; round++) assert.equal(await store.collection(`things${round}`).find({}), [{ _id: 'a', v: round + 5 }]);
+    await store.close();
+  });
+});
+
+embedded('writes go on while a compaction writes its copy, and the copy gets them too', async () => {
+  await inTempDir(async (dataDir) => {
+    const file = join(dataDir, 'store', 'things.db');
+    // About 2 MB of documents: the copy is written in several chunks and flushed to disk.
+    let store = await openEmbeddedStore({ dataDir, compactMinBytes: 1024 * 1024 });
+    const c = store.collection<Doc & { v: number; pad: string }>('things');
+    const pad = 'p'.repeat(200);
+    for (let i = 0; i < 10; i++) await c.insertMany(Array.from({ length: 1000 }, (_, j) => ({ _id: `d${i}-${j}`, v: 0, pad })));
+    // The file is at its first doubling past the minimum: this update asks for the compaction,
+    // which takes the documents right after it.
+    await c.updateOne({ _id: 'd0-0' }, { $inc: { v: 1 } });
+    assert.ok((await stat(file)).size >= 1024 * 1024);
+    // Writes made now are answered while the copy is still beside the datafile.
+    let answeredDuringCopy = 0;
+    for (let i = 0; i < 5; i++) {
+      await c.updateOne({ _id: 'd0-1' }, { $inc: { v: 1 } });
+      await c.deleteOne({ _id: `d1-${i}` });
+      if (await exists(`${file}~`)) answeredDuringCopy++;
+    }
+    await c.insertOne({ _id: 'late', v: 7, pad: '' });
+    assert.ok(answeredDuringCopy > 0, 'writes were answered before the copy replaced the datafile');
+    await store.close();
+    assert.not.ok(await exists(`${file}~`), 'the copy was renamed over the datafile');
+    // The compacted file holds the writes made during the copy: the deleted documents are gone,
+    // the others are as written, and no document has two lines once the copy's writes are folded.
+    store = await openEmbeddedStore({ dataDir });
+    const again = store.collection<Doc & { v: number; pad: string }>('things');
+    assert.is(await again.count({}), 10_000 - 5 + 1);
+    assert.is((await again.findById('d0-0'))?.v, 1);
+    assert.is((await again.findById('d0-1'))?.v, 5);
+    assert.is(await again.findById('d1-0'), null);
+    assert.is((await again.findById('late'))?.v, 7);
+    await store.close();
+  });
+});
+
+embedded('a compaction that cannot write its copy leaves the datafile, and a later one succeeds', async () => {
+  await inTempDir(async (dataDir) => {
+    const file = join(dataDir, 'store', 'counters.db');
+    let store = await openEmbeddedStore({ dataDir, compactMinBytes: 4096 });
+    const c = store.collection<Doc & { v: number }>('counters');
+    await c.insertOne({ _id: 'n', v: 0 });
+    // A directory where the copy would go: every compaction fails to open it.
+    await mkdir(`${file}~`);
+    for (let i = 0; i < 1000; i++) await c.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
+    assert.ok((await stat(file)).size > 12_000, 'no compaction replaced the datafile');
+    await rm(`${file}~`, { recursive: true });
+    for (let i = 0; i < 1000; i++) await c.updateOne({ _id: 'n' }, { $inc: { v: 1 } });
+    await store.close();
+    assert.ok((await stat(file)).size < 12_000, 'a compaction after the failures replaced it');
+    store = await openEmbeddedStore({ dataDir });
+    assert.is((await store.collection<Doc & { v: number }>('counters').findById('n'))?.v, 2000);
     await store.close();
   });
 });

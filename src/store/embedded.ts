@@ -1417,6 +1417,12 @@ const APPEND_BUFFERS_KEPT = 2;
  * appends and asks for a compaction (`onOversize`) once the file has reached both twice its size
  * after the last compaction and `compactMinBytes`: the file stays within about twice its live
  * size, and the work of rewriting it is paid for by as many bytes of appends.
+ *
+ * A compaction while the store runs (`compact`) does not hold the collection's writes while it
+ * copies: it takes the live documents at one point between two writes, and from then on every
+ * append goes to the datafile as before and is also kept (`tail`), to be written to the copy
+ * after the documents. Only the last step holds the writes: the appends the copy has not got
+ * yet, its flush to disk (little is left to flush by then), and the rename.
  */
 class AppendLog {
   private handle: Promise<FileHandle> | null = null;
@@ -1429,6 +1435,8 @@ class AppendLog {
   onOversize: (() => Promise<void>) | null = null;
   /** The compaction asked for and not finished (a store closing waits for it). */
   private compaction: Promise<void> | null = null;
+  /** While a compaction copies the file: what was appended since it took the documents, in order. */
+  private tail: Buffer[] | null = null;
 
   constructor(
     private readonly filename: string,
@@ -1455,6 +1463,8 @@ class AppendLog {
       }
       await writeAll(fh, out.buf, out.length);
       this.size += out.length;
+      // A copy of the bytes: the buffer goes back to the pool for the next append.
+      this.tail?.push(Buffer.from(out.buf.subarray(0, out.length)));
     } finally {
       if (out.buf.length <= APPEND_BUFFER_KEPT && appendBuffers.length < APPEND_BUFFERS_KEPT) appendBuffers.push(out.buf);
     }
@@ -1472,28 +1482,18 @@ class AppendLog {
   /**
    * Replaces the datafile with these documents and lines, crash-safe as nedb's own compaction:
    * written beside it (`<file>~`), flushed to disk, renamed over it, and the directory flushed. A
-   * crash before the rename leaves the old file, which nedb's load prefers to the copy. The lines
-   * are encoded a chunk at a time, each written before the next is made, so a large collection
-   * does not hold the event loop for the whole text (the collection's writes wait on its executor
-   * meanwhile; nothing else does).
+   * crash before the rename leaves the old file, which nedb's load prefers to the copy. This is
+   * the rewrite at load, on the collection's executor (nothing else runs on the collection yet);
+   * see `compact` for one while the store runs.
    */
   async rewrite(docs: readonly StoredDoc[], lines: readonly string[]): Promise<void> {
     await this.close();
     const temp = `${this.filename}~`;
-    let written = 0;
+    let written: number;
     try {
       const fh = await open(temp, 'w', 0o644);
       try {
-        const out = new JsonLineWriter(Buffer.allocUnsafeSlow(REWRITE_CHUNK + APPEND_BUFFER_MIN));
-        for (let i = 0; i < docs.length; i++) {
-          writeDocLine(out, docs[i]!);
-          if (out.length >= REWRITE_CHUNK) {
-            written += await writeAll(fh, out.buf, out.length);
-            out.length = 0;
-          }
-        }
-        for (const line of lines) out.raw(`${line}\n`);
-        written += await writeAll(fh, out.buf, out.length);
+        written = await writeCopy(fh, docs, lines);
         await fh.sync();
       } finally {
         await fh.close();
@@ -1501,12 +1501,69 @@ class AppendLog {
       await rename(temp, this.filename);
       await syncDirectory(dirname(this.filename));
     } catch (err) {
-      // The old file is still in place; try again once it has grown as much once more.
-      this.compactedSize = this.size;
-      this.compactionAsked = false;
+      this.compactionFailed();
       throw err;
     }
     this.size = this.compactedSize = written;
+    this.compactionAsked = false;
+  }
+
+  /**
+   * A compaction while the collection is in use. `exclusive` runs a task on the collection's
+   * executor (no write runs beside it). The documents and index lines are taken in one such task,
+   * which also starts keeping the appends that follow; the copy is written and flushed to disk
+   * while writes go on; a second exclusive task writes the appends kept meanwhile, flushes them
+   * and renames the copy over the datafile. The documents are not copied when taken: a document
+   * changed in place afterwards may be written in its newer state, and the line its change
+   * appended, which follows in the copy, says the same.
+   */
+  async compact(take: () => { docs: readonly StoredDoc[]; lines: readonly string[] }, exclusive: <R>(task: () => Promise<R>) => Promise<R>): Promise<void> {
+    const temp = `${this.filename}~`;
+    const { docs, lines } = await exclusive(async () => {
+      this.tail = [];
+      return take();
+    });
+    try {
+      const fh = await open(temp, 'w', 0o644);
+      let copyOpen = true;
+      try {
+        let written = await writeCopy(fh, docs, lines);
+        await fh.sync();
+        written += await this.writeTail(fh); // what came meanwhile, still without holding the writes
+        await exclusive(async () => {
+          written += await this.writeTail(fh);
+          await fh.sync();
+          copyOpen = false;
+          await fh.close();
+          await this.close(); // the next append opens the new file
+          await rename(temp, this.filename);
+          this.tail = null;
+          this.size = this.compactedSize = written;
+        });
+      } finally {
+        if (copyOpen) await fh.close().catch(() => undefined);
+      }
+      // After the rename: appends are never forced to disk, so this is for the rename alone.
+      await syncDirectory(dirname(this.filename));
+    } catch (err) {
+      this.tail = null;
+      this.compactionFailed();
+      throw err;
+    }
+    this.compactionAsked = false;
+  }
+
+  /** Writes the appends kept so far to the copy; returns their bytes. */
+  private async writeTail(fh: FileHandle): Promise<number> {
+    const chunks = this.tail!.splice(0);
+    let written = 0;
+    for (const chunk of chunks) written += await writeAll(fh, chunk, chunk.length);
+    return written;
+  }
+
+  /** The old file is still in place: try again once it has grown as much once more. */
+  private compactionFailed(): void {
+    this.compactedSize = this.size;
     this.compactionAsked = false;
   }
 
@@ -1529,6 +1586,26 @@ const REWRITE_CHUNK = 256 * 1024;
 function writeDocLine(out: JsonLineWriter, doc: StoredDoc): void {
   if (holdsDate(doc)) out.raw(serialize(doc) + '\n');
   else out.line(doc);
+}
+
+/**
+ * Writes the documents' lines and then `lines` to a new file; returns the bytes written. The lines
+ * are encoded a chunk at a time, each written before the next is made, so a large collection does
+ * not hold the event loop for the whole text.
+ */
+async function writeCopy(fh: FileHandle, docs: readonly StoredDoc[], lines: readonly string[]): Promise<number> {
+  let written = 0;
+  const out = new JsonLineWriter(Buffer.allocUnsafeSlow(REWRITE_CHUNK + APPEND_BUFFER_MIN));
+  for (let i = 0; i < docs.length; i++) {
+    writeDocLine(out, docs[i]!);
+    if (out.length >= REWRITE_CHUNK) {
+      written += await writeAll(fh, out.buf, out.length);
+      out.length = 0;
+    }
+  }
+  for (const line of lines) out.raw(`${line}\n`);
+  written += await writeAll(fh, out.buf, out.length);
+  return written;
 }
 
 /** Writes `length` bytes of `buf` (a write may take fewer than it is given); returns `length`. */
@@ -1574,14 +1651,15 @@ function holdsDate(v: unknown): boolean {
 async function openDatastore(filename: string, log: AppendLog): Promise<NedbStore> {
   const ds = new Datastore({ filename });
   const nd = internals(ds);
-  nd.persistence.persistCachedDatabaseAsync = async () => {
-    const indexLines: string[] = [];
+  const indexLines = (): string[] => {
+    const lines: string[] = [];
     for (const [name, index] of Object.entries(nd.indexes)) {
       if (name === '_id' || !index) continue;
-      indexLines.push(serialize({ $$indexCreated: { fieldName: index.fieldName, unique: index.unique, sparse: index.sparse } }));
+      lines.push(serialize({ $$indexCreated: { fieldName: index.fieldName, unique: index.unique, sparse: index.sparse } }));
     }
-    await log.rewrite(ds.getAllData() as StoredDoc[], indexLines);
+    return lines;
   };
+  nd.persistence.persistCachedDatabaseAsync = () => log.rewrite(ds.getAllData() as StoredDoc[], indexLines());
   // nedb's version, minus its file open and close per write (and its `await` per document for an
   // afterSerialization hook this store does not use).
   nd.persistence.persistNewStateAsync = (docs) => log.append(docs);
@@ -1590,7 +1668,11 @@ async function openDatastore(filename: string, log: AppendLog): Promise<NedbStor
   // nedb 4 already rewrites the file at the end of a load; compacting explicitly keeps that
   // guarantee independent of the nedb version (and gives the log its size).
   await ds.compactDatafileAsync();
-  log.onOversize = () => ds.compactDatafileAsync();
+  log.onOversize = () =>
+    log.compact(
+      () => ({ docs: ds.getAllData() as StoredDoc[], lines: indexLines() }),
+      (task) => nd.executor.pushAsync(task),
+    );
   return ds;
 }
 
