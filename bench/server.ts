@@ -29,6 +29,7 @@ type Msg =
   | { cmd: 'memory' }
   | { cmd: 'online' }
   | { cmd: 'counters' }
+  | { cmd: 'recordAcks' }
   | { cmd: 'profile'; file?: string }
   | { cmd: 'heapsnapshot'; file: string }
   | { cmd: 'cpu' }
@@ -40,6 +41,12 @@ const gc = (globalThis as { gc?: () => void }).gc;
 
 let steward: Steward | undefined;
 let dataDir = '';
+/**
+ * Each heartbeat's time from arrival to its ack being sent (ms), the values of the server's own
+ * histogram, kept once `recordAcks` asks (benchmark (d) only: (a) measures memory) and handed
+ * out and cleared by `counters`.
+ */
+let ackMs: number[] | null = null;
 
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
@@ -83,6 +90,12 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const owner = generateKeyPair();
         const config = loadConfig({ PORT: '0', HOST: '0.0.0.0', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: owner.did, ...raw.env });
         steward = await startSteward(config, createLogger(config.logLevel));
+        const metrics = steward.ctx.metrics;
+        const observe = metrics.observeHeartbeatAck.bind(metrics);
+        metrics.observeHeartbeatAck = (seconds) => {
+          ackMs?.push(seconds * 1000);
+          observe(seconds);
+        };
         const ownerDoc = await steward.ctx.c.users.findOne({ isOwner: true });
         const token = (await steward.ctx.sessions.create('user', ownerDoc!._id)).token;
         const ws = { _id: nanoid(), name: 'Bench', slug: 'bench', color: '#000000', description: '', isDefault: false, createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(), createdBy: null };
@@ -137,8 +150,15 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const f = fleetOf(steward!.ctx);
         const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
         loopDelay.reset();
-        return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets() });
+        const acks = ackMs ? Float64Array.from(ackMs).sort() : new Float64Array(0);
+        if (ackMs) ackMs = [];
+        const at = (p: number) => (acks.length === 0 ? NaN : acks[Math.min(acks.length - 1, Math.ceil((p / 100) * acks.length) - 1)]!);
+        const ackExact = { n: acks.length, p50: at(50), p99: at(99), max: at(100) };
+        return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets(), ackExact });
       }
+      case 'recordAcks':
+        ackMs = [];
+        return reply(id, {});
       case 'profile':
         // BENCH_PROFILE_DIR set: a CPU profile of the measured phase (start, then stop with a file name).
         await profileCommand(raw.file);
