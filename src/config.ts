@@ -183,7 +183,7 @@ export const VARIABLES = {
   TOKEN_LEDGER_WRITE_GAP_MS: {
     schema: int(0, 1000),
     default: '25',
-    description: 'Least time between two token-ledger writes: the heartbeats that arrive meanwhile wait and go into the next write together (fewer, larger writes, and less memory for a held fleet, for up to this much more acknowledgement latency). Once 64 heartbeats wait they are written without waiting out the gap (at most one write every 5 ms, as before).',
+    description: 'Least time between two token-ledger writes: the heartbeats that arrive meanwhile wait and go into the next write together (fewer, larger writes, and less memory for a held fleet, for up to this much more acknowledgement latency). Once 64 heartbeats wait they are written without waiting out the gap (at most one write every 2 ms).',
   },
   TOKEN_ROLLUP_INTERVAL_SECONDS: {
     schema: int(1, 3600),

@@ -74,8 +74,14 @@ const RETRY_MIN_MS = 100;
 const LEDGER_DOC_MAX = 2000;
 /** Heartbeats waiting that make a ledger write start without waiting out TOKEN_LEDGER_WRITE_GAP_MS ... */
 const LEDGER_EARLY_WRITE = 64;
-/** ... once this long has passed since the last write started. */
-const FULL_BATCH_GAP_MS = 5;
+/**
+ * ... once this long has passed since the last write started. Under 20,000 heartbeats a second a
+ * write then carries about 40-60 of them and follows the last within a few milliseconds: the
+ * shorter each heartbeat waits in the server, the fewer are caught by a stall of the event loop
+ * (six interleaved runs each: a server-side p99 of 34-83 ms, median 61, with 5 ms; 30-74 ms,
+ * median 40, with 2 ms; the writes, a third more of them, cost no CPU one could see).
+ */
+const FULL_BATCH_GAP_MS = 2;
 /**
  * A roll-up runs in slices of ROLLUP_SLICE_MS. When the event loop was busy since the last roll-up
  * (more than ROLLUP_PACED_ABOVE of its time), the slices have ROLLUP_REST_MS between them: under
