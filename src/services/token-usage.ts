@@ -76,7 +76,7 @@ const LEDGER_DOC_MAX = 2000;
 const LEDGER_EARLY_WRITE = 64;
 /**
  * ... once this long has passed since the last write started. Under 20,000 heartbeats a second a
- * write then carries about 40-60 of them and follows the last within a few milliseconds: the
+ * write then carries about a hundred of them and follows the last within a few milliseconds: the
  * shorter each heartbeat waits in the server, the fewer are caught by a stall of the event loop
  * (six interleaved runs each: a server-side p99 of 34-83 ms, median 61, with 5 ms; 30-74 ms,
  * median 40, with 2 ms; the writes, a third more of them, cost no CPU one could see).
