@@ -14,6 +14,7 @@
  */
 import { ed25519 } from '../src/domain/ed25519.js';
 import { certificateBytes } from '../src/domain/certificate.js';
+import { readDigits } from '../src/domain/decimal.js';
 import { MiniWebSocket } from './wsclient.js';
 import { profileCommand } from './profiler.js';
 import { benchKey, type BenchKey } from './keys.js';
@@ -130,9 +131,7 @@ const ACK_HEAD = '{"type":"heartbeat_ack","seq":';
 function onFrame(c: Client, ws: MiniWebSocket, text: string, finish: () => void): void {
   if (text.startsWith(ACK_HEAD)) {
     // The frame the server sends most: its seq is read off the text (the server writes exactly this form).
-    let seq = 0;
-    for (let i = ACK_HEAD.length; i < text.length - 1; i++) seq = seq * 10 + (text.charCodeAt(i) - 0x30);
-    return onAck(c, seq);
+    return onAck(c, readDigits(text, ACK_HEAD.length, text.length - 1));
   }
   if (text.startsWith(UPDATE_HEAD) || text.startsWith(CONFIG_HEADS[0]!) || text.startsWith(CONFIG_HEADS[1]!)) return;
   if (text.startsWith(OFFER_HEAD)) {

@@ -19,6 +19,7 @@ import type { MetricValueWithName } from 'prom-client';
 import { profileCommand } from './profiler.js';
 import { benchKey } from './keys.js';
 import { readRunQueueWaitMs } from './machine.js';
+import { percentile } from './report.js';
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
@@ -150,10 +151,9 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const f = fleetOf(steward!.ctx);
         const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
         loopDelay.reset();
-        const acks = ackMs ? Float64Array.from(ackMs).sort() : new Float64Array(0);
+        const acks = (ackMs ?? []).sort((a, b) => a - b);
         if (ackMs) ackMs = [];
-        const at = (p: number) => (acks.length === 0 ? NaN : acks[Math.min(acks.length - 1, Math.ceil((p / 100) * acks.length) - 1)]!);
-        const ackExact = { n: acks.length, p50: at(50), p99: at(99), max: at(100) };
+        const ackExact = { n: acks.length, p50: percentile(acks, 50), p99: percentile(acks, 99), max: percentile(acks, 100) };
         return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets(), ackExact });
       }
       case 'recordAcks':
