@@ -59,6 +59,23 @@ test('send-qr refuses unknown and claimed users (404) and non-admins', async () 
   assert.is((await http(s.url, 'POST', '/api/server/directory/send-qr', { json: { userId: u.user._id, sendByEmail: false } })).status, 401);
 });
 
+test('send-qr for a user with the owner role needs an owner: an admin cannot open a claim and take the account', async () => {
+  const futureOwner = await makeUser(s, { unclaimed: true, role: 'owner' });
+  const roleAdmin = await makeUser(s, { role: 'admin' });
+  for (const caller of [admin, roleAdmin]) {
+    const r = await caller.api.post('/api/server/directory/send-qr', { userId: futureOwner.user._id, sendByEmail: false });
+    assert.is(r.status, 403, r.text);
+    assert.is((r.body as { error: { code: string } }).error.code, 'owner_only');
+  }
+  assert.is(await s.ctx.c.claimSessions.count({ userId: futureOwner.user._id }), 0, 'no claim session was opened');
+  // An admin still opens claims for the roles up to their own.
+  const futureAdmin = await makeUser(s, { unclaimed: true, role: 'admin' });
+  assert.is((await roleAdmin.api.post('/api/server/directory/send-qr', { userId: futureAdmin.user._id, sendByEmail: false })).status, 200);
+  const r = await owner.api.post('/api/server/directory/send-qr', { userId: futureOwner.user._id, sendByEmail: false });
+  assert.is(r.status, 200, r.text);
+  assert.is(await s.ctx.c.claimSessions.count({ userId: futureOwner.user._id }), 1);
+});
+
 test('a claim: GET the nonce, a wrong signature stays pending, the right one completes', async () => {
   const u = await makeUser(s, { unclaimed: true, name: 'Dana', email: 'dana@example.test' });
   const { token } = await sendQr(u.user._id);

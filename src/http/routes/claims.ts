@@ -4,7 +4,9 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
+import { forbidden, notFound } from '../errors.js';
+import { isOwnerLike } from '../auth.js';
+import type { UserPrincipal } from '../../domain/principal.js';
 import { isDid } from '../../domain/did.js';
 import { claimServiceOf } from '../../services/claims.js';
 import type { AppContext } from '../../server.js';
@@ -88,6 +90,11 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       handler: async ({ body, principal }) => {
         const user = await ctx.c.users.findById(body.userId);
         if (!user || user.did) throw notFound('no unclaimed user with this id');
+        // Whoever holds the token claims the account: an admin must not open one for an owner
+        // (only an owner gives the owner role, docs/people.md).
+        if (user.role === 'owner' && !isOwnerLike(principal as UserPrincipal)) {
+          throw forbidden('a claim for a user with the owner role can only be opened by an owner', 'owner_only');
+        }
         const session = await claims.open('send-qr', { userId: user._id });
         const emailSent = body.sendByEmail ? await claims.mailClaim(session, user) : false;
         await ctx.audit.record(principal!, {
