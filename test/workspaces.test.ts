@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { client, http, type TestServer } from './helpers.js';
+import { generateKeyPair } from '../src/domain/did.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { enc, isError, makeAgent, makeWorkspace, startWithOwner } from './people-helpers.js';
 import {
@@ -348,6 +349,31 @@ test('agents: an agent managed in another workspace needs an admin of that one t
   assert.match(r.body.error.message, /agent-home/);
   await c.workspaceMembers.updateOne({ userId: awayAdmin.user._id, workspaceId: home.id }, { $set: { role: 'admin' } });
   assert.is((await awayAdmin.api.post(`/api/workspaces/${away.id}/agents`, { agentDid: agent._id })).status, 201);
+});
+
+test('agents: a registration awaiting approval, or rejected, cannot be added to a workspace (404), so no workspace admin manages it', async () => {
+  const c = s.ctx.c;
+  const ws = await makeWorkspace(owner, 'Agent Claimers');
+  const wsAdmin = await makeUser(s, { workspaces: { [ws.id]: 'admin' } });
+  const keys = generateKeyPair();
+  const reg = await http(s.url, 'POST', '/api/agents/register', {
+    json: { name: 'newcomer', version: '1.0.0', capabilities: ['file_access'], publicKey: keys.publicKey },
+  });
+  assert.is(reg.status, 201, reg.text);
+  const did = reg.body.agentId as string;
+  const add = await wsAdmin.api.post(`/api/workspaces/${ws.id}/agents`, { agentDid: did });
+  isError(add, 404, 'not_found');
+  assert.match(add.body.error.message, /no approved agent/);
+  assert.is(await c.workspaceAgents.count({ agentDid: did }), 0);
+  isError(await wsAdmin.api.del(`/api/agents/${enc(did)}`), 403, 'forbidden');
+  const regs = (await owner.api.get('/api/registrations')).body.registrations as Array<{ id: string; name: string }>;
+  const regId = regs.find((x) => x.name === 'newcomer')!.id;
+  const rejected = await owner.api.post(`/api/registrations/${enc(regId)}/reject`, { reason: 'unknown' });
+  assert.is(rejected.status, 200, rejected.text);
+  isError(await wsAdmin.api.post(`/api/workspaces/${ws.id}/agents`, { agentDid: did }), 404, 'not_found');
+  isError(await owner.api.post(`/api/workspaces/${ws.id}/agents`, { agentDid: did }), 404, 'not_found');
+  assert.is(await c.workspaceAgents.count({ agentDid: did }), 0);
+  assert.is((await c.agents.findById(did))?.status, 'rejected');
 });
 
 test('addAgentToWorkspace is idempotent and keeps one primary', async () => {

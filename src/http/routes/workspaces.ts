@@ -376,7 +376,9 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
         need(a, 'manageWorkspaceAgents', 'adding agents');
         const { agentDid } = r.body;
         const agent = await c.agents.findById(agentDid);
-        if (!agent) throw notFound(`no agent ${agentDid}`);
+        // A registration becomes an agent at its approval, which also gives it its primary
+        // workspace: before that (or once rejected) no workspace admin may claim it.
+        if (!agent || agent.status !== 'active') throw notFound(`no approved agent ${agentDid}`);
         const primary = await primaryWorkspaceOf(c, agentDid);
         if (primary && primary._id !== a.ws._id && !a.who.isGlobalAdmin) {
           const there = await memberRole(c, p.userId, primary._id);
