@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { makeUser, type TestUser } from './fixtures.js';
-import { sleep, waitFor } from './helpers.js';
+import { client, sleep, waitFor } from './helpers.js';
 import { fleet, isError, makeWorkspace, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import type { StewardAgent } from '../src/agent/index.js';
 
@@ -110,6 +110,22 @@ test('visibility: a member sees the agents of their workspaces only', async () =
   const none = await outsider.api.get('/api/agents');
   assert.equal(none.body, { agents: [], total: 0, page: 1, pageSize: 20, totalPages: 0, online: 0 });
   assert.is((await fetch(`${ctx.s.url}/api/agents`)).status, 401);
+});
+
+test("an agent's own session (from ready) sees the agents of its workspaces: list, search, detail", async () => {
+  const api = client(ctx.s.url, ctx.alpha.session!.token);
+  const r = await api.get('/api/agents');
+  assert.is(r.status, 200, r.text);
+  assert.equal(names(r), ['Alpha-bot', 'beta-bot']);
+  assert.is(r.body.online, 1);
+  assert.equal((await api.get('/api/agents/search?q=bot')).body.agents.map((a: any) => a.name), ['Alpha-bot', 'beta-bot']);
+  const peer = await api.get(`/api/agents/${encodeURIComponent(ctx.beta.did)}`);
+  assert.is(peer.status, 200, peer.text);
+  assert.is(peer.body.agent.name, 'beta-bot');
+  isError(await api.get(`/api/agents/${encodeURIComponent(ctx.gamma.did)}`), 404);
+  isError(await api.get(`/api/agents?workspace=${ctx.wsB.slug}`), 404);
+  // Still not the people's endpoints that act: an intent needs a person.
+  isError(await api.post(`/api/agents/${encodeURIComponent(ctx.beta.did)}/intents`, { action: 'api_call' }), 403);
 });
 
 test('detail: list fields plus llmSystemPrompt, publicKey, policy, certificate; pending agents are not agents', async () => {

@@ -392,7 +392,7 @@ test('addAgentToWorkspace is idempotent and keeps one primary', async () => {
   assert.is(await resolveWorkspace(c, 'nope'), null);
 });
 
-test('an agent session sees the workspaces it belongs to, and changes nothing', async () => {
+test('an agent session sees the workspaces it belongs to (also in me/workspaces), and changes nothing', async () => {
   const c = s.ctx.c;
   const mine = await makeWorkspace(owner, 'Agent Seen');
   await makeWorkspace(owner, 'Agent Unseen');
@@ -406,7 +406,10 @@ test('an agent session sees the workspaces it belongs to, and changes nothing', 
   isError(await api.get('/api/workspaces/agent-unseen'), 404, 'not_found');
   assert.equal((await api.get('/api/workspaces/agent-seen/agents')).body.agents.map((a: any) => a.id), [agent._id]);
   isError(await api.patch('/api/workspaces/agent-seen', { name: 'Mine now' }), 403, 'forbidden');
-  isError(await api.get('/api/me/workspaces'), 403, 'forbidden');
+  // §4.6 GET /api/me/workspaces is "Required": an agent's session is one (§5.1).
+  const me = await api.get('/api/me/workspaces');
+  assert.is(me.status, 200, me.text);
+  assert.equal(me.body, { workspaces: [{ id: mine.id, name: 'Agent Seen', slug: 'agent-seen', isPrimary: true, isAdmin: false }] });
 });
 
 // --- GET /api/me/workspaces ------------------------------------------------------------------------

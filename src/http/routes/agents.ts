@@ -52,7 +52,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
     route({
       method: 'GET',
       path: '/api/agents',
-      auth: 'user',
+      auth: 'session',
       summary: `Agents the caller may see; pageSize default ${AGENTS_PAGE_SIZE_DEFAULT}, max ${AGENTS_PAGE_SIZE_MAX}; online counts the online agents among all matching ones`,
       tags: ['agents'],
       query: listQuery,
@@ -62,7 +62,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
     route({
       method: 'GET',
       path: '/api/agents/search',
-      auth: 'user',
+      auth: 'session',
       summary: 'Agents whose name or DID contains q (case-insensitive), at most 20',
       tags: ['agents'],
       query: z.object({ q: z.string().max(200).optional() }),
@@ -72,7 +72,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
     route({
       method: 'GET',
       path: '/api/agents/:id',
-      auth: 'user',
+      auth: 'session',
       summary: 'Agent detail: the list fields plus llmSystemPrompt, publicKey, workspaces, effective policy, current certificate, token usage',
       tags: ['agents'],
       params: z.object({ id: did }),

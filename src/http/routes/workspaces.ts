@@ -452,14 +452,20 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
     route({
       method: 'GET',
       path: '/api/me/workspaces',
-      auth: 'user',
-      summary: "The caller's workspaces (all of them for a global admin) with isPrimary and isAdmin",
+      auth: 'session',
+      summary:
+        "The caller's workspaces (all of them for a global admin) with isPrimary and isAdmin; for an agent's session, the workspaces the agent belongs to (isAdmin false)",
       tags: ['workspaces'],
       handler: async (r) => {
-        const p = personOf(r);
-        const [ids, mine] = await Promise.all([visibleWorkspaceIds(c, p), c.workspaceMembers.find({ userId: p.userId })]);
+        const p = r.principal!;
+        const ids = await visibleWorkspaceIds(c, p);
+        const mine =
+          p.kind === 'user'
+            ? (await c.workspaceMembers.find({ userId: p.userId })).map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: atLeast(m.role, 'admin') }))
+            : (await c.workspaceAgents.find({ agentDid: p.did })).map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: false }));
         const list = await c.workspaces.find(ids === 'all' ? {} : { _id: { $in: ids } }, { sort: { name: 1, _id: 1 } });
         const membership = new Map(mine.map((m) => [m.workspaceId, m]));
+        const globalAdmin = p.kind === 'user' && p.isAdmin;
         const items = list.map((ws) => {
           const m = membership.get(ws._id);
           return {
@@ -467,7 +473,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
             name: ws.name,
             slug: ws.slug,
             isPrimary: m?.isPrimary ?? false,
-            isAdmin: p.isAdmin || atLeast(m?.role, 'admin'),
+            isAdmin: globalAdmin || (m?.admin ?? false),
           };
         });
         items.sort((x, y) => Number(y.isPrimary) - Number(x.isPrimary));
