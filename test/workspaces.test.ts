@@ -52,6 +52,9 @@ test('create: given slug and colour (normalised to lower case); description defa
   assert.is(r.status, 201);
   assert.is(r.body.workspace.slug, 'red-team');
   assert.is(r.body.workspace.color, '#ff0000');
+  const short = await owner.api.post('/api/workspaces', { name: 'Short Colour', color: '#0Af' });
+  assert.is(short.status, 201, short.text);
+  assert.is(short.body.workspace.color, '#00aaff', 'a short hex colour is stored in its long form');
   assert.is(r.body.workspace.description, '');
 });
 
@@ -66,6 +69,8 @@ test('create: 400 for a bad slug, colour or name, or a name that gives no slug; 
   isError(await owner.api.post('/api/workspaces', { name: 'x', slug: 'a--b' }), 400, 'validation_failed');
   isError(await owner.api.post('/api/workspaces', { name: 'x', color: 'red' }), 400, 'validation_failed');
   isError(await owner.api.post('/api/workspaces', { name: 'x', color: '#12345' }), 400, 'validation_failed');
+  isError(await owner.api.post('/api/workspaces', { name: 'x', color: '#abcd' }), 400, 'validation_failed');
+  isError(await owner.api.post('/api/workspaces', { name: 'x', color: '#ggg' }), 400, 'validation_failed');
   isError(await owner.api.post('/api/workspaces', { name: '' }), 400, 'validation_failed');
   isError(await owner.api.post('/api/workspaces', { name: '!!!' }), 400, 'slug_required');
   const wsAdmin = await makeUser(s, { role: 'admin', workspaces: { [s.ctx.defaultWorkspace._id]: 'owner' } });

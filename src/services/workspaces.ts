@@ -46,7 +46,14 @@ export function toWorkspaceView(ws: WorkspaceDoc): WorkspaceView {
 }
 
 export const SLUG_RE = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
-export const COLOR_RE = /^#[0-9a-fA-F]{6}$/;
+/** A hex colour, `#rrggbb` or the short `#rgb`. */
+export const COLOR_RE = /^#(?:[0-9a-fA-F]{3}){1,2}$/;
+
+/** A colour matching COLOR_RE as it is stored: `#rrggbb`, lower case (`#AbC` → `#aabbcc`). */
+export function normalizeColor(v: string): string {
+  const hex = v.slice(1).toLowerCase();
+  return `#${hex.length === 3 ? [...hex].map((d) => d + d).join('') : hex}`;
+}
 
 /** Lowercase, accents dropped, every run of other characters one hyphen, no hyphen at either end. */
 export function slugify(name: string): string {

@@ -29,6 +29,7 @@ import {
   addAgentToWorkspace,
   addMember,
   COLOR_RE,
+  normalizeColor,
   defaultColor,
   memberRole,
   primaryWorkspaceOf,
@@ -46,8 +47,8 @@ import { personOf } from './users.js';
 const slug = z.string().max(64).regex(SLUG_RE, { message: 'lowercase letters and digits, words joined by single hyphens' });
 const color = z
   .string()
-  .regex(COLOR_RE, { message: 'a hex colour #rrggbb' })
-  .transform((v) => v.toLowerCase());
+  .regex(COLOR_RE, { message: 'a hex colour, #rrggbb or #rgb' })
+  .transform(normalizeColor);
 const name = z.string().trim().min(1).max(100);
 const description = z.string().max(1000);
 const role = z.enum(WORKSPACE_ROLES as [WorkspaceRole, ...WorkspaceRole[]]);
