@@ -243,9 +243,10 @@ export const VARIABLES = {
     description: "Base URL of the team-chat service's graph API; teams bridges post to `{GRAPH_BASE_URL}/teams/{teamId}/channels/{channelId}/messages`.",
   },
   BRIDGE_REPLAY_WINDOW_SECONDS: {
-    schema: int(1, 7 * 24 * 3600),
-    default: '300',
-    description: 'An incoming webhook delivery with the same signature (so the same body) as one accepted this recently is refused as a replay (409).',
+    schema: int(0, 7 * 24 * 3600),
+    default: '0',
+    description:
+      '0 (off): every correctly signed incoming webhook delivery is posted, a repeated one too. Above 0 (an opt-in that departs from plain delivery): for that many seconds after a delivery is accepted, one with the same signature (so the same body) is refused as a replay (409).',
   },
   BRIDGE_DELIVERY_ATTEMPTS: {
     schema: int(1, 20),

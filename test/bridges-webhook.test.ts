@@ -1,6 +1,7 @@
 /**
- * The generic webhook bridge: signed deliveries in (signature, replay, direction, body rules) and
- * signed deliveries out to a local HTTP server that verifies them, with retries.
+ * The generic webhook bridge: signed deliveries in (signature, repeats and the opt-in replay
+ * window, direction, body rules) and signed deliveries out to a local HTTP server that verifies
+ * them, with retries.
  */
 import { createHmac } from 'node:crypto';
 import { suite } from 'uvu';
@@ -20,8 +21,9 @@ const SECRET = 'whsec-0123456789abcdef0123456789abcdef';
 
 test.before(async () => {
   remote = await new RecordingServer().start();
-  // Retries every few milliseconds and a one-second replay window keep the suite short.
-  ({ s, owner } = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '20', BRIDGE_DELIVERY_ATTEMPTS: '4', BRIDGE_REPLAY_WINDOW_SECONDS: '1' }));
+  // Retries every few milliseconds keep the suite short. The replay window keeps its default (off);
+  // the opt-in window has a server of its own below.
+  ({ s, owner } = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '20', BRIDGE_DELIVERY_ATTEMPTS: '4' }));
   ws = await makeWorkspace(owner, 'Hooks');
   alice = await makeUser(s, { workspaces: { [ws.id]: 'member' }, name: 'Alice Example' });
 });
@@ -31,9 +33,15 @@ test.after(async () => {
   await remote.stop();
 });
 
-async function channelWithBridge(name: string, bridge: Record<string, unknown> = {}, config: Record<string, unknown> = {}): Promise<{ ch: any; bridge: any }> {
-  const ch = await makeChannel(alice, { name, workspaceId: ws.id });
-  const r = await alice.api.post(`/api/channels/${ch.id}/bridges`, {
+async function channelWithBridge(
+  name: string,
+  bridge: Record<string, unknown> = {},
+  config: Record<string, unknown> = {},
+  who: TestUser = alice,
+  workspaceId: string = ws.id,
+): Promise<{ ch: any; bridge: any }> {
+  const ch = await makeChannel(who, { name, workspaceId });
+  const r = await who.api.post(`/api/channels/${ch.id}/bridges`, {
     externalService: 'webhook',
     externalChannelId: `ext-${name}`,
     externalChannelName: name,
@@ -45,8 +53,8 @@ async function channelWithBridge(name: string, bridge: Record<string, unknown> =
   return { ch, bridge: r.body.bridge };
 }
 
-function deliver(bridgeId: string, raw: string | Buffer, headers: Record<string, string> = {}) {
-  return http(s.url, 'POST', `/api/bridges/webhook/${bridgeId}/incoming`, { raw, headers: { 'content-type': 'application/json', ...headers } });
+function deliver(bridgeId: string, raw: string | Buffer, headers: Record<string, string> = {}, server: TestServer = s) {
+  return http(server.url, 'POST', `/api/bridges/webhook/${bridgeId}/incoming`, { raw, headers: { 'content-type': 'application/json', ...headers } });
 }
 
 const signature = (raw: string | Buffer, secret = SECRET) => `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`;
@@ -97,25 +105,56 @@ test('incoming: 401 for a wrong, malformed or missing signature; nothing is post
   assert.equal(await messagesOf(ch.id), []);
 });
 
-test('incoming: a replay (same signature and body) within the window is refused with 409; after it, accepted again', async () => {
-  const { ch, bridge } = await channelWithBridge('in-replay');
-  const raw = JSON.stringify({ message: 'once only', metadata: { deliveryId: 'd-1' } });
-  assert.is((await deliver(bridge.id, raw, { 'x-signature': signature(raw) })).status, 200);
-  isError(await deliver(bridge.id, raw, { 'x-signature': signature(raw) }), 409, 'replayed_delivery');
-  const other = JSON.stringify({ message: 'once only', metadata: { deliveryId: 'd-2' } });
-  assert.is((await deliver(bridge.id, other, { 'x-signature': signature(other) })).status, 200, 'a different body is a different delivery');
-  assert.is((await messagesOf(ch.id)).length, 2);
-  await sleep(1100); // BRIDGE_REPLAY_WINDOW_SECONDS=1
-  assert.is((await deliver(bridge.id, raw, { 'x-signature': signature(raw) })).status, 200);
-  assert.is((await messagesOf(ch.id)).length, 3);
+test('incoming: by default a repeated identical signed delivery is posted again (two messages)', async () => {
+  const { ch, bridge } = await channelWithBridge('in-repeat');
+  const raw = JSON.stringify({ message: 'deploy finished' });
+  const first = await deliver(bridge.id, raw, { 'x-signature': signature(raw) });
+  const second = await deliver(bridge.id, raw, { 'x-signature': signature(raw) });
+  assert.is(first.status, 200, first.text);
+  assert.is(second.status, 200, second.text);
+  assert.is.not(second.body.messageId, first.body.messageId);
+  const messages = await messagesOf(ch.id);
+  assert.equal(messages.map((m) => m.content), ['deploy finished', 'deploy finished']);
+  assert.equal(messages.map((m) => m.id).sort(), [first.body.messageId, second.body.messageId].sort());
+  assert.is(await s.ctx.c.bridgeDeliveries.count({ bridgeId: bridge.id }), 0, 'nothing is recorded while the window is off');
 });
 
-test('incoming: concurrent copies of one delivery post exactly one message', async () => {
-  const { ch, bridge } = await channelWithBridge('in-race');
-  const raw = JSON.stringify({ message: 'raced' });
-  const answers = await Promise.all(Array.from({ length: 8 }, () => deliver(bridge.id, raw, { 'x-signature': signature(raw) })));
-  assert.equal(answers.map((a) => a.status).sort(), [200, 409, 409, 409, 409, 409, 409, 409]);
-  assert.is((await messagesOf(ch.id)).length, 1);
+test('incoming: 401 for a request with neither Content-Type nor X-Signature; 415 only for a signed one that is not JSON', async () => {
+  const { ch, bridge } = await channelWithBridge('in-bare');
+  const raw = JSON.stringify({ message: 'no headers at all' });
+  const bare = await http(s.url, 'POST', `/api/bridges/webhook/${bridge.id}/incoming`, { raw });
+  isError(bare, 401, 'signature_missing');
+  const wrong = await http(s.url, 'POST', `/api/bridges/webhook/${bridge.id}/incoming`, { raw, headers: { 'content-type': 'text/plain', 'x-signature': signature(raw, 'another-secret') } });
+  isError(wrong, 401, 'invalid_signature');
+  const signed = await http(s.url, 'POST', `/api/bridges/webhook/${bridge.id}/incoming`, { raw, headers: { 'x-signature': signature(raw) } });
+  isError(signed, 415, 'unsupported_media_type');
+  assert.equal(await messagesOf(ch.id), []);
+});
+
+test('incoming, opt-in replay window (BRIDGE_REPLAY_WINDOW_SECONDS > 0): a repeat within it is 409, concurrent copies post once, and after it the delivery is accepted again', async () => {
+  const { s: own, owner: ownOwner } = await startWithOwner({ BRIDGE_REPLAY_WINDOW_SECONDS: '1' });
+  try {
+    const w = await makeWorkspace(ownOwner, 'Replays');
+    const { ch, bridge } = await channelWithBridge('in-replay', {}, {}, ownOwner, w.id);
+    const send = (raw: string) => deliver(bridge.id, raw, { 'x-signature': signature(raw) }, own);
+    const count = async () => (await ownOwner.api.get(`/api/channels/${ch.id}/messages`)).body.messages.length as number;
+    const raw = JSON.stringify({ message: 'once only', metadata: { deliveryId: 'd-1' } });
+    assert.is((await send(raw)).status, 200);
+    isError(await send(raw), 409, 'replayed_delivery');
+    const other = JSON.stringify({ message: 'once only', metadata: { deliveryId: 'd-2' } });
+    assert.is((await send(other)).status, 200, 'a different body is a different delivery');
+    assert.is(await count(), 2);
+    await sleep(1100); // the one-second window has passed
+    assert.is((await send(raw)).status, 200);
+    assert.is(await count(), 3);
+
+    const raced = JSON.stringify({ message: 'raced' });
+    const answers = await Promise.all(Array.from({ length: 8 }, () => send(raced)));
+    assert.equal(answers.map((a) => a.status).sort(), [200, 409, 409, 409, 409, 409, 409, 409]);
+    assert.is(await count(), 4);
+  } finally {
+    await own.stop(true);
+  }
 });
 
 test('incoming: 403 for a disabled or outgoing-only bridge; 404 for an unknown bridge or one that is not a webhook', async () => {
@@ -140,7 +179,7 @@ test('incoming: 403 for a disabled or outgoing-only bridge; 404 for an unknown b
   isError(await deliver(teams.body.bridge.id, raw, sig), 404, 'not_found');
 });
 
-test('incoming: 400 for invalid JSON, a missing or empty message, bad author or metadata; 415 without JSON content type', async () => {
+test('incoming: 400 for invalid JSON, a missing or empty message, bad author or metadata; 415 for a signed request without JSON content type', async () => {
   const { ch, bridge } = await channelWithBridge('in-400');
   const send = (raw: string) => deliver(bridge.id, raw, { 'x-signature': signature(raw) });
   isError(await send('{"message": '), 400, 'invalid_json');

@@ -1,15 +1,16 @@
 /**
- * @mentions reaching real SDK agents over /ws/agent, and their replies through agent-response.
+ * @mentions reaching real SDK agents over /ws/agent, their replies through agent-response, and
+ * channels that agents create with the HTTP session of their handshake.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { StewardAgent, ChannelMessageContext } from '../src/agent/index.js';
 import { frameValidators } from '../src/domain/wire-schemas.js';
 import { sign } from '../src/integrations/webhook.js';
-import { http, waitFor, type TestServer } from './helpers.js';
+import { client, http, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { once, readyAgent, stopAll, startWithOwner } from './fleet-helpers.js';
-import { addMember, makeChannel, makeWorkspace, post, RawAgentSink } from './channels-helpers.js';
+import { addMember, isError, makeChannel, makeWorkspace, post, RawAgentSink } from './channels-helpers.js';
 
 const test = suite('channel mentions to agents');
 let s: TestServer;
@@ -161,6 +162,45 @@ test("a message arriving through a bridge with an agent's @name reaches that age
   assert.is(got[0]!.message.id, r.body.messageId);
   assert.is(got[0]!.message.content, 'from outside: @listener ping');
   assert.is(got[0]!.message.authorDid, 'ext:bob');
+});
+
+test('an agent creates a channel with its handshake session: only in a workspace it belongs to, never a global one; it owns the channel; audited', async () => {
+  const creator = await agentNamed('channel-maker');
+  const token = creator.session!.token;
+  const api = client(s.url, token);
+  // Not (yet) an agent of this workspace: 404, as for a person outside it. A global channel: 403.
+  isError(await api.post('/api/channels', { name: 'Agent Room', workspaceId: ws.id }), 404, 'not_found');
+  isError(await api.post('/api/channels', { name: 'Agent Global' }), 403, 'forbidden');
+  isError(await api.post('/api/channels', { name: 'Agent Global', workspaceId: null }), 403, 'forbidden');
+  const joined = await owner.api.post(`/api/workspaces/${ws.id}/agents`, { agentDid: creator.did });
+  assert.is(joined.status, 201, joined.text);
+
+  const r = await api.post('/api/channels', { name: 'Agent Room', workspaceId: ws.id, isPublic: false });
+  assert.is(r.status, 201, r.text);
+  const ch = r.body.channel;
+  assert.is(ch.creatorDid, creator.did);
+  assert.is(ch.workspaceId, ws.id);
+  assert.is(ch.slug, 'agent-room');
+  const detail = await api.get(`/api/channels/${ch.id}`);
+  assert.is(detail.status, 200, detail.text);
+  assert.equal(
+    detail.body.members.map((m: any) => [m.memberDid, m.memberType, m.role]),
+    [[creator.did, 'agent', 'owner']],
+  );
+  const audit = await s.ctx.c.audit.findOne({ action: 'channel.create', target: ch.id });
+  assert.ok(audit, 'channel.create is audited');
+  assert.is(audit!.actor, creator.did);
+  assert.is(audit!.actorType, 'agent');
+
+  // As the owner it manages the channel: adds a person, who can then read the private channel.
+  isError(await alice.api.get(`/api/channels/${ch.id}`), 404, 'not_found');
+  const added = await api.post(`/api/channels/${ch.id}/members`, { memberDid: alice.user.did, memberType: 'user' });
+  assert.is(added.status, 201, added.text);
+  assert.is(added.body.member.invitedBy, creator.did);
+  assert.is((await alice.api.get(`/api/channels/${ch.id}`)).status, 200);
+  const topic = await api.patch(`/api/channels/${ch.id}`, { topic: 'run by an agent' });
+  assert.is(topic.status, 200, topic.text);
+  assert.is(topic.body.channel.topic, 'run by an agent');
 });
 
 test.run();

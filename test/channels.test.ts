@@ -99,17 +99,44 @@ test('create: a global channel (no workspaceId) only by a global admin; its slug
   assert.is(inWs.slug, 'everyone');
 });
 
-test('create: 400 for a missing or blank name, a bad slug, an unknown field; 404 for a workspace the caller is not in; 401 anonymous; 403 agents', async () => {
+test('create: a generated slug is the trimmed name in lower case with each whitespace character a hyphen; nothing else changes', async () => {
+  const made = async (name: string) => (await makeChannel(creator, { name, workspaceId: ws.id })).slug;
+  assert.is(await made('C++ Devs'), 'c++-devs');
+  assert.is(await made('日本語'), '日本語');
+  assert.is(await made('Ops Team'), 'ops-team');
+  assert.is(await made('  Café Crème  '), 'café-crème');
+  assert.is(await made('Q&A\tDesk  Two'), 'q&a-desk--two');
+  assert.is(await made('!!!'), '!!!');
+  const named = await makeChannel(creator, { name: '  Padded Name ', workspaceId: ws.id });
+  assert.is(named.name, 'Padded Name');
+  assert.is(named.slug, 'padded-name');
+  isError(await creator.api.post('/api/channels', { name: 'c++ DEVS', workspaceId: ws.id }), 409, 'slug_taken');
+  isError(await creator.api.post('/api/channels', { name: '日本語', workspaceId: ws.id }), 409, 'slug_taken');
+});
+
+test('create: a given slug is taken as sent when it is 1–100 characters without whitespace; otherwise 400 validation_failed', async () => {
+  const given = async (slug: string) => (await makeChannel(creator, { name: 'Given', slug, workspaceId: ws.id })).slug;
+  assert.is(await given('Release/2.0_Notes'), 'Release/2.0_Notes');
+  assert.is(await given('été'), 'été');
+  assert.is(await given('x'.repeat(100)), 'x'.repeat(100));
+  for (const bad of ['', 'Bad Slug', 'tab\there', 'line\nbreak', ' lead', 'x'.repeat(101)]) {
+    const r = await creator.api.post('/api/channels', { name: 'Refused', slug: bad, workspaceId: ws.id });
+    isError(r, 400, 'validation_failed');
+    assert.match(r.body.error.message, /slug/);
+  }
+  isError(await creator.api.post('/api/channels', { name: 'Other', slug: 'été', workspaceId: ws.id }), 409, 'slug_taken');
+});
+
+test('create: 400 for a missing or blank name, an unknown field; 404 for a workspace the caller is not in; 401 anonymous; an agent outside the workspace 404', async () => {
   isError(await creator.api.post('/api/channels', { workspaceId: ws.id }), 400, 'validation_failed');
   isError(await creator.api.post('/api/channels', { name: '   ', workspaceId: ws.id }), 400, 'validation_failed');
-  isError(await creator.api.post('/api/channels', { name: 'x', slug: 'Bad Slug', workspaceId: ws.id }), 400, 'validation_failed');
-  isError(await creator.api.post('/api/channels', { name: '!!!', workspaceId: ws.id }), 400, 'slug_required');
   isError(await creator.api.post('/api/channels', { name: 'x', workspaceId: ws.id, color: 'red' }), 400, 'validation_failed');
   isError(await outsider.api.post('/api/channels', { name: 'Sneaky', workspaceId: ws.id }), 404, 'not_found');
   isError(await creator.api.post('/api/channels', { name: 'x', workspaceId: 'no-such-workspace' }), 404, 'not_found');
   isError(await http(s.url, 'POST', '/api/channels', { json: { name: 'Anon', workspaceId: ws.id } }), 401, 'unauthorized');
   const agent = await sessionAgent(s, 'creator-bot');
-  isError(await agent.api.post('/api/channels', { name: 'Bot channel', workspaceId: ws.id }), 403, 'forbidden');
+  isError(await agent.api.post('/api/channels', { name: 'Bot channel', workspaceId: ws.id }), 404, 'not_found');
+  isError(await agent.api.post('/api/channels', { name: 'Bot channel' }), 403, 'forbidden');
 });
 
 // --- list -------------------------------------------------------------------------------------------

@@ -4,10 +4,12 @@
  *
  * - Configuration (`secret`, `outgoingUrl`; `accessToken`, `tenantId`, `botId`) is sealed with the
  *   bridge id as associated data and never leaves the server: no answer, log line or error holds it.
- * - Incoming webhook: the bridge must exist and be a webhook (404), the body must be JSON (415),
- *   `X-Signature` must be the HMAC-SHA256 of the raw body under the secret (401), the bridge must
- *   take incoming messages (403), the body must carry a non-empty `message` (400). A delivery whose
- *   signature — so whose body — was accepted within BRIDGE_REPLAY_WINDOW_SECONDS is a replay (409).
+ * - Incoming webhook: the bridge must exist and be a webhook (404), `X-Signature` must be the
+ *   HMAC-SHA256 of the raw body under the secret (401), the request must be JSON (415), the bridge
+ *   must take incoming messages (403), the body must carry a non-empty `message` (400). Repeated
+ *   deliveries are posted like any other; only when an operator sets BRIDGE_REPLAY_WINDOW_SECONDS
+ *   above 0 is a delivery whose signature — so whose body — was accepted within that window
+ *   refused as a replay (409).
  * - Outgoing: each new message of a channel goes to its enabled outgoing and bidirectional bridges,
  *   except the bridge it came in through. Deliveries run after the poster has its answer, up to
  *   OUTGOING_CONCURRENCY at a time per bridge, each retried with exponential back-off
@@ -145,15 +147,22 @@ export class BridgeService {
   }
 
   /**
-   * Warns about an unverified teams endpoint, starts sweeping expired replay records, and resumes
-   * the outgoing deliveries a previous run left unfinished (each at its next attempt time).
+   * Warns about an unverified teams endpoint, sweeps replay records (periodically, only while a
+   * replay window is set), and resumes the outgoing deliveries a previous run left unfinished
+   * (each at its next attempt time).
    */
   async start(): Promise<void> {
     const teams = await this.c.bridges.count({ externalService: 'teams' });
     if (teams > 0) this.ctx.log.warn({ teamsBridges: teams }, TEAMS_WARNING);
-    const every = Math.max(1000, Math.min(this.ctx.config.bridgeReplayWindowMs, 3_600_000));
-    this.sweeper = setInterval(() => void this.sweep(), every);
-    this.sweeper.unref();
+    const window = this.ctx.config.bridgeReplayWindowMs;
+    if (window > 0) {
+      const every = Math.max(1000, Math.min(window, 3_600_000));
+      this.sweeper = setInterval(() => void this.sweep(), every);
+      this.sweeper.unref();
+    } else {
+      // No window: records a run with one left behind are of no use any more.
+      await this.sweep(true);
+    }
     const left = await this.c.bridgeOutbox.find({}, { sort: { createdAt: 1, _id: 1 } });
     if (left.length > 0) this.ctx.log.info({ deliveries: left.length }, 'resuming outgoing bridge deliveries');
     for (const doc of left) this.enqueue(deliveryOf(doc));
@@ -175,9 +184,9 @@ export class BridgeService {
     this.outboxes.clear();
   }
 
-  private async sweep(): Promise<void> {
+  private async sweep(all = false): Promise<void> {
     try {
-      await this.c.bridgeDeliveries.deleteMany({ expiresAt: { $lt: new Date().toISOString() } });
+      await this.c.bridgeDeliveries.deleteMany(all ? {} : { expiresAt: { $lt: new Date().toISOString() } });
     } catch (err) {
       this.ctx.log.warn({ err }, 'sweeping replay records failed');
     }
@@ -253,12 +262,13 @@ export class BridgeService {
   async webhookIncoming(bridgeId: string, headers: Record<string, string>, raw: Buffer): Promise<string> {
     const bridge = await this.c.bridges.findById(bridgeId);
     if (!bridge || bridge.externalService !== 'webhook') throw notFound(`no webhook bridge ${bridgeId}`);
-    requireJson(headers);
+    // The signature before anything else about the request (§7: missing or invalid is 401).
     const config = this.config<WebhookConfig>(bridge);
     const signature = headers[SIGNATURE_HEADER];
     if (!signature) throw unauthorized('the X-Signature header is missing', 'signature_missing');
     const digest = verifySignature(signature, raw, config.secret);
     if (!digest) throw unauthorized('the X-Signature header does not match the body', 'invalid_signature');
+    requireJson(headers);
     refuseUnlessIncoming(bridge);
 
     let body: unknown;
@@ -279,8 +289,9 @@ export class BridgeService {
     }
     if (metadata && JSON.stringify(metadata).length > 16 * 1024) throw badRequest('metadata is larger than 16384 characters of JSON', 'metadata_too_large');
 
-    const replayKey = `${bridge._id}:${digest}`;
-    await this.recordDelivery(bridge._id, replayKey);
+    // Only with an opt-in replay window is a repeated delivery refused; by default it is posted again.
+    const replayKey = this.ctx.config.bridgeReplayWindowMs > 0 ? `${bridge._id}:${digest}` : null;
+    if (replayKey) await this.recordDelivery(bridge._id, replayKey);
     try {
       const doc = await this.channels.post(bridge.channelId, {
         authorDid: typeof author === 'string' ? author.trim() : 'webhook:external',
@@ -293,12 +304,12 @@ export class BridgeService {
       return doc._id;
     } catch (err) {
       // Not accepted: the same delivery may be sent again.
-      await this.c.bridgeDeliveries.deleteOne({ _id: replayKey }).catch(() => undefined);
+      if (replayKey) await this.c.bridgeDeliveries.deleteOne({ _id: replayKey }).catch(() => undefined);
       throw err;
     }
   }
 
-  /** Records an accepted signature; 409 when it was accepted within the replay window. */
+  /** Records an accepted signature; 409 when it was accepted within the replay window (set: above 0). */
   private async recordDelivery(bridgeId: string, key: string): Promise<void> {
     const now = Date.now();
     const expiresAt = new Date(now + this.ctx.config.bridgeReplayWindowMs).toISOString();

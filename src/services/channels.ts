@@ -32,7 +32,7 @@ import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type Channe
 import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, ChannelRole, WorkspaceDoc } from '../store/collections.js';
 import { DuplicateKeyError, type Filter } from '../store/types.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../http/errors.js';
-import { resolveWorkspace, slugify } from './workspaces.js';
+import { resolveWorkspace } from './workspaces.js';
 
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
@@ -127,6 +127,21 @@ function parseMetadata(text: string): Record<string, unknown> {
   } catch {
     return {};
   }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Slugs
+
+/** Longest slug a channel may be given (the route checks it). */
+export const CHANNEL_SLUG_MAX = 100;
+
+/**
+ * The slug of a channel created without one (interface §2.7): the name, trimmed and lower-cased,
+ * with each whitespace character replaced by a hyphen. Every other character is kept, so
+ * "C++ Devs" gives `c++-devs` and "日本語" gives `日本語`. Unlike workspace slugs, nothing is dropped.
+ */
+export function channelSlug(name: string): string {
+  return name.trim().toLowerCase().replace(/\s/g, '-');
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -448,13 +463,14 @@ export class ChannelService {
     } else if (!caller.isGlobalAdmin) {
       throw forbidden('a global channel (no workspaceId) can only be created by a global admin');
     }
-    const slug = input.slug ?? slugify(input.name);
-    if (!slug) throw badRequest(`no slug can be derived from the name '${input.name}'; give one`, 'slug_required');
+    // The route has checked both: the name is trimmed and not blank, a given slug 1–100 characters without whitespace.
+    const name = input.name;
+    const slug = input.slug ?? channelSlug(name);
     const now = new Date().toISOString();
     const channel: ChannelDoc = {
       _id: nanoid(),
       workspaceId: ws?._id ?? null,
-      name: input.name,
+      name,
       slug,
       slugKey: `${ws?._id ?? 'global'}/${slug}`,
       description: input.description ?? '',

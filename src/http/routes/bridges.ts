@@ -127,7 +127,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
       path: '/api/bridges/webhook/:bridgeId/incoming',
       auth: 'public',
       summary:
-        'A message from a webhook bridge: JSON {message, author?, metadata?} signed with X-Signature: sha256=<HMAC-SHA256 hex of the raw body>; a replay within the window is 409',
+        'A message from a webhook bridge: JSON {message, author?, metadata?} signed with X-Signature: sha256=<HMAC-SHA256 hex of the raw body>; with BRIDGE_REPLAY_WINDOW_SECONDS set (off by default), a repeated delivery within that window is 409',
       tags: ['bridges'],
       params: z.object({ bridgeId: z.string().min(1).max(128) }),
       response: incomingAnswer,

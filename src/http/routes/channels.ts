@@ -9,13 +9,17 @@ import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import type { AppContext } from '../../server.js';
 import { CHANNEL_ROLES, type ChannelRole } from '../../store/collections.js';
-import { SLUG_RE } from '../../services/workspaces.js';
-import { toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
+import { CHANNEL_SLUG_MAX, toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(100);
 const description = z.string().max(1000);
 const topic = z.string().max(1000);
-const slug = z.string().max(64).regex(SLUG_RE, { message: 'lowercase letters and digits, words joined by single hyphens' });
+/** Taken as given (§2.7): any characters but whitespace; without one the service derives it from the name. */
+const slug = z
+  .string()
+  .min(1, { message: 'must not be empty' })
+  .max(CHANNEL_SLUG_MAX, { message: `must be at most ${CHANNEL_SLUG_MAX} characters` })
+  .regex(/^\S+$/, { message: 'must not contain whitespace (spaces, tabs, line breaks)' });
 const did = z.string().max(512).regex(/^did:[a-z0-9]+:\S+$/, { message: 'expected a DID (did:<method>:<id>)' });
 
 export const channelParams = z.object({ channelId: z.string().min(1).max(128) });
@@ -72,8 +76,9 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
     route({
       method: 'POST',
       path: '/api/channels',
-      auth: 'user',
-      summary: 'Creates a channel (global when workspaceId is omitted: global admins only); the creator becomes its owner',
+      auth: 'session',
+      summary:
+        'Creates a channel in a workspace the caller (person or agent) belongs to, or a global one when workspaceId is omitted (global admins only); the creator becomes its owner',
       tags: ['channels'],
       successStatus: 201,
       body: z.strictObject({
