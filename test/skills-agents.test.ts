@@ -9,7 +9,7 @@ import { frameValidators } from '../src/domain/wire-schemas.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { waitFor, type TestServer } from './helpers.js';
 import type { TestUser } from './fixtures.js';
-import { enc, isError, makeWorkspace, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approve, enc, isError, makeWorkspace, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 
 const test = suite('skills-agents');
 let s: TestServer;
@@ -175,6 +175,62 @@ test('an agent added to or removed from a workspace gets its new skill set at on
   const del = await owner.api.del(`/api/workspaces/${extra.id}/agents/${enc(agent.did)}`);
   assert.is(del.status, 200, del.text);
   await waitFor(() => frames.length >= 3 && names(agent).length === 0);
+});
+
+test('a skill set larger than the send-buffer limit reaches the agent after its handshake, and again after it reconnects', async () => {
+  const limit = 64 * 1024;
+  const small = await startWithOwner({ AGENT_SEND_BUFFER_LIMIT_BYTES: String(limit) });
+  const started: StewardAgent[] = [];
+  try {
+    const w = await makeWorkspace(small.owner, 'Large Skills');
+    const content = (c: string) => c.repeat(40_000); // 120,000 bytes in UTF-8
+    for (const [name, c] of [['Euro', '€'], ['Pound', '£']] as const) {
+      const r = await small.owner.api.post('/api/skills', { workspaceId: w.id, name, content: content(c) });
+      assert.is(r.status, 201, r.text);
+    }
+    /** What one connection of the agent received, in order: its ready, then its llm_config and skills_config frames. */
+    const connect = async (keys: ReturnType<typeof generateKeyPair>, approveIt: boolean) => {
+      const seen: string[] = [];
+      let set: any[] = [];
+      const agent = newAgent(small.s, {
+        keys,
+        workspace: w.slug,
+        onLlmConfig: () => seen.push('llm_config'),
+        onSkillsConfig: (skills, frame) => {
+          assert.ok(frameValidators.skills_config(frame), `skills_config matches its schema: ${JSON.stringify(frameValidators.skills_config.errors)}`);
+          seen.push('skills_config');
+          set = skills;
+        },
+      });
+      started.push(agent);
+      agent.on('status', (st: string) => st === 'ready' && seen.push('ready'));
+      if (approveIt) await approve(small.owner, agent);
+      await agent.waitFor('ready');
+      await waitFor(() => seen.includes('skills_config') && seen.includes('llm_config'));
+      assert.is(seen[0], 'ready', 'ready first');
+      assert.equal(seen.slice(1).sort(), ['llm_config', 'skills_config'], 'its llm_config and its skill set, once each');
+      assert.equal(
+        set.map((k) => [k.name, k.content]),
+        [
+          ['Euro', content('€')],
+          ['Pound', content('£')],
+        ],
+        'the whole set, content included',
+      );
+      assert.ok(Buffer.byteLength(JSON.stringify({ type: 'skills_config', skills: set })) > limit, 'the frame is larger than the limit');
+      return agent;
+    };
+    const keys = generateKeyPair();
+    const first = await connect(keys, true);
+    await first.stop();
+    await waitFor(() => !small.s.ctx.agentPush.isOnline(keys.did));
+    const again = await connect(keys, false);
+    await waitFor(() => small.s.ctx.agentPush.isOnline(keys.did));
+    await again.stop();
+  } finally {
+    await stopAll(...started);
+    await small.s.stop(true);
+  }
 });
 
 test.run();

@@ -10,8 +10,10 @@
  * AGENT_INVALID_FRAME_LIMIT-th one closes the socket with 1008.
  *
  * One live socket per agent: a newly authenticated connection replaces the old one (4409).
- * A send buffer above AGENT_SEND_BUFFER_LIMIT_BYTES closes the socket (uWS maxBackpressure with
- * closeOnBackpressureLimit), so a reader that stalls cannot grow the server's memory.
+ * A frame sent while the send buffer is above AGENT_SEND_BUFFER_LIMIT_BYTES closes the socket (uWS
+ * maxBackpressure with closeOnBackpressureLimit), so a reader that stalls cannot grow the server's
+ * memory; a single frame may be larger than the limit. Frames held for `ready` are bounded likewise
+ * (Outbox).
  *
  * Per-socket memory is one small AgentConn; uWS userData holds only a reference to it. What the
  * handshake needs (the hello, the nonce, pending offers) is dropped once it is done.
@@ -96,24 +98,40 @@ export class AgentConn {
     const ws = this.ws;
     if (!ws || this.phase === Phase.Closed) return false;
     if (this.outbox) return this.outbox.hold(ws, text);
-    try {
-      return ws.send(text) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
-    } catch {
-      return false; // closed under our feet
-    }
+    return sendNow(ws, text);
   }
 
-  /** Sends `first`, then whatever the outbox held, in one write; from then on frames go out at once. */
+  /**
+   * Sends `first`, then whatever the outbox held, in one write as far as the send buffer allows;
+   * the rest follows as the socket drains (Outbox.flush). From then on frames go out at once.
+   */
   release(first: string | Buffer): void {
     const held = this.outbox;
-    this.outbox = null;
-    if (!held || held.frames.length === 0) {
+    const ws = this.ws;
+    // Frames of an earlier hand-over still waiting for the socket to drain: this one goes after them.
+    if (held?.released) {
       this.sendText(first);
       return;
     }
-    this.ws?.cork(() => {
+    this.outbox = null;
+    if (!held || held.empty || !ws) {
+      this.sendText(first);
+      return;
+    }
+    ws.cork(() => {
       if (!this.sendText(first)) return;
-      for (const frame of held.frames) if (!this.sendText(frame)) return;
+      held.released = true;
+      if (!held.flush(ws) && this.phase !== Phase.Closed) this.outbox = held;
+    });
+  }
+
+  /** Hands on held frames that were waiting for the socket's send buffer to drain (uWS drain). */
+  drained(): void {
+    const held = this.outbox;
+    const ws = this.ws;
+    if (!held?.released || !ws || this.phase === Phase.Closed) return;
+    ws.cork(() => {
+      if (held.flush(ws) && this.outbox === held) this.outbox = null;
     });
   }
 
@@ -123,27 +141,86 @@ export class AgentConn {
   }
 }
 
+/** Sends a frame on the socket now; false when it was not sent. */
+function sendNow(ws: WebSocket<ConnRef>, text: string | Buffer): boolean {
+  try {
+    return ws.send(text) !== 2; // 2: dropped at the send-buffer limit (and the socket closes)
+  } catch {
+    return false; // closed under our feet
+  }
+}
+
 /**
  * Frames for an agent whose `ready` is about to go out: what the areas send it at connect
  * (llm_config, skills_config) and anything else pushed meanwhile. They follow `ready`, in the order
  * they were sent, in the same write: one system call instead of one per frame, for each of ten
- * thousand agents reconnecting at once. Held frames count against the send-buffer limit as the
- * socket's own buffer would: past it, the socket closes.
+ * thousand agents reconnecting at once.
+ *
+ * Held frames count against the send-buffer limit as the socket's own buffer does. uWS takes a
+ * frame of any size while its buffer is within the limit, so the buffer may pass the limit by one
+ * frame; held frames may likewise pass it by one frame, their largest, whichever order they came
+ * in (an agent's skill set larger than the limit does not keep it from coming online). A frame
+ * that would bring the held frames other than the largest past the limit is refused and the
+ * socket closed, as uWS does.
+ *
+ * Once `ready` has gone out, held frames are handed to the socket only while its buffer is within
+ * the limit, so that uWS never drops one (a large frame the kernel does not take at once would
+ * otherwise get the next one dropped and the socket closed); the rest wait for the buffer to
+ * drain, and frames sent meanwhile queue behind them, under the same limit. A reader that stops
+ * reading is therefore still closed once frames pile up.
  */
 export class Outbox {
-  readonly frames: Array<string | Buffer> = [];
+  private readonly frames: Array<string | Buffer> = [];
+  private readonly sizes: number[] = [];
+  /** The first frame not yet handed to the socket. */
+  private next = 0;
+  /** Bytes of the frames not yet handed to the socket, and the largest of them. */
   private bytes = 0;
+  private largest = 0;
+  /** Whether `ready` has gone out: frames are handed to the socket as its buffer allows. */
+  released = false;
 
   constructor(private readonly limitBytes: number) {}
 
+  /** Whether no frame is waiting. */
+  get empty(): boolean {
+    return this.next === this.frames.length;
+  }
+
   hold(ws: WebSocket<ConnRef>, text: string | Buffer): boolean {
-    this.bytes += typeof text === 'string' ? Buffer.byteLength(text) : text.length;
-    if (this.bytes > this.limitBytes) {
+    const size = typeof text === 'string' ? Buffer.byteLength(text) : text.length;
+    const largest = Math.max(this.largest, size);
+    if (this.bytes + size - largest > this.limitBytes) {
       ws.close(); // as uWS does at the limit (closeOnBackpressureLimit)
       return false;
     }
+    this.bytes += size;
+    this.largest = largest;
     // Frames made in scratch buffers (certificate frames, acks) are valid only until the next one: keep a copy.
     this.frames.push(typeof text === 'string' ? text : Buffer.from(text));
+    this.sizes.push(size);
+    return true;
+  }
+
+  /**
+   * Hands frames to the socket, in order, while its buffer is within the limit (uWS drops a frame
+   * sent past it and closes the socket). True once none is left.
+   */
+  flush(ws: WebSocket<ConnRef>): boolean {
+    const { frames, sizes } = this;
+    while (this.next < frames.length) {
+      if (ws.getBufferedAmount() > this.limitBytes) {
+        let largest = 0;
+        for (let i = this.next; i < sizes.length; i++) if (sizes[i]! > largest) largest = sizes[i]!;
+        this.largest = largest;
+        return false;
+      }
+      const i = this.next++;
+      const frame = frames[i]!;
+      frames[i] = ''; // let it go once uWS has it
+      this.bytes -= sizes[i]!;
+      if (!sendNow(ws, frame)) return false;
+    }
     return true;
   }
 }
@@ -332,6 +409,7 @@ export class AgentGateway implements AgentPush {
         this.startTimer(conn);
       },
       message: (ws, data, isBinary) => this.onMessage(ws.getUserData().conn, data, isBinary),
+      drain: (ws) => ws.getUserData().conn.drained(),
       close: (ws) => this.onClose(ws.getUserData().conn, ws),
     });
   }
