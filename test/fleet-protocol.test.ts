@@ -284,14 +284,23 @@ test('a held frame larger than the send-buffer limit does not keep the agent fro
 /** Larger than the kernel's socket buffers take at once on loopback (a few MB), so most of it stays in the server's send buffer. */
 const HUGE = 12_000_000;
 
-test('held frames after ready wait for the send buffer to drain: a frame that overfills it does not get the next one dropped', async () => {
+/**
+ * An agent whose ready is held back while a HUGE frame and then `small` bytes are pushed to it; its
+ * reader is paused when ready is released, so the server's send buffer fills.
+ */
+async function heldBehindHuge(small: number) {
   const gateway = fleet(ctx.s).gateway;
   const keys = await approvedRaw();
   let release!: () => void;
   const raw = await connectHeldBack(keys, new Promise<void>((resolve) => (release = resolve)));
   const socket = (raw.ws as any)._socket as import('node:net').Socket;
   assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'h'.repeat(HUGE) } }));
-  assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'n'.repeat(2_000) } }));
+  assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'n'.repeat(small) } }), 'waits behind the large one');
+  return { gateway, keys, raw, socket, release };
+}
+
+test('held frames after ready wait for the send buffer to drain: a frame that overfills it does not get the next one dropped', async () => {
+  const { gateway, keys, raw, socket, release } = await heldBehindHuge(2_000);
   assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'm'.repeat(3_000) } }));
   socket.pause();
   release();
@@ -310,13 +319,7 @@ test('held frames after ready wait for the send buffer to drain: a frame that ov
 });
 
 test('a reader that stops while its held frames are handed over is closed once frames pile up past the limit', async () => {
-  const gateway = fleet(ctx.s).gateway;
-  const keys = await approvedRaw();
-  let release!: () => void;
-  const raw = await connectHeldBack(keys, new Promise<void>((resolve) => (release = resolve)));
-  const socket = (raw.ws as any)._socket as import('node:net').Socket;
-  assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'h'.repeat(HUGE) } }));
-  assert.ok(gateway.push(keys.did, { type: 'llm_config', config: { systemPrompt: 'n'.repeat(1_000) } }), 'waits behind the large one');
+  const { gateway, keys, raw, socket, release } = await heldBehindHuge(1_000);
   socket.pause();
   release();
   await waitFor(() => serverSocket(keys.did).getBufferedAmount() > 65536);
