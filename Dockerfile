@@ -28,4 +28,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 STOPSIGNAL SIGTERM
-CMD ["node", "dist/src/cli/index.js", "serve"]
+CMD ["node", "--max-semi-space-size=4", "dist/src/cli/index.js", "serve"]
