@@ -107,6 +107,22 @@ test('invitations expire at 7 days', async () => {
   assert.is((await http(s.url, 'GET', '/api/invitations/6f0c2a43-39b4-4b55-9f3a-9f5a7b7f0d00')).status, 404);
 });
 
+test('a claim opened from an invitation ends when the invitation does: one opened a minute before 7 days expires with it', async () => {
+  const r = await invite('lee@example.test');
+  await s.ctx.c.invitations.updateOne({ _id: r.token }, { $set: { createdAt: new Date(Date.now() - 7 * DAY + 60_000).toISOString() } });
+  const opened = await http(s.url, 'POST', '/api/users/invite/from-email', { json: { token: r.token } });
+  assert.is(opened.status, 200, opened.text);
+  const session = await s.ctx.c.claimSessions.findById(opened.body.inviteToken);
+  const invitation = await s.ctx.c.invitations.findById(r.token);
+  const invitationEnds = Date.parse(invitation!.createdAt) + 7 * DAY;
+  assert.is(Date.parse(session!.expiresAt), invitationEnds, 'not CLAIM_TTL_MINUTES after its opening, past the 7 days');
+  // Once the invitation is 7 days old, the claim can no longer complete.
+  await s.ctx.c.claimSessions.updateOne({ _id: session!._id }, { $set: { expiresAt: new Date(Date.now() - 1).toISOString() } });
+  const late = await claimWith(s.url, opened.body.inviteToken, generateKeyPair());
+  assert.is(late.status, 404);
+  assert.is((await http(s.url, 'GET', `/api/user/listen/${opened.body.inviteToken}`)).body.status, -2);
+});
+
 test('from-email opens a claim session; the claim deletes the invitation', async () => {
   const inv = await invite('kim@example.test', 'Kim', 'manager');
   const r = await http(s.url, 'POST', '/api/users/invite/from-email', { json: { token: inv.token } });

@@ -68,9 +68,16 @@ export class ClaimService {
     return walletQrText(this.ctx.config.walletUrl, this.connectionString(token), this.ctx.identity.did);
   }
 
-  /** Opens a pending session for an unclaimed user (or, with userId null, for a new user). */
-  async open(kind: ClaimKind, opts: { userId: string | null; invitationToken?: string | null; ttlMs?: number }): Promise<ClaimSessionDoc> {
+  /**
+   * Opens a pending session for an unclaimed user (or, with userId null, for a new user). It lives
+   * `ttlMs` (default CLAIM_TTL_MINUTES), and ends at `notAfter` (epoch ms) at the latest.
+   */
+  async open(
+    kind: ClaimKind,
+    opts: { userId: string | null; invitationToken?: string | null; ttlMs?: number; notAfter?: number },
+  ): Promise<ClaimSessionDoc> {
     const t = this.now();
+    const ends = Math.min(t + (opts.ttlMs ?? this.ctx.config.claimTtlMs), opts.notAfter ?? Infinity);
     const doc: ClaimSessionDoc = {
       _id: randomBytes(24).toString('base64url'),
       userId: opts.userId,
@@ -79,7 +86,7 @@ export class ClaimService {
       kind,
       invitationToken: opts.invitationToken ?? null,
       createdAt: new Date(t).toISOString(),
-      expiresAt: new Date(t + (opts.ttlMs ?? this.ctx.config.claimTtlMs)).toISOString(),
+      expiresAt: new Date(ends).toISOString(),
       completedAt: null,
       claimedDid: null,
       failure: null,

@@ -99,7 +99,12 @@ export class InvitationService {
       await this.ctx.c.invitations.deleteOne({ _id: inv._id });
       throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
     }
-    const session = await this.claims.open('invitation', { userId: user._id, invitationToken: inv._id });
+    // The claim ends with the invitation (7 days), if CLAIM_TTL_MINUTES has not ended it before.
+    const session = await this.claims.open('invitation', {
+      userId: user._id,
+      invitationToken: inv._id,
+      notAfter: Date.parse(inv.createdAt) + INVITATION_TTL_MS,
+    });
     await this.ctx.audit.record('system', {
       action: 'claim.created',
       targetType: 'user',
