@@ -82,10 +82,18 @@ test('capabilities: non-empty, each from the list; the bad value is named', asyn
   isError(await owner.api.post(path, { agentDid: null }), 400, 'validation_failed');
 });
 
-test('agentDid must be given (null for all agents) and name a known agent; expiresAt in the future', async () => {
+test('agentDid must be given (null for all agents) and name a known agent, not a rejected registration; expiresAt in the future', async () => {
   const path = `/api/users/${enc(user.user.did!)}/grants`;
   isError(await owner.api.post(path, { capabilities: ['api_call'] }), 400, 'validation_failed');
   isError(await owner.api.post(path, { agentDid: 'did:key:z6MkNoAgent', capabilities: ['api_call'] }), 404, 'not_found');
+  // A registration awaiting approval may be granted to in advance; a rejected one is no agent.
+  const waiting = await makeAgent(s, 'waiting');
+  await s.ctx.c.agents.updateOne({ _id: waiting._id }, { $set: { status: 'pending' } });
+  const grantee = await makeUser(s); // not `user`: later tests count that user's grants
+  const granteePath = `/api/users/${enc(grantee.user.did!)}/grants`;
+  assert.is((await owner.api.post(granteePath, { agentDid: waiting._id, capabilities: ['api_call'] })).status, 201);
+  await s.ctx.c.agents.updateOne({ _id: waiting._id }, { $set: { status: 'rejected' } });
+  isError(await owner.api.post(granteePath, { agentDid: waiting._id, capabilities: ['api_call'] }), 404, 'not_found');
   isError(await owner.api.post(path, { agentDid: null, capabilities: ['api_call'], expiresAt: '2001-01-01T00:00:00Z' }), 400, 'expired');
   isError(await owner.api.post(path, { agentDid: null, capabilities: ['api_call'], expiresAt: 'tomorrow' }), 400, 'validation_failed');
 });

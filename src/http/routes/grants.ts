@@ -40,7 +40,11 @@ export function grantRoutes(ctx: AppContext): RouteDef[] {
       if (t <= Date.now()) throw badRequest(`expiresAt ${input.expiresAt} is not in the future`, 'expired');
       expiresAt = new Date(t).toISOString();
     }
-    if (input.agentDid !== null && !(await c.agents.findById(input.agentDid))) throw notFound(`no agent ${input.agentDid}`);
+    if (input.agentDid !== null) {
+      // A grant may be made for an agent still awaiting approval, not for a rejected one.
+      const agent = await c.agents.findById(input.agentDid);
+      if (!agent || agent.status === 'rejected') throw notFound(`no agent ${input.agentDid}`);
+    }
     const grant = await createGrant(
       c,
       { ...user, did: user.did },
