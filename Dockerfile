@@ -12,6 +12,7 @@ RUN npm run build
 # Final stage: production dependencies and compiled JavaScript only, as a non-root user.
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=2 \
     DATA_DIR=/data \
     PORT=8080 \
     HOST=0.0.0.0

@@ -48,12 +48,12 @@ function build(): void {
   built = true;
 }
 
-/** Starts a bench/ script (path relative to bench/) with an IPC channel, compiled (see build). */
-export function startProc(file: string, extraArgs: string[] = []): Proc {
+/** Starts a bench/ script (path relative to bench/) with an IPC channel, compiled (see build); `env` adds to the environment. */
+export function startProc(file: string, extraArgs: string[] = [], env: Readonly<Record<string, string>> = {}): Proc {
   build();
   const args =
     process.env.BENCH_FROM_SOURCE === '1'
       ? ['--import', 'tsx', fileURLToPath(new URL(file, import.meta.url))]
       : [join(root, 'dist/bench', file.replace(/\.ts$/, '.js'))];
-  return new Proc(spawn(process.execPath, [...extraArgs, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  return new Proc(spawn(process.execPath, [...extraArgs, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } }));
 }

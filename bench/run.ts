@@ -31,7 +31,7 @@ import { flag, fmt as formatNumber, percentile, table, which } from './report.js
 import { startProc, type Proc } from './proc.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
-import { SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
+import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 
 
 const N = flag('agents', 'BENCH_AGENTS', 500);
@@ -66,8 +66,12 @@ interface Setup {
 
 /** A server with N pre-registered agents in one workspace, and load generators connected. */
 async function setup(n: number, env: Record<string, string> = {}): Promise<Setup> {
-  // The Node options production runs with (src/cli/node-flags.ts), then the benchmark's own.
-  const server = startProc('./server.ts', [...SERVER_NODE_FLAGS, '--expose-gc', ...(process.env.BENCH_SERVER_NODE_OPTIONS?.split(' ').filter(Boolean) ?? [])]);
+  // The Node options and environment production runs with (src/cli/node-flags.ts), then the benchmark's own options.
+  const server = startProc(
+    './server.ts',
+    [...SERVER_NODE_FLAGS, '--expose-gc', ...(process.env.BENCH_SERVER_NODE_OPTIONS?.split(' ').filter(Boolean) ?? [])],
+    SERVER_ENV,
+  );
   // BENCH_SERVER_ENV='{"NAME":"value"}' adds configuration to the server under test.
   const extra = process.env.BENCH_SERVER_ENV ? (JSON.parse(process.env.BENCH_SERVER_ENV) as Record<string, string>) : {};
   const started = await server.call<{ port: number; token: string; workspaceId: string; memory: any }>({ cmd: 'start', env: { ...extra, ...env } });
