@@ -337,7 +337,10 @@ async function benchHeartbeat(): Promise<void> {
 
 const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat };
 const selected = which === 'all' ? Object.keys(benches) : [which];
-console.log(`Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}`);
+console.log(
+  `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +
+    `the server runs as in production: ${[...Object.entries(SERVER_ENV).map(([k, v]) => `${k}=${v}`), 'node', ...SERVER_NODE_FLAGS].join(' ')}`,
+);
 for (const name of selected) {
   const fn = benches[name];
   if (!fn) {
