@@ -464,13 +464,12 @@ export class ChannelService {
       throw forbidden('a global channel (no workspaceId) can only be created by a global admin');
     }
     // The route has checked both: the name is trimmed and not blank, a given slug 1–100 characters without whitespace.
-    const name = input.name;
-    const slug = input.slug ?? channelSlug(name);
+    const slug = input.slug ?? channelSlug(input.name);
     const now = new Date().toISOString();
     const channel: ChannelDoc = {
       _id: nanoid(),
       workspaceId: ws?._id ?? null,
-      name,
+      name: input.name,
       slug,
       slugKey: `${ws?._id ?? 'global'}/${slug}`,
       description: input.description ?? '',

@@ -459,11 +459,16 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       tags: ['workspaces'],
       handler: async (r) => {
         const p = r.principal!;
-        const ids = await visibleWorkspaceIds(c, p);
-        const mine =
+        const [ids, mine] = await Promise.all([
+          visibleWorkspaceIds(c, p),
           p.kind === 'user'
-            ? (await c.workspaceMembers.find({ userId: p.userId })).map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: atLeast(m.role, 'admin') }))
-            : (await c.workspaceAgents.find({ agentDid: p.did })).map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: false }));
+            ? c.workspaceMembers
+                .find({ userId: p.userId })
+                .then((ms) => ms.map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: atLeast(m.role, 'admin') })))
+            : c.workspaceAgents
+                .find({ agentDid: p.did })
+                .then((ms) => ms.map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: false }))),
+        ]);
         const list = await c.workspaces.find(ids === 'all' ? {} : { _id: { $in: ids } }, { sort: { name: 1, _id: 1 } });
         const membership = new Map(mine.map((m) => [m.workspaceId, m]));
         const globalAdmin = p.kind === 'user' && p.isAdmin;
