@@ -148,7 +148,12 @@ async function readVersion(): Promise<string> {
   }
 }
 
-export async function startSteward(config: Config, log: Logger): Promise<Steward> {
+/** Seams for tests: a wrapper put around the raw store (fault injection), before metrics wrap it. */
+export interface StartOptions {
+  wrapStore?: (store: Store) => Store;
+}
+
+export async function startSteward(config: Config, log: Logger, options: StartOptions = {}): Promise<Steward> {
   const uws = loadUws();
   if (!uws.native) {
     if (!config.allowUwsFallback) {
@@ -176,7 +181,7 @@ export async function startSteward(config: Config, log: Logger): Promise<Steward
   const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
   const metrics = createMetrics();
   const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes });
-  const store = instrumentStore(rawStore, metrics.storeRecorder);
+  const store = instrumentStore(options.wrapStore ? options.wrapStore(rawStore) : rawStore, metrics.storeRecorder);
   log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
 
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });

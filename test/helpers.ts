@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
-import { startSteward, type Steward } from '../src/server.js';
+import { startSteward, type StartOptions, type Steward } from '../src/server.js';
 
 export interface TestServer extends Steward {
   dataDir: string;
@@ -23,7 +23,7 @@ export async function tempDir(prefix = 'steward-test-'): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string): Promise<TestServer> {
+export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string, options: StartOptions = {}): Promise<TestServer> {
   const dir = dataDir ?? (await tempDir());
   const env: Record<string, string> = {
     PORT: '0',
@@ -34,7 +34,7 @@ export async function startServer(extraEnv: Record<string, string> = {}, dataDir
   };
   const config = loadConfig(env);
   const log = createLogger(config.logLevel);
-  const steward = await startSteward(config, log);
+  const steward = await startSteward(config, log, options);
   let stopped = false;
   const server: TestServer = {
     ...steward,
@@ -49,7 +49,7 @@ export async function startServer(extraEnv: Record<string, string> = {}, dataDir
     },
     async restart(more = {}) {
       await server.stop(false);
-      return startServer({ ...extraEnv, ...more }, dir);
+      return startServer({ ...extraEnv, ...more }, dir, options);
     },
   };
   return server;

@@ -1,0 +1,83 @@
+/**
+ * A fault-injecting store wrapper for tests: chosen collection operations fail before they run
+ * (`fail`: nothing is written), or run and then report failure (`land-then-fail`: the write is
+ * stored, the caller sees an error, as after a lost acknowledgement or a timed-out retry).
+ * Start a server with `startServer(env, dir, { wrapStore: faults.wrap })`.
+ */
+import { StoreUnavailableError, type Collection, type Doc, type Store } from '../src/store/types.js';
+
+export type FaultMode = 'fail' | 'land-then-fail';
+
+export interface FaultRule {
+  collection: string;
+  op: keyof Collection<Doc>;
+  mode: FaultMode;
+  /** How many matching calls fault before the rule is used up (default 1; Infinity for all). */
+  times?: number;
+  /** Only calls whose arguments pass fault. */
+  when?: (args: unknown[]) => boolean;
+  /** The error to throw (default a StoreUnavailableError). */
+  error?: () => Error;
+}
+
+export class FaultInjector {
+  private rules: Array<FaultRule & { left: number }> = [];
+  /** Every fault injected, in order: `collection.op mode`. */
+  readonly injected: string[] = [];
+
+  /** Adds a rule; returns a function that removes it. */
+  add(rule: FaultRule): () => void {
+    const entry = { ...rule, left: rule.times ?? 1 };
+    this.rules.push(entry);
+    return () => {
+      this.rules = this.rules.filter((r) => r !== entry);
+    };
+  }
+
+  clear(): void {
+    this.rules = [];
+  }
+
+  /** The rule that applies to this call, used up by one. */
+  private take(collection: string, op: string, args: unknown[]): (FaultRule & { left: number }) | undefined {
+    const rule = this.rules.find((r) => r.collection === collection && r.op === op && r.left > 0 && (!r.when || r.when(args)));
+    if (rule) {
+      rule.left--;
+      this.injected.push(`${collection}.${op} ${rule.mode}`);
+    }
+    return rule;
+  }
+
+  readonly wrap = (store: Store): Store => {
+    const cache = new Map<string, Collection<Doc>>();
+    return {
+      get kind() {
+        return store.kind;
+      },
+      collection: <T extends Doc>(name: string): Collection<T> => {
+        let wrapped = cache.get(name);
+        if (!wrapped) cache.set(name, (wrapped = this.wrapCollection(store.collection<Doc>(name))));
+        return wrapped as unknown as Collection<T>;
+      },
+      ping: () => store.ping(),
+      close: () => store.close(),
+    };
+  };
+
+  private wrapCollection(inner: Collection<Doc>): Collection<Doc> {
+    return new Proxy(inner, {
+      get: (target, prop, receiver) => {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          const rule = this.take(target.name, String(prop), args);
+          const error = () => rule?.error?.() ?? new StoreUnavailableError(`injected fault: ${target.name}.${String(prop)}`);
+          if (rule?.mode === 'fail') throw error();
+          const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          if (rule?.mode === 'land-then-fail') throw error();
+          return result;
+        };
+      },
+    });
+  }
+}
