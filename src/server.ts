@@ -12,6 +12,7 @@ import { selectEd25519 } from './domain/ed25519.js';
 import { startCryptoWorker } from './domain/crypto-worker.js';
 import { HttpError } from './http/errors.js';
 import { attachHttp } from './http/adapter.js';
+import { attachStatic } from './http/static.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { openStore, instrumentStore } from './store/index.js';
 import type { Store } from './store/types.js';
@@ -151,6 +152,8 @@ async function readVersion(): Promise<string> {
 /** Seams for tests: a wrapper put around the raw store (fault injection), before metrics wrap it. */
 export interface StartOptions {
   wrapStore?: (store: Store) => Store;
+  /** The built dashboard to serve at `/` (default dist/web of this package). */
+  uiDir?: string;
 }
 
 export async function startSteward(config: Config, log: Logger, options: StartOptions = {}): Promise<Steward> {
@@ -306,6 +309,8 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
     log,
     baseHeaders: { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
   });
+  // The dashboard: GET/HEAD handlers uWS tries before the router's, yielding every API path to it.
+  attachStatic(app, { dir: options.uiDir, log });
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
     app.listen(config.host, config.port, (s) => (s ? resolve(s) : reject(new StartupError(`cannot listen on ${config.host}:${config.port}`))));
