@@ -7,7 +7,7 @@
  *
  * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring; TEST_TYPECHECK=0 skips the check)
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { availableParallelism } from 'node:os';
@@ -28,7 +28,7 @@ function walk(dir: string): string[] {
 
 const files = walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p)));
 /** The queue entry that stands for the type-check. */
-const TYPECHECK = 'type-check (tsc -p tsconfig.check.json)';
+const TYPECHECK = 'type-check (tsc -p tsconfig.check.json, tsc -p web/tsconfig.json)';
 const typecheck = patterns.length === 0 && process.env.TEST_TYPECHECK !== '0';
 const parallel = Math.max(1, Math.min(Number(process.env.TEST_PARALLEL ?? availableParallelism()), 4));
 const perFileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 300_000);
@@ -43,9 +43,11 @@ interface Result {
 
 function runFile(file: string): Promise<Result> {
   const started = Date.now();
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  // The dashboard has its own tsconfig (DOM, JSX): both projects are checked, one after the other.
   const args =
     file === TYPECHECK
-      ? [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', join(root, '..', 'tsconfig.check.json')]
+      ? ['-e', `const { execFileSync: x } = require('node:child_process'); for (const p of ${JSON.stringify([join(root, '..', 'tsconfig.check.json'), join(root, '..', 'web', 'tsconfig.json')])}) x(process.execPath, [${JSON.stringify(tsc)}, '-p', p], { stdio: 'inherit' });`]
       : ['--import', 'tsx', file];
   return new Promise((resolve) => {
     const child = spawn(process.execPath, args, {
@@ -75,6 +77,16 @@ function runFile(file: string): Promise<Result> {
       resolve({ file, passed: okPassed, failed, output, ms: Date.now() - started });
     });
   });
+}
+
+// The browser suites (test/ui-*.test.ts) drive the built dashboard: build it once, first.
+if (files.some((f) => /[\\/]ui-[^\\/]*\.test\.ts$/.test(f)) && process.env.TEST_SKIP_WEB_BUILD !== '1') {
+  const vite = join(root, '..', 'node_modules', 'vite', 'bin', 'vite.js');
+  const built = spawnSync(process.execPath, [vite, 'build', '--config', join(root, '..', 'web', 'vite.config.ts')], { stdio: 'inherit' });
+  if (built.status !== 0) {
+    console.log('\nthe dashboard did not build (npm run build:web)\n0 passed, 1 failed');
+    process.exit(1);
+  }
 }
 
 const results: Result[] = [];

@@ -1,0 +1,49 @@
+/** Sign-in, sign-out and claims (docs/identity.md). */
+import { call, post, seg } from './http';
+
+export interface LoginUser {
+  id: string;
+  did: string | null;
+  name: string;
+  email: string;
+  isOwner: boolean;
+  isAdmin: boolean;
+  role: string;
+  registeredAt: string;
+}
+
+export const challenge = (did: string) => call<{ challengeId: string; nonce: string }>('POST', '/api/auth/challenge', { body: { did }, quiet401: true });
+export const login = (challengeId: string, did: string, signature: string) =>
+  call<{ token: string; user: LoginUser }>('POST', '/api/auth/login', { body: { challengeId, did, signature }, quiet401: true });
+export const logout = () => call<{ ok: true }>('POST', '/api/auth/logout', { quiet401: true });
+
+export interface ClaimInfo {
+  nonce: string;
+  serverDid: string;
+  expiresAt: string;
+}
+export const claimInfo = (token: string) => call<ClaimInfo>('GET', `/api/user/claim/${seg(token)}`, { quiet401: true });
+export const claim = (token: string, body: { did: string; signature: string; name?: string }) =>
+  call<{ ok: true; did: string }>('POST', `/api/user/claim/${seg(token)}`, { body, quiet401: true });
+export const claimStatus = (token: string) => call<{ status: number; did?: string; expiresAt: string }>('GET', `/api/user/listen/${seg(token)}`, { quiet401: true });
+
+export const invitation = (token: string) => call<{ email: string; name: string; role: string }>('GET', `/api/invitations/${seg(token)}`, { quiet401: true });
+export const openInvitation = (token: string) =>
+  post<{ qrUrl: string; connectionString: string; inviteToken: string; serverDid: string }>('/api/users/invite/from-email', { token });
+
+/** Messages signed for each purpose (DESIGN §3). */
+export const loginMessage = (nonce: string) => `steward-login:${nonce}`;
+export const claimMessage = (token: string, nonce: string) => `steward-claim:${token}:${nonce}`;
+
+/**
+ * What a pasted link names: a claim (connection string or its QR image, or a wallet QR text
+ * whose fragment holds the connection string) or an invitation link.
+ */
+export function parseClaimText(text: string): { kind: 'claim' | 'invitation'; token: string } | null {
+  const t = text.trim();
+  const claimM = /\/api\/user\/claim\/([A-Za-z0-9_-]+)(?:\/qr\.svg)?(?:[&?#]|$)/.exec(t);
+  if (claimM) return { kind: 'claim', token: claimM[1]! };
+  const invM = /\/api\/invitations\/([A-Za-z0-9-]+)(?:[/?#&]|$)/.exec(t);
+  if (invM) return { kind: 'invitation', token: invM[1]! };
+  return null;
+}

@@ -1,0 +1,120 @@
+/**
+ * The dashboard's one WebSocket, /ws/feed (DESIGN §4b), shared by every view: views subscribe to a
+ * channel or a topic and get its frames; the socket opens with the first subscription, resubscribes
+ * everything after a reconnect, and reconnects with exponential back-off (with jitter) whenever it
+ * drops, except when the session is gone (4401/4403), which ends the session in the page.
+ */
+import { signal } from '@preact/signals';
+import { session } from './session';
+
+export type FeedKey = { channelId: string } | { topic: string };
+export interface FeedFrame {
+  type: string;
+  channelId?: string;
+  topic?: string;
+  [k: string]: unknown;
+}
+type Handler = (frame: FeedFrame) => void;
+
+export const feedStatus = signal<'idle' | 'connecting' | 'open' | 'waiting'>('idle');
+
+const keyOf = (k: FeedKey) => ('channelId' in k ? `channel:${k.channelId}` : `topic:${k.topic}`);
+
+class FeedClient {
+  private ws: WebSocket | null = null;
+  private readonly subs = new Map<string, { key: FeedKey; handlers: Set<Handler> }>();
+  private attempt = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  subscribe(key: FeedKey, handler: Handler): () => void {
+    const id = keyOf(key);
+    let entry = this.subs.get(id);
+    if (!entry) {
+      this.subs.set(id, (entry = { key, handlers: new Set() }));
+      if (this.ws?.readyState === WebSocket.OPEN && feedStatus.value === 'open') this.send({ type: 'subscribe', ...key });
+    }
+    entry.handlers.add(handler);
+    this.ensure();
+    return () => {
+      const e = this.subs.get(id);
+      if (!e) return;
+      e.handlers.delete(handler);
+      if (e.handlers.size === 0) {
+        this.subs.delete(id);
+        if (this.ws?.readyState === WebSocket.OPEN) this.send({ type: 'unsubscribe', ...key });
+      }
+    };
+  }
+
+  /** Closes the socket (sign-out); subscriptions stay registered until their views unmount. */
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const ws = this.ws;
+    this.ws = null;
+    ws?.close(1000, 'signed out');
+    feedStatus.value = 'idle';
+  }
+
+  private ensure(): void {
+    if (this.ws || this.timer || session.value.status !== 'signed-in') return;
+    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws/feed`;
+    feedStatus.value = 'connecting';
+    const ws = new WebSocket(url);
+    this.ws = ws;
+    ws.onmessage = (ev) => {
+      let frame: FeedFrame;
+      try {
+        frame = JSON.parse(String(ev.data)) as FeedFrame;
+      } catch {
+        return;
+      }
+      this.dispatch(frame);
+    };
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (ev.code === 4401 || ev.code === 4403) {
+        feedStatus.value = 'idle';
+        if (session.value.status === 'signed-in') session.value = { status: 'signed-out', reason: 'Your session has ended. Sign in again.' };
+        return;
+      }
+      this.retry();
+    };
+  }
+
+  private retry(): void {
+    if (this.subs.size === 0) {
+      feedStatus.value = 'idle';
+      return;
+    }
+    feedStatus.value = 'waiting';
+    const base = Math.min(30_000, 500 * 2 ** this.attempt++);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.ensure();
+    }, base / 2 + Math.random() * (base / 2));
+  }
+
+  private dispatch(frame: FeedFrame): void {
+    if (frame.type === 'welcome') {
+      this.attempt = 0;
+      feedStatus.value = 'open';
+      for (const { key } of this.subs.values()) this.send({ type: 'subscribe', ...key });
+      return;
+    }
+    if (frame.type === 'batch' && Array.isArray(frame.frames)) {
+      for (const f of frame.frames as FeedFrame[]) this.dispatch(f);
+      return;
+    }
+    const id = frame.channelId ? `channel:${frame.channelId}` : frame.topic ? `topic:${frame.topic}` : frame.type === 'actor.transition' ? 'topic:actors' : null;
+    if (!id) return;
+    for (const h of this.subs.get(id)?.handlers ?? []) h(frame);
+  }
+
+  private send(frame: object): void {
+    this.ws?.send(JSON.stringify(frame));
+  }
+}
+
+export const feed = new FeedClient();

@@ -1,0 +1,185 @@
+/**
+ * Agents: search, filters (online, workspace, capabilities), sort and paging, all in the URL.
+ * The list is refreshed every 10 s while the tab is visible (presence has no feed topic yet).
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { listAgents, type AgentQuery } from '../api/agents';
+import { myWorkspaces } from '../api/workspaces';
+import { CAPABILITIES } from '../api/types';
+import { useLoad, usePoll } from '../app/hooks';
+import { qp, setQuery } from '../app/router';
+import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val } from '../ui/kit';
+
+const PAGE_SIZES = [20, 50, 100];
+
+export default function Agents() {
+  const q = qp('q');
+  const online = qp('online');
+  const workspace = qp('workspace');
+  const caps = qp('capabilities');
+  const sortBy = (qp('sort', 'name') as AgentQuery['sortBy']) ?? 'name';
+  const sortDir = (qp('dir', 'asc') as 'asc' | 'desc') ?? 'asc';
+  const page = Math.max(1, Number(qp('page', '1')) || 1);
+  const pageSize = PAGE_SIZES.includes(Number(qp('size'))) ? Number(qp('size')) : 20;
+  const [text, setText] = useState(q);
+  useEffect(() => {
+    const t = setTimeout(() => text !== q && setQuery({ q: text.trim() || null, page: null }), 300);
+    return () => clearTimeout(t);
+  }, [text]);
+
+  const workspaces = useLoad(() => myWorkspaces(), []);
+  const list = useLoad(
+    () =>
+      listAgents({
+        q: q || undefined,
+        online: online === '' ? undefined : online === 'true',
+        workspace: workspace || undefined,
+        capabilities: caps || undefined,
+        sortBy,
+        sortDir,
+        page,
+        pageSize,
+      }),
+    [q, online, workspace, caps, sortBy, sortDir, page, pageSize],
+  );
+  usePoll(list.reload, 10_000);
+  const selectedCaps = caps ? caps.split(',') : [];
+
+  const sortHeader = (key: NonNullable<AgentQuery['sortBy']>, label: string) => (
+    <th aria-sort={sortBy === key ? (sortDir === 'asc' ? 'ascending' : 'descending') : 'none'}>
+      <button type="button" class="sort" onClick={() => setQuery({ sort: key, dir: sortBy === key && sortDir === 'asc' ? 'desc' : 'asc', page: null })}>
+        {label} {sortBy === key ? (sortDir === 'asc' ? '▲' : '▼') : ''}
+      </button>
+    </th>
+  );
+
+  const d = list.data;
+  return (
+    <section>
+      <h1>Agents</h1>
+      <div class="toolbar" role="search">
+        <Field label="Search">
+          <input type="search" value={text} placeholder="Name or DID" onInput={(e) => setText(val(e))} />
+        </Field>
+        <Field label="Status">
+          <select value={online} onChange={(e) => setQuery({ online: val(e) || null, page: null })}>
+            <option value="">All</option>
+            <option value="true">Online</option>
+            <option value="false">Offline</option>
+          </select>
+        </Field>
+        <Field label="Workspace">
+          <select value={workspace} onChange={(e) => setQuery({ workspace: val(e) || null, page: null })}>
+            <option value="">All visible</option>
+            {workspaces.data?.workspaces.map((w) => (
+              <option key={w.id} value={w.slug}>
+                {w.name}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label="Has capability">
+          <select
+            value=""
+            onChange={(e) => {
+              const v = val(e);
+              if (v && !selectedCaps.includes(v)) setQuery({ capabilities: [...selectedCaps, v].join(','), page: null });
+            }}
+          >
+            <option value="">Add a capability…</option>
+            {CAPABILITIES.filter((c) => !selectedCaps.includes(c)).map((c) => (
+              <option key={c} value={c}>
+                {c}
+              </option>
+            ))}
+          </select>
+        </Field>
+        {selectedCaps.map((c) => (
+          <button key={c} type="button" class="badge" aria-label={`Remove the filter ${c}`} onClick={() => setQuery({ capabilities: selectedCaps.filter((x) => x !== c).join(',') || null, page: null })}>
+            {c} ×
+          </button>
+        ))}
+      </div>
+      <ErrorNote error={list.error} />
+      {d && (
+        <p class="muted" aria-live="polite">
+          {d.total.toLocaleString()} agents match, {d.online.toLocaleString()} of them online.
+        </p>
+      )}
+      {!d && list.loading ? (
+        <Loading what="Loading agents" />
+      ) : d && d.agents.length === 0 ? (
+        q || online || workspace || caps ? (
+          <Empty title="No agent matches these filters.">Clear a filter to see more.</Empty>
+        ) : (
+          <Empty title="No agents yet.">
+            Start an agent with the SDK or <code>steward agent</code>; it appears under Registrations until a global admin approves it.
+          </Empty>
+        )
+      ) : d ? (
+        <>
+          <div class="table-wrap">
+            <table>
+              <caption class="muted" hidden>
+                Agents
+              </caption>
+              <thead>
+                <tr>
+                  {sortHeader('name', 'Name')}
+                  <th>Status</th>
+                  <th>Workspace</th>
+                  <th>Capabilities</th>
+                  <th>Model</th>
+                  {sortHeader('lastSeen', 'Last seen')}
+                  {sortHeader('registeredAt', 'Registered')}
+                </tr>
+              </thead>
+              <tbody>
+                {d.agents.map((a) => (
+                  <tr key={a.id} data-agent={a.id}>
+                    <td>
+                      <a href={`/agents/${encodeURIComponent(a.id)}`}>{a.name}</a>
+                      <br />
+                      <Did did={a.id} />
+                    </td>
+                    <td>{a.isOnline ? <Badge kind="ok">online</Badge> : <Badge kind="off">offline</Badge>}</td>
+                    <td>
+                      {a.workspace ? (
+                        <>
+                          <Swatch color={a.workspace.color} />
+                          {a.workspace.name}
+                        </>
+                      ) : (
+                        '—'
+                      )}
+                    </td>
+                    <td>{a.capabilities.length ? a.capabilities.map((c) => <Badge key={c}>{c}</Badge>) : <span class="muted">none</span>}</td>
+                    <td>{a.llmModel ? `${a.llmProvider ?? ''} ${a.llmModel}` : <span class="muted">not set</span>}</td>
+                    <td>
+                      <Time iso={a.lastSeen} />
+                    </td>
+                    <td>
+                      <Time iso={a.registeredAt} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <div class="row">
+            <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="agents" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+            <Field label="Per page">
+              <select value={String(pageSize)} onChange={(e) => setQuery({ size: val(e) === '20' ? null : val(e), page: null })}>
+                {PAGE_SIZES.map((n) => (
+                  <option key={n} value={String(n)}>
+                    {n}
+                  </option>
+                ))}
+              </select>
+            </Field>
+          </div>
+        </>
+      ) : null}
+    </section>
+  );
+}

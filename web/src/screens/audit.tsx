@@ -1,0 +1,124 @@
+/** The activity log (global admins): filters in the URL, paging, and a CSV export of the filtered entries. */
+import { useState } from 'preact/hooks';
+import { listAudit, type AuditEntry, type AuditQuery } from '../api/audit';
+import { describeError } from '../api/http';
+import { useLoad } from '../app/hooks';
+import { qp, setQuery } from '../app/router';
+import { Action, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Time, val } from '../ui/kit';
+
+const csvCell = (v: unknown) => {
+  const s = v === null || v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+  // Quoted, and a leading = + - @ neutralised so a spreadsheet does not run it as a formula.
+  return `"${(/^[=+\-@]/.test(s) ? `'${s}` : s).replace(/"/g, '""')}"`;
+};
+
+export function toCsv(entries: AuditEntry[]): string {
+  const head = ['at', 'actor', 'actorType', 'action', 'targetType', 'target', 'details'];
+  return [head.join(','), ...entries.map((e) => [e.at, e.actor, e.actorType, e.action, e.targetType, e.target, e.details].map(csvCell).join(','))].join('\r\n') + '\r\n';
+}
+
+const toIso = (local: string) => (local ? new Date(local).toISOString() : undefined);
+
+export default function Audit() {
+  const filters: AuditQuery = {
+    actor: qp('actor') || undefined,
+    action: qp('action') || undefined,
+    targetType: qp('targetType') || undefined,
+    target: qp('target') || undefined,
+    since: toIso(qp('since')),
+    until: toIso(qp('until')),
+  };
+  const page = Math.max(1, Number(qp('page', '1')) || 1);
+  const list = useLoad(() => listAudit({ ...filters, page, pageSize: 50 }), [qp('actor'), qp('action'), qp('targetType'), qp('target'), qp('since'), qp('until'), page]);
+  const [progress, setProgress] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+
+  const exportCsv = async () => {
+    setError(null);
+    const all: AuditEntry[] = [];
+    try {
+      for (let p = 1; ; p++) {
+        const r = await listAudit({ ...filters, page: p, pageSize: 200 });
+        all.push(...r.entries);
+        setProgress(`Exporting: ${all.length.toLocaleString()} of ${r.total.toLocaleString()} entries…`);
+        if (p >= r.totalPages) break;
+      }
+    } catch (err) {
+      setProgress(null);
+      return setError(new Error(`The export stopped: ${describeError(err)}`));
+    }
+    const url = URL.createObjectURL(new Blob([toCsv(all)], { type: 'text/csv;charset=utf-8' }));
+    const link = document.createElement('a');
+    link.href = url;
+    link.download = `steward-audit-${new Date().toISOString().slice(0, 19).replace(/:/g, '')}.csv`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    setProgress(`Exported ${all.length.toLocaleString()} entries.`);
+  };
+
+  const filterField = (key: string, label: string, placeholder = '', type: 'text' | 'datetime-local' = 'text') => (
+    <Field label={label}>
+      <input type={type as 'text'} value={qp(key)} placeholder={placeholder} onChange={(e) => setQuery({ [key]: val(e) || null, page: null })} />
+    </Field>
+  );
+  const d = list.data;
+  return (
+    <section>
+      <h1>Audit</h1>
+      <div class="toolbar" role="search">
+        {filterField('action', 'Action', 'policy.* or intent.send')}
+        {filterField('actor', 'Actor DID', 'did:key:… or system')}
+        {filterField('targetType', 'Target type', 'agent, user, workspace…')}
+        {filterField('target', 'Target id')}
+        {filterField('since', 'From', '', 'datetime-local')}
+        {filterField('until', 'Until', '', 'datetime-local')}
+        <Action onRun={exportCsv} disabled={!d || d.total === 0}>
+          Export CSV
+        </Action>
+      </div>
+      {progress && <Notice>{progress}</Notice>}
+      <ErrorNote error={list.error ?? error} />
+      {!d ? (
+        list.loading && <Loading what="Loading the activity log" />
+      ) : d.entries.length === 0 ? (
+        <Empty title="No entry matches.">Widen the time range or clear a filter.</Empty>
+      ) : (
+        <>
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>When</th>
+                  <th>Actor</th>
+                  <th>Action</th>
+                  <th>Target</th>
+                  <th>Details</th>
+                </tr>
+              </thead>
+              <tbody>
+                {d.entries.map((e) => (
+                  <tr key={e.id}>
+                    <td>
+                      <Time iso={e.at} absolute />
+                    </td>
+                    <td>{e.actor === 'system' ? 'system' : <Did did={e.actor} />}</td>
+                    <td>
+                      <code>{e.action}</code>
+                    </td>
+                    <td>
+                      {e.targetType} {e.target && <code>{e.target.length > 30 ? `${e.target.slice(0, 30)}…` : e.target}</code>}
+                    </td>
+                    <td>
+                      <code class="mono">{e.details ? JSON.stringify(e.details) : ''}</code>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="entries" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+        </>
+      )}
+    </section>
+  );
+}

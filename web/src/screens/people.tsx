@@ -1,0 +1,550 @@
+/**
+ * People: workspaces with their members and roles; the user directory (admin level) with its
+ * filters, unclaimed users and their claim QR; invitations (owners); grants of a user.
+ * There is no list of open invitations in the interface yet: the ones made here are shown until
+ * the page is left.
+ */
+import { useState } from 'preact/hooks';
+import * as people from '../api/people';
+import type { User } from '../api/people';
+import { CAPABILITIES, GLOBAL_ROLES, WORKSPACE_ROLES, type Capability, type GlobalRole, type WorkspaceRole } from '../api/types';
+import * as wsApi from '../api/workspaces';
+import { useLoad } from '../app/hooks';
+import { qp, setQuery } from '../app/router';
+import { access } from '../app/session';
+import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Swatch, Tabs, Time, val } from '../ui/kit';
+
+function Workspaces() {
+  const a = access.value!;
+  const list = useLoad(() => wsApi.listWorkspaces(), []);
+  const current = list.data?.workspaces.find((w) => w.slug === qp('ws')) ?? list.data?.workspaces[0];
+  const members = useLoad(() => (current ? wsApi.listMembers(current.id) : Promise.resolve({ members: [] })), [current?.id]);
+  const [error, setError] = useState<unknown>(null);
+  const [newMember, setNewMember] = useState({ did: '', role: 'member' as WorkspaceRole });
+  const [newWs, setNewWs] = useState({ name: '', color: '#1f5fbf' });
+  const isAdmin = current ? a.atLeast('admin', current.id) : false;
+  return (
+    <div class="split">
+      <nav aria-label="Workspaces">
+        {!list.data ? (
+          <Loading />
+        ) : (
+          <ul class="list">
+            {list.data.workspaces.map((w) => (
+              <li key={w.id}>
+                <button type="button" class={`item${current?.id === w.id ? ' active' : ''}`} onClick={() => setQuery({ ws: w.slug })}>
+                  <Swatch color={w.color} />
+                  {w.name} {w.isDefault && <Badge>default</Badge>}
+                </button>
+              </li>
+            ))}
+          </ul>
+        )}
+        {a.globalAdmin && (
+          <div class="panel">
+            <h3>New workspace</h3>
+            <Field label="Name">
+              <input value={newWs.name} onInput={(e) => setNewWs({ ...newWs, name: val(e) })} />
+            </Field>
+            <Field label="Colour">
+              <input type="color" value={newWs.color} onInput={(e) => setNewWs({ ...newWs, color: val(e) })} />
+            </Field>
+            <Action
+              kind="primary"
+              disabled={!newWs.name.trim()}
+              onRun={async () => {
+                try {
+                  const r = await wsApi.createWorkspace({ name: newWs.name.trim(), color: newWs.color });
+                  setNewWs({ ...newWs, name: '' });
+                  list.reload();
+                  setQuery({ ws: r.workspace.slug });
+                } catch (err) {
+                  setError(err);
+                }
+              }}
+            >
+              Create
+            </Action>
+          </div>
+        )}
+      </nav>
+      <div>
+        <ErrorNote error={list.error ?? members.error ?? error} />
+        {current && (
+          <>
+            <h2>
+              <Swatch color={current.color} />
+              {current.name} <span class="muted">/{current.slug}</span>
+            </h2>
+            {current.description && <p>{current.description}</p>}
+            {members.data && members.data.members.length === 0 ? (
+              <Empty title="No members yet." />
+            ) : (
+              <div class="table-wrap">
+                <table>
+                  <thead>
+                    <tr>
+                      <th>Person</th>
+                      <th>Role</th>
+                      <th>Joined</th>
+                      <th>
+                        <span class="muted">Actions</span>
+                      </th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {members.data?.members.map((m) => (
+                      <tr key={m.userId}>
+                        <td>
+                          {m.name} <span class="muted">{m.email}</span>
+                          <br />
+                          {m.did ? <Did did={m.did} /> : <Badge kind="warn">unclaimed</Badge>}
+                        </td>
+                        <td>
+                          {isAdmin ? (
+                            <select
+                              aria-label={`Role of ${m.name}`}
+                              value={m.role}
+                              onChange={async (e) => {
+                                try {
+                                  await wsApi.setMemberRole(current.id, m.did ?? m.userId, val(e) as WorkspaceRole);
+                                  members.reload();
+                                } catch (err) {
+                                  setError(err);
+                                  members.reload();
+                                }
+                              }}
+                            >
+                              {WORKSPACE_ROLES.map((r) => (
+                                <option key={r} value={r}>
+                                  {r}
+                                </option>
+                              ))}
+                            </select>
+                          ) : (
+                            m.role
+                          )}
+                        </td>
+                        <td>
+                          <Time iso={m.joinedAt} />
+                        </td>
+                        <td>
+                          {(isAdmin || m.did === a.did) && (
+                            <Action
+                              kind="danger"
+                              onRun={async () => {
+                                if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
+                                try {
+                                  await wsApi.removeMember(current.id, m.did ?? m.userId);
+                                  members.reload();
+                                } catch (err) {
+                                  setError(err);
+                                }
+                              }}
+                            >
+                              {m.did === a.did ? 'Leave' : 'Remove'}
+                            </Action>
+                          )}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+            {isAdmin && (
+              <div class="panel">
+                <h3>Add a member</h3>
+                <div class="row">
+                  <Field label="DID (or the id of an unclaimed user)">
+                    <input value={newMember.did} onInput={(e) => setNewMember({ ...newMember, did: val(e).trim() })} />
+                  </Field>
+                  <Field label="Role">
+                    <select value={newMember.role} onChange={(e) => setNewMember({ ...newMember, role: val(e) as WorkspaceRole })}>
+                      {WORKSPACE_ROLES.map((r) => (
+                        <option key={r} value={r}>
+                          {r}
+                        </option>
+                      ))}
+                    </select>
+                  </Field>
+                  <Action
+                    kind="primary"
+                    disabled={!newMember.did}
+                    onRun={async () => {
+                      try {
+                        await wsApi.addMember(current.id, newMember.did, newMember.role);
+                        setNewMember({ ...newMember, did: '' });
+                        members.reload();
+                      } catch (err) {
+                        setError(err);
+                      }
+                    }}
+                  >
+                    Add
+                  </Action>
+                </div>
+              </div>
+            )}
+          </>
+        )}
+      </div>
+    </div>
+  );
+}
+
+function Grants({ user, onClose }: { user: User; onClose: () => void }) {
+  const a = access.value!;
+  const ref = user.did ?? user.id;
+  const list = useLoad(() => people.listGrants(ref), [ref]);
+  const [caps, setCaps] = useState<Capability[]>([]);
+  const [agentDid, setAgentDid] = useState('');
+  const [expires, setExpires] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [formError, setFormError] = useState<string | null>(null);
+  return (
+    <div class="panel" aria-label={`Grants of ${user.name}`}>
+      <div class="row">
+        <h3>Grants of {user.name}</h3>
+        <button type="button" class="quiet" onClick={onClose}>
+          Close
+        </button>
+      </div>
+      <p class="muted">A grant lets a person who is not a global admin send intents of these capabilities to an agent (or to all agents); their workspace role must allow intents too.</p>
+      <ErrorNote error={list.error ?? error} />
+      {list.data && (list.data.grants.length === 0 ? <p class="muted">No grant.</p> : (
+        <ul class="list">
+          {list.data.grants.map((g) => (
+            <li key={g.id} class="row">
+              <span>
+                {g.capabilities.join(', ')} on {g.agentDid ? <Did did={g.agentDid} /> : 'all agents'} · {g.expiresAt ? <>until <Time iso={g.expiresAt} absolute /></> : 'no end'}
+              </span>
+              <Action
+                kind="danger"
+                onRun={async () => {
+                  try {
+                    await people.revokeGrant(ref, g.id);
+                    list.reload();
+                  } catch (err) {
+                    setError(err);
+                  }
+                }}
+              >
+                Revoke
+              </Action>
+            </li>
+          ))}
+        </ul>
+      ))}
+      {a.globalAdmin && user.did && (
+        <>
+          <CapabilityChecks legend="Capabilities" options={CAPABILITIES} selected={caps} onChange={(c) => setCaps(c as Capability[])} />
+          <div class="row">
+            <Field label="Agent DID (empty: all agents)">
+              <input value={agentDid} onInput={(e) => setAgentDid(val(e).trim())} />
+            </Field>
+            <Field label="Expires">
+              <input type="datetime-local" value={expires} onInput={(e) => setExpires(val(e))} />
+            </Field>
+            <Action
+              kind="primary"
+              onRun={async () => {
+                if (caps.length === 0) return setFormError('Choose at least one capability.');
+                if (agentDid && !agentDid.startsWith('did:')) return setFormError('The agent is named by its DID.');
+                if (expires && new Date(expires).getTime() <= Date.now()) return setFormError('The expiry must be in the future.');
+                setFormError(null);
+                try {
+                  await people.createGrant(ref, { agentDid: agentDid || null, capabilities: caps, ...(expires ? { expiresAt: new Date(expires).toISOString() } : {}) });
+                  setCaps([]);
+                  list.reload();
+                } catch (err) {
+                  setError(err);
+                }
+              }}
+            >
+              Grant
+            </Action>
+          </div>
+          {formError && <p class="field-error">{formError}</p>}
+        </>
+      )}
+    </div>
+  );
+}
+
+function Directory() {
+  const a = access.value!;
+  const q = qp('q');
+  const role = qp('role') as GlobalRole | '';
+  const account = qp('account');
+  const page = Math.max(1, Number(qp('page', '1')) || 1);
+  const sortBy = (qp('sort', 'name') as 'name' | 'email' | 'registeredAt') || 'name';
+  const list = useLoad(
+    () => people.listUsers({ q: q || undefined, role: role || undefined, hasAccount: account === '' ? undefined : account === 'claimed', page, pageSize: 25, sortBy }),
+    [q, role, account, page, sortBy],
+  );
+  const [grantsOf, setGrantsOf] = useState<User | null>(null);
+  const [claim, setClaim] = useState<{ user: User; qrUrl: string; link: string; emailSent: boolean } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const d = list.data;
+  return (
+    <div>
+      <div class="toolbar" role="search">
+        <Field label="Search">
+          <input type="search" value={q} placeholder="Name, email or DID" onChange={(e) => setQuery({ q: val(e) || null, page: null })} />
+        </Field>
+        <Field label="Role">
+          <select value={role} onChange={(e) => setQuery({ role: val(e) || null, page: null })}>
+            <option value="">Any</option>
+            {GLOBAL_ROLES.map((r) => (
+              <option key={r} value={r}>
+                {r}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label="Account">
+          <select value={account} onChange={(e) => setQuery({ account: val(e) || null, page: null })}>
+            <option value="">Any</option>
+            <option value="claimed">Claimed</option>
+            <option value="unclaimed">Unclaimed</option>
+          </select>
+        </Field>
+        <Field label="Sort by">
+          <select value={sortBy} onChange={(e) => setQuery({ sort: val(e) === 'name' ? null : val(e) })}>
+            <option value="name">Name</option>
+            <option value="email">Email</option>
+            <option value="registeredAt">Registered</option>
+          </select>
+        </Field>
+      </div>
+      <ErrorNote error={list.error ?? error} />
+      {claim && (
+        <Notice kind="info">
+          <p>
+            Claim link for <strong>{claim.user.name}</strong> {claim.emailSent ? '(also mailed to them)' : ''}: whoever opens it with a wallet, or pastes it on the sign-in page of a browser, owns the account.
+          </p>
+          <img class="qr" src={new URL(claim.qrUrl).pathname} alt={`Claim QR code for ${claim.user.name}`} />
+          <Copyable text={claim.link} label="Claim link" />
+          <button type="button" onClick={() => setClaim(null)}>
+            Done
+          </button>
+        </Notice>
+      )}
+      {grantsOf && <Grants user={grantsOf} onClose={() => setGrantsOf(null)} />}
+      {!d ? (
+        list.loading && <Loading what="Loading people" />
+      ) : d.users.length === 0 ? (
+        <Empty title="Nobody matches.">Clear a filter, or invite someone under Invitations.</Empty>
+      ) : (
+        <>
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>Person</th>
+                  <th>Role</th>
+                  <th>Workspaces</th>
+                  <th>Account</th>
+                  <th>
+                    <span class="muted">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {d.users.map((u) => (
+                  <tr key={u.id}>
+                    <td>
+                      {u.name} {u.isAdmin && <Badge kind="warn">global admin</Badge>}
+                      <br />
+                      <span class="muted">{u.email}</span>
+                    </td>
+                    <td>{u.role}</td>
+                    <td>{u.workspaces.map((w) => w.name).join(', ') || '—'}</td>
+                    <td>{u.did ? <Did did={u.did} /> : <Badge kind="warn">unclaimed</Badge>}</td>
+                    <td>
+                      <div class="actions">
+                        {u.did && (
+                          <button type="button" onClick={() => setGrantsOf(u)}>
+                            Grants
+                          </button>
+                        )}
+                        {!u.did && (
+                          <Action
+                            onRun={async () => {
+                              setError(null);
+                              try {
+                                const r = await people.sendQr(u.id, false);
+                                setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
+                              } catch (err) {
+                                setError(err);
+                              }
+                            }}
+                          >
+                            Claim QR
+                          </Action>
+                        )}
+                        {!u.did && (
+                          <Action
+                            onRun={async () => {
+                              setError(null);
+                              try {
+                                const r = await people.sendQr(u.id, true);
+                                setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
+                              } catch (err) {
+                                setError(err);
+                              }
+                            }}
+                          >
+                            Mail claim link
+                          </Action>
+                        )}
+                        {(a.owner || (!u.did && a.adminLevel)) && !u.isOwner && u.did !== a.did && (
+                          <Action
+                            kind="danger"
+                            onRun={async () => {
+                              if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
+                              try {
+                                await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
+                                list.reload();
+                              } catch (err) {
+                                setError(err);
+                              }
+                            }}
+                          >
+                            Delete
+                          </Action>
+                        )}
+                      </div>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="people" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+        </>
+      )}
+    </div>
+  );
+}
+
+interface Made {
+  token: string;
+  email: string;
+  name: string;
+  role: GlobalRole;
+  at: string;
+  revoked?: boolean;
+}
+
+function Invitations() {
+  const [form, setForm] = useState({ email: '', name: '', role: 'member' as GlobalRole });
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [made, setMade] = useState<Made[]>([]);
+  const [link, setLink] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const invite = async () => {
+    const e: Record<string, string> = {};
+    if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(form.email.trim())) e.email = 'An email address.';
+    if (!form.name.trim()) e.name = 'Required.';
+    setErrors(e);
+    if (Object.keys(e).length) return;
+    setError(null);
+    try {
+      const r = await people.inviteByEmail({ email: form.email.trim(), name: form.name.trim(), role: form.role });
+      setMade([{ token: r.token, email: form.email.trim(), name: form.name.trim(), role: form.role, at: new Date().toISOString() }, ...made]);
+      setForm({ ...form, email: '', name: '' });
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <div class="grid2">
+      <section class="panel">
+        <h3>Invite by email</h3>
+        <p class="muted">Creates an unclaimed account with this role and an invitation valid for 7 days (mailed when Steward has SMTP).</p>
+        <Field label="Email" error={errors.email}>
+          <input type="email" value={form.email} onInput={(e) => setForm({ ...form, email: val(e) })} />
+        </Field>
+        <Field label="Name" error={errors.name}>
+          <input value={form.name} onInput={(e) => setForm({ ...form, name: val(e) })} />
+        </Field>
+        <Field label="Role">
+          <select value={form.role} onChange={(e) => setForm({ ...form, role: val(e) as GlobalRole })}>
+            {GLOBAL_ROLES.map((r) => (
+              <option key={r} value={r}>
+                {r}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <ErrorNote error={error} />
+        <Action kind="primary" onRun={invite}>
+          Invite
+        </Action>
+        <h3>Open invite link</h3>
+        <p class="muted">Whoever claims this link becomes a new member of the default workspace. It works for CLAIM_TTL_MINUTES (30 minutes by default).</p>
+        <Action
+          onRun={async () => {
+            try {
+              setLink((await people.inviteLink()).connectionString);
+            } catch (err) {
+              setError(err);
+            }
+          }}
+        >
+          Make an invite link
+        </Action>
+        {link && <Copyable text={link} label="Invite link" />}
+      </section>
+      <section class="panel">
+        <h3>Invitations made here</h3>
+        <p class="muted">Steward does not list open invitations yet; the ones you make on this page are shown until you leave it, and can be revoked.</p>
+        {made.length === 0 ? (
+          <p class="muted">None yet.</p>
+        ) : (
+          <ul class="list">
+            {made.map((m) => (
+              <li key={m.token} class="row">
+                <span>
+                  {m.name} &lt;{m.email}&gt; as {m.role} · <Time iso={m.at} /> {m.revoked && <Badge kind="off">revoked</Badge>}
+                </span>
+                {!m.revoked && (
+                  <Action
+                    kind="danger"
+                    onRun={async () => {
+                      try {
+                        await people.revokeInvitation(m.token);
+                        setMade(made.map((x) => (x.token === m.token ? { ...x, revoked: true } : x)));
+                      } catch (err) {
+                        setError(err);
+                      }
+                    }}
+                  >
+                    Revoke
+                  </Action>
+                )}
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+    </div>
+  );
+}
+
+export default function People() {
+  const a = access.value!;
+  const tabs = [{ id: 'workspaces', label: 'Workspaces' }, ...(a.adminLevel ? [{ id: 'users', label: 'Users' }] : []), ...(a.owner ? [{ id: 'invitations', label: 'Invitations' }] : [])];
+  const tab = tabs.some((t) => t.id === qp('tab')) ? qp('tab') : 'workspaces';
+  return (
+    <section>
+      <h1>People</h1>
+      <Tabs tabs={tabs} current={tab} label="People sections" onSelect={(t) => setQuery({ tab: t === 'workspaces' ? null : t, page: null, ws: null })} />
+      {tab === 'workspaces' && <Workspaces />}
+      {tab === 'users' && <Directory />}
+      {tab === 'invitations' && <Invitations />}
+    </section>
+  );
+}

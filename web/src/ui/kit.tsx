@@ -1,0 +1,243 @@
+/** Small building blocks every screen uses: errors in words, empty states, fields, paging, times, dialogs. */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { describeError } from '../api/http';
+import { shortDid } from '../crypto/did';
+
+export function ErrorNote({ error, title }: { error: unknown; title?: string }) {
+  if (!error) return null;
+  return (
+    <div class="note error" role="alert">
+      {title && <strong>{title} </strong>}
+      {describeError(error)}
+    </div>
+  );
+}
+
+export function Notice({ children, kind = 'info' }: { children: ComponentChildren; kind?: 'info' | 'ok' | 'warn' }) {
+  return (
+    <div class={`note ${kind}`} role="status">
+      {children}
+    </div>
+  );
+}
+
+export function Empty({ title, children }: { title: string; children?: ComponentChildren }) {
+  return (
+    <div class="empty">
+      <p class="empty-title">{title}</p>
+      {children && <p>{children}</p>}
+    </div>
+  );
+}
+
+export function Loading({ what = 'Loading' }: { what?: string }) {
+  return (
+    <p class="loading" role="status" aria-live="polite">
+      {what}…
+    </p>
+  );
+}
+
+export function Field({ label, hint, error, children }: { label: string; hint?: ComponentChildren; error?: string | null; children: ComponentChildren }) {
+  return (
+    <label class={`field${error ? ' invalid' : ''}`}>
+      <span class="label">{label}</span>
+      {children}
+      {hint && <span class="hint">{hint}</span>}
+      {error && (
+        <span class="field-error" role="alert">
+          {error}
+        </span>
+      )}
+    </label>
+  );
+}
+
+/** A button that shows progress while its promise runs and cannot be pressed twice meanwhile. */
+export function Action({
+  onRun,
+  children,
+  kind,
+  disabled,
+  label,
+  type = 'button',
+}: {
+  onRun: () => Promise<unknown> | void;
+  children: ComponentChildren;
+  kind?: 'primary' | 'danger' | 'quiet';
+  disabled?: boolean;
+  label?: string;
+  type?: 'button' | 'submit';
+}) {
+  const [busy, setBusy] = useState(false);
+  const mounted = useRef(true);
+  useEffect(() => () => void (mounted.current = false), []);
+  return (
+    <button
+      type={type}
+      class={kind ?? ''}
+      disabled={disabled || busy}
+      aria-busy={busy}
+      aria-label={label}
+      onClick={async (e) => {
+        if (type === 'submit') return;
+        e.preventDefault();
+        setBusy(true);
+        try {
+          await onRun();
+        } finally {
+          if (mounted.current) setBusy(false);
+        }
+      }}
+    >
+      {busy ? <span class="spinner" aria-hidden="true" /> : null}
+      {children}
+    </button>
+  );
+}
+
+export function Pager({ page, totalPages, total, onPage, noun }: { page: number; totalPages: number; total: number; onPage: (p: number) => void; noun: string }) {
+  return (
+    <nav class="pager" aria-label={`${noun} pages`}>
+      <button type="button" disabled={page <= 1} onClick={() => onPage(page - 1)}>
+        ← Previous
+      </button>
+      <span>
+        Page {totalPages === 0 ? 0 : page} of {totalPages} · {total.toLocaleString()} {noun}
+      </span>
+      <button type="button" disabled={page >= totalPages} onClick={() => onPage(page + 1)}>
+        Next →
+      </button>
+    </nav>
+  );
+}
+
+const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+export function relative(iso: string, now = Date.now()): string {
+  const s = (new Date(iso).getTime() - now) / 1000;
+  const abs = Math.abs(s);
+  if (abs < 45) return rtf.format(Math.round(s), 'second');
+  if (abs < 2700) return rtf.format(Math.round(s / 60), 'minute');
+  if (abs < 64800) return rtf.format(Math.round(s / 3600), 'hour');
+  if (abs < 2592000) return rtf.format(Math.round(s / 86400), 'day');
+  return new Date(iso).toLocaleDateString();
+}
+
+export function Time({ iso, absolute }: { iso: string | null | undefined; absolute?: boolean }) {
+  if (!iso) return <span class="muted">—</span>;
+  const full = new Date(iso).toLocaleString();
+  return (
+    <time dateTime={iso} title={full}>
+      {absolute ? full : relative(iso)}
+    </time>
+  );
+}
+
+export function Did({ did, name }: { did: string | null | undefined; name?: string }) {
+  if (!did) return <span class="muted">—</span>;
+  return (
+    <span class="did" title={did}>
+      {name ? `${name} ` : ''}
+      <code>{shortDid(did)}</code>
+    </span>
+  );
+}
+
+export function Badge({ children, kind = '' }: { children: ComponentChildren; kind?: string }) {
+  return <span class={`badge ${kind}`}>{children}</span>;
+}
+
+export function Swatch({ color }: { color: string }) {
+  return <span class="swatch" aria-hidden="true" style={{ backgroundColor: color }} />;
+}
+
+/** A modal dialog (native <dialog>: focus is kept inside and Escape closes it). */
+export function Dialog({ open, title, onClose, children }: { open: boolean; title: string; onClose: () => void; children: ComponentChildren }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (open && !d.open) d.showModal();
+    if (!open && d.open) d.close();
+  }, [open]);
+  return (
+    <dialog ref={ref} aria-label={title} onClose={onClose} onCancel={onClose}>
+      <header class="dialog-head">
+        <h2>{title}</h2>
+        <button type="button" class="quiet" aria-label="Close" onClick={onClose}>
+          ×
+        </button>
+      </header>
+      {open && children}
+    </dialog>
+  );
+}
+
+export function Tabs({ tabs, current, onSelect, label }: { tabs: Array<{ id: string; label: string }>; current: string; onSelect: (id: string) => void; label: string }) {
+  return (
+    <div class="tabs" role="tablist" aria-label={label}>
+      {tabs.map((t) => (
+        <button type="button" role="tab" key={t.id} aria-selected={t.id === current} class={t.id === current ? 'active' : ''} onClick={() => onSelect(t.id)}>
+          {t.label}
+        </button>
+      ))}
+    </div>
+  );
+}
+
+export function Json({ value }: { value: unknown }) {
+  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>;
+}
+
+/** The value of the input, select or textarea an event came from. */
+export const val = (e: Event) => (e.currentTarget as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement).value;
+
+/** Text to copy (a secret shown once, a link): selectable, with a copy button. */
+export function Copyable({ text, label }: { text: string; label: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <div class="copyable">
+      <input readOnly value={text} aria-label={label} onFocus={(e) => e.currentTarget.select()} />
+      <button
+        type="button"
+        onClick={() => {
+          navigator.clipboard?.writeText(text).then(
+            () => setCopied(true),
+            () => setCopied(false),
+          );
+        }}
+      >
+        {copied ? 'Copied' : 'Copy'}
+      </button>
+    </div>
+  );
+}
+
+export function CapabilityChecks({
+  options,
+  selected,
+  onChange,
+  legend,
+}: {
+  options: readonly string[];
+  selected: readonly string[];
+  onChange: (next: string[]) => void;
+  legend: string;
+}) {
+  return (
+    <fieldset class="checks">
+      <legend>{legend}</legend>
+      {options.map((c) => (
+        <label key={c} class="check">
+          <input
+            type="checkbox"
+            checked={selected.includes(c)}
+            onChange={(e) => onChange(e.currentTarget.checked ? [...selected, c] : selected.filter((x) => x !== c))}
+          />
+          <code>{c}</code>
+        </label>
+      ))}
+    </fieldset>
+  );
+}

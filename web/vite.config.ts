@@ -1,0 +1,26 @@
+/**
+ * Builds the dashboard (web/) into dist/web: `npm run build:web`. Preact through Vite's own JSX
+ * transform; every screen is its own chunk (dynamic imports in src/app/routes.ts).
+ */
+import { defineConfig } from 'vite';
+import { fileURLToPath } from 'node:url';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+export default defineConfig({
+  root: here,
+  base: '/',
+  publicDir: false,
+  logLevel: 'warn',
+  oxc: { jsx: { runtime: 'automatic', importSource: 'preact' } },
+  build: {
+    outDir: fileURLToPath(new URL('../dist/web', import.meta.url)),
+    emptyOutDir: true,
+    target: 'es2022',
+    sourcemap: false,
+    // No inline data: scripts or styles; the CSP allows only the site's own files.
+    assetsInlineLimit: 0,
+    modulePreload: { polyfill: false },
+    reportCompressedSize: false,
+  },
+});
