@@ -148,13 +148,15 @@ function Composer({ directory, onSend, label }: { directory: Person[]; onSend: (
   const [text, setText] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [active, setActive] = useState(0);
+  // The caret as of the last input, click or completion (the DOM's lags a render behind).
+  const [caret, setCaret] = useState(0);
   const ref = useRef<HTMLTextAreaElement>(null);
-  const caret = ref.current?.selectionStart ?? text.length;
   const m = /(?:^|\s)@([\w.-]{0,40})$/.exec(text.slice(0, caret));
   const suggestions = m ? directory.filter((p) => p.name.toLowerCase().startsWith(m[1]!.toLowerCase())).slice(0, 6) : [];
   const complete = (p: Person) => {
     const before = text.slice(0, caret).replace(/@([\w.-]{0,40})$/, `@${p.name} `);
     setText(before + text.slice(caret));
+    setCaret(before.length);
     ref.current?.focus();
   };
   const send = async () => {
@@ -163,6 +165,7 @@ function Composer({ directory, onSend, label }: { directory: Person[]; onSend: (
     try {
       await onSend(text);
       setText('');
+      setCaret(0);
     } catch (err) {
       setError(describeError(err));
     }
@@ -184,8 +187,10 @@ function Composer({ directory, onSend, label }: { directory: Person[]; onSend: (
           value={text}
           onInput={(e) => {
             setText(val(e));
+            setCaret(e.currentTarget.selectionStart ?? val(e).length);
             setActive(0);
           }}
+          onClick={(e) => setCaret(e.currentTarget.selectionStart ?? 0)}
           onKeyDown={(e) => {
             if (suggestions.length > 0 && (e.key === 'ArrowDown' || e.key === 'ArrowUp')) {
               e.preventDefault();
