@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Build stage: compile TypeScript with the dev dependencies.
+# Build stage: compile TypeScript and build the dashboard (dist/web) with the dev dependencies.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -7,6 +7,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY schemas ./schemas
+COPY web ./web
 RUN npm run build
 
 # Final stage: production dependencies and compiled JavaScript only, as a non-root user.

@@ -2,8 +2,10 @@
  * Test runner: runs every test/**\/*.test.ts file in its own Node process (each suite starts its
  * own server and data directory), prints each file's uvu output, and ends with one line
  * `N passed, N failed`. Exit code 1 when anything failed. A full run (no pattern) also
- * type-checks src/, test/ and bench/ (tsconfig.check.json), counted as one more test; tsx runs
- * the suites without checking types, so that is what catches a test calling a helper wrongly.
+ * type-checks src/, test/ and bench/ (tsconfig.check.json) and the dashboard (web/tsconfig.json),
+ * counted as one more test; tsx runs the suites without checking types, so that is what catches a
+ * test calling a helper wrongly. When browser suites (test/ui-*.test.ts) are to run, the
+ * dashboard is built first (TEST_SKIP_WEB_BUILD=1 skips that, for a build already made).
  *
  * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring; TEST_TYPECHECK=0 skips the check)
  */
