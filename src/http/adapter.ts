@@ -2,7 +2,8 @@
  * Moves bytes between uWS and the Router: collects headers synchronously (uWS request objects
  * are only valid inside the handler), reads the body under a size limit (413 without reading the
  * rest, connection closed), survives clients that go away mid-request (onAborted), and writes
- * the answer corked.
+ * the answer corked, under backpressure (see `send`): a client that does not read its answers
+ * holds at most one of them on the server.
  */
 import { STATUS_CODES } from 'node:http';
 import type { HttpResponse, TemplatedApp } from './uws.js';
@@ -59,7 +60,8 @@ export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptio
         res.writeHeader('content-type', out.contentType);
         for (const [k, v] of Object.entries(out.headers)) res.writeHeader(k, v);
         for (const c of out.cookies) res.writeHeader('set-cookie', serializeCookie(c));
-        res.end(out.body, closeConnection);
+        if (closeConnection) res.end(out.body, true);
+        else send(res, out.body, state);
       });
     };
 
@@ -120,5 +122,26 @@ function readBody(
     // uWS reuses the chunk's memory after this callback returns: copy it.
     chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
     if (isLast) done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+  });
+}
+
+/**
+ * Writes a response body under backpressure: what the socket does not take now waits here, not
+ * in a uWS buffer, and goes out as the client reads (onWritable). While a response waits, uWS
+ * answers a further request on the connection (a pipelining client that does not read) by
+ * closing it, and closes it too when nothing of the response is taken for about 10 s. So a
+ * connection holds at most one response that its client has not read, however many requests it
+ * sends.
+ */
+function send(res: HttpResponse, body: string | Buffer, state: { aborted: boolean }): void {
+  const total = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+  const [, done] = res.tryEnd(body, total);
+  if (done) return;
+  // Offsets count bytes: a string body is kept as its bytes from here on.
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  res.onWritable((offset) => {
+    if (state.aborted) return true;
+    const [ok] = res.tryEnd(bytes.subarray(offset), total);
+    return ok;
   });
 }
