@@ -4,13 +4,14 @@
  * A route is declared once — method, path, auth level, zod schemas for path parameters, query
  * and body, and a handler returning a status and a JSON body — and `dispatch` does the rest:
  * matching (404 for unknown paths, 405 for a known path with another method), percent-decoding
- * of path segments, JSON parsing (400 on invalid JSON), validation (400 naming the field),
- * authentication and the one error shape. The uWS adapter (server.ts) only moves bytes; tests
- * and tools can call `dispatch` directly.
+ * of path segments, JSON parsing (400 on invalid or too deeply nested JSON), validation (400
+ * naming the field), authentication and the one error shape. The uWS adapter (adapter.ts) only
+ * moves bytes; tests and tools can call `dispatch` directly.
  */
 import { z } from 'zod';
 import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
 import type { Principal } from '../domain/principal.js';
+import { parseJsonBody } from './json-body.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -252,17 +253,7 @@ export class Router {
 
     ctx.params = validate('path', def.params, ctx.params);
     ctx.query = validate('query', def.query, ctx.query);
-    if (def.body) {
-      let parsed: unknown = undefined;
-      if (req.body.length > 0) {
-        try {
-          parsed = JSON.parse(req.body.toString('utf8'));
-        } catch {
-          throw badRequest('the request body is not valid JSON', 'invalid_json');
-        }
-      }
-      ctx.body = validate('body', def.body, parsed ?? {});
-    }
+    if (def.body) ctx.body = validate('body', def.body, (req.body.length > 0 ? parseJsonBody(req.body) : undefined) ?? {});
 
     const result = await def.handler(ctx as never);
     const status = result.status ?? 200;

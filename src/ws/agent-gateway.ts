@@ -41,6 +41,7 @@ import { sameTerms, verifyEd25519Async, type CertificateTerms } from '../domain/
 import type { FleetService, IssuedCertificate, Decision, LiveSeen } from '../services/fleet.js';
 import type { StoredCertificateWithBytes } from '../services/certificates.js';
 import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '../services/registrations.js';
+import { nestsDeeperThan, tooDeepMessage } from '../domain/json-depth.js';
 
 const enum Phase {
   AwaitHello,
@@ -497,6 +498,7 @@ export class AgentGateway implements AgentPush {
       if (conn.phase === Phase.Ready) conn.lastSeen = Date.now();
       return this.onHeartbeat(conn, hbSeq, hbPrompt, hbCompletion);
     }
+    if (nestsDeeperThan(text)) return this.invalid(conn, 'too_deep', tooDeepMessage('the frame'));
     let frame: { type?: unknown };
     try {
       frame = JSON.parse(text) as { type?: unknown };
