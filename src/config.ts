@@ -84,6 +84,11 @@ export const VARIABLES = {
     default: String(1024 * 1024),
     description: 'Largest accepted HTTP request body; larger requests get 413 without the rest being read.',
   },
+  METRICS_TOKEN: {
+    schema: z.string().min(16, { message: 'expected at least 16 characters' }),
+    description: 'When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise). A secret: never logged. Unset: /metrics is public.',
+    defaultText: 'unset (public)',
+  },
   STEWARD_ALLOW_UWS_FALLBACK: {
     schema: bool,
     default: '0',
@@ -296,6 +301,8 @@ export interface Config {
   secretKey?: Buffer;
   logLevel: Parsed['LOG_LEVEL'];
   bodyLimitBytes: number;
+  /** Bearer token GET /metrics needs; unset: public. */
+  metricsToken?: string;
   allowUwsFallback: boolean;
   ed25519: Parsed['STEWARD_ED25519'];
   actorIdleMs: number;
@@ -386,6 +393,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretKey: p.STEWARD_SECRET_KEY ? (decodeSecretKey(p.STEWARD_SECRET_KEY) ?? undefined) : undefined,
     logLevel: p.LOG_LEVEL,
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
+    metricsToken: p.METRICS_TOKEN,
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
     ed25519: p.STEWARD_ED25519,
     actorIdleMs: p.ACTOR_IDLE_MS,

@@ -60,8 +60,16 @@ export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptio
         res.writeHeader('content-type', out.contentType);
         for (const [k, v] of Object.entries(out.headers)) res.writeHeader(k, v);
         for (const c of out.cookies) res.writeHeader('set-cookie', serializeCookie(c));
-        if (closeConnection) res.end(out.body, true);
-        else send(res, out.body, state);
+        if (out.headOf !== undefined) {
+          // HEAD: the length of the body a GET would get, and no body. (Called with no argument,
+          // uWS writes no Content-Length of its own.)
+          res.writeHeader('content-length', String(out.headOf));
+          res.endWithoutBody();
+        } else if (closeConnection) {
+          res.end(out.body, true);
+        } else {
+          send(res, out.body, state);
+        }
       });
     };
 

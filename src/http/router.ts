@@ -3,10 +3,11 @@
  *
  * A route is declared once — method, path, auth level, zod schemas for path parameters, query
  * and body, and a handler returning a status and a JSON body — and `dispatch` does the rest:
- * matching (404 for unknown paths, 405 for a known path with another method), percent-decoding
- * of path segments, JSON parsing (400 on invalid or too deeply nested JSON), validation (400
- * naming the field), authentication and the one error shape. The uWS adapter (adapter.ts) only
- * moves bytes; tests and tools can call `dispatch` directly.
+ * matching (404 for unknown paths, 405 for a known path with another method, HEAD answered as
+ * GET without the body), percent-decoding of path segments, JSON parsing (400 on invalid or too
+ * deeply nested JSON), validation (400 naming the field), authentication and the one error
+ * shape. The uWS adapter (adapter.ts) only moves bytes; tests and tools can call `dispatch`
+ * directly.
  */
 import { z } from 'zod';
 import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
@@ -111,6 +112,8 @@ export interface ResponseOut {
   cookies: Cookie[];
   body: string | Buffer;
   contentType: string;
+  /** An answer to HEAD: the body is empty and this is the length the GET body would have had. */
+  headOf?: number;
 }
 
 export interface DispatchObserver {
@@ -207,6 +210,8 @@ export class Router {
       out = jsonOut(error.status, errorBody(error.code, error.message), error.headers);
       if (!unexpected) thrown = undefined;
     }
+    // HEAD is answered as GET (errors too), without the body.
+    if (req.method.toUpperCase() === 'HEAD') out = { ...out, body: '', headOf: Buffer.byteLength(out.body) };
     this.observe?.({
       method: req.method,
       route: routeLabel,
@@ -226,11 +231,13 @@ export class Router {
     }
     const found = this.match(segments);
     if (!found) throw new HttpError(404, 'not_found', `no route for ${req.path}`);
-    const method = req.method.toUpperCase() as Method;
+    const requested = req.method.toUpperCase();
+    const method = (requested === 'HEAD' ? 'GET' : requested) as Method;
     const def = found.node.routes.get(method);
     if (!def) {
-      const allow = [...found.node.routes.keys()].join(', ');
-      throw new HttpError(405, 'method_not_allowed', `${req.method.toUpperCase()} is not allowed here; allowed: ${allow}`, { allow });
+      const methods = [...found.node.routes.keys()];
+      const allow = (methods.includes('GET') ? [...methods, 'HEAD'] : methods).join(', ');
+      throw new HttpError(405, 'method_not_allowed', `${requested} is not allowed here; allowed: ${allow}`, { allow });
     }
     setLabel(def.path);
 
@@ -258,13 +265,7 @@ export class Router {
     const result = await def.handler(ctx as never);
     const status = result.status ?? 200;
     if (result.raw) {
-      return {
-        status,
-        headers: result.headers ?? {},
-        cookies: result.cookies ?? [],
-        body: result.raw.data,
-        contentType: result.raw.contentType,
-      };
+      return { status, headers: result.headers ?? {}, cookies: result.cookies ?? [], body: result.raw.data, contentType: result.raw.contentType };
     }
     return { ...jsonOut(status, result.body ?? {}, result.headers), cookies: result.cookies ?? [] };
   }
