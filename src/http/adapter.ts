@@ -10,12 +10,15 @@ import type { HttpResponse, TemplatedApp } from './uws.js';
 import type { Cookie, RawRequest, ResponseOut, Router } from './router.js';
 import { errorBody } from './errors.js';
 import type { Logger } from '../log.js';
+import { canonicalAddress } from './client-address.js';
 
 export interface AdapterOptions {
   bodyLimitBytes: number;
   log: Logger;
   /** Headers added to every response. */
   baseHeaders?: Record<string, string>;
+  /** Finds the client's address behind trusted proxies; without it, the peer's address. */
+  clientAddress?: (peer: string, forwardedFor: string | undefined) => string;
 }
 
 const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
@@ -32,6 +35,7 @@ export function serializeCookie(c: Cookie): string {
 export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptions): void {
   const { bodyLimitBytes, log } = opts;
   const baseHeaders = Object.entries(opts.baseHeaders ?? {});
+  const clientAddress = opts.clientAddress ?? ((peer: string) => canonicalAddress(peer) ?? peer);
 
   app.any('/*', (res, req) => {
     const state = { aborted: false, answered: false };
@@ -48,7 +52,7 @@ export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptio
       path: req.getUrl(),
       query: req.getQuery() ?? '',
       headers,
-      remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      remoteAddress: clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']),
     };
 
     const write = (out: ResponseOut, closeConnection = false) => {

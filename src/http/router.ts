@@ -4,15 +4,17 @@
  * A route is declared once — method, path, auth level, zod schemas for path parameters, query
  * and body, and a handler returning a status and a JSON body — and `dispatch` does the rest:
  * matching (404 for unknown paths, 405 for a known path with another method, HEAD answered as
- * GET without the body), percent-decoding of path segments, JSON parsing (400 on invalid or too
- * deeply nested JSON), validation (400 naming the field), authentication and the one error
- * shape. The uWS adapter (adapter.ts) only moves bytes; tests and tools can call `dispatch`
- * directly.
+ * GET without the body), percent-decoding of path segments, rate limits (429), JSON parsing (400
+ * on invalid or too deeply nested JSON), validation (400 naming the field), authentication and
+ * the one error shape. The uWS adapter (adapter.ts) only moves bytes; tests and tools can call
+ * `dispatch` directly.
  */
 import { z } from 'zod';
 import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
 import type { Principal } from '../domain/principal.js';
 import { parseJsonBody } from './json-body.js';
+import { LIMIT_GROUPS, retryAfterSeconds, type LimitGroup, type RateLimits } from './rate-limit.js';
+import { addressKey } from './client-address.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -38,6 +40,7 @@ export interface RawRequest {
   /** Header names in lower case. */
   headers: Record<string, string>;
   body: Buffer;
+  /** The client's address (the peer's, or the one a trusted proxy forwarded). */
   remoteAddress: string;
 }
 
@@ -89,6 +92,11 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   response?: z.ZodType;
   /** The status of a successful answer, for documentation (default 200). */
   successStatus?: number;
+  /**
+   * The rate limits of the route: its group's limit per source address, checked first, and the
+   * group's limit per the key `key` returns (a DID, a token), checked once the request is valid.
+   */
+  limit?: { group: LimitGroup; key?: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => string | undefined };
   handler: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult> | RouteResult;
 }
 
@@ -128,6 +136,12 @@ interface Node {
 
 const newNode = (): Node => ({ statics: new Map(), routes: new Map() });
 
+export interface RouterOptions {
+  observe?: DispatchObserver;
+  /** The rate limits routes name in `limit`; without them no route is limited. */
+  limits?: RateLimits;
+}
+
 export class Router {
   private readonly root = newNode();
   private readonly all: RouteDef[] = [];
@@ -137,8 +151,13 @@ export class Router {
       if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
     },
   };
+  private readonly observe: DispatchObserver | undefined;
+  private readonly limits: RateLimits | undefined;
 
-  constructor(private readonly observe?: DispatchObserver) {}
+  constructor(options: RouterOptions = {}) {
+    this.observe = options.observe;
+    this.limits = options.limits;
+  }
 
   setAuthPolicy(policy: AuthPolicy): void {
     this.policy = policy;
@@ -240,6 +259,7 @@ export class Router {
       throw new HttpError(405, 'method_not_allowed', `${requested} is not allowed here; allowed: ${allow}`, { allow });
     }
     setLabel(def.path);
+    if (def.limit) await this.take(def.limit.group, 'address', addressKey(req.remoteAddress));
 
     const ctx: RequestContext = {
       method,
@@ -261,6 +281,8 @@ export class Router {
     ctx.params = validate('path', def.params, ctx.params);
     ctx.query = validate('query', def.query, ctx.query);
     if (def.body) ctx.body = validate('body', def.body, (req.body.length > 0 ? parseJsonBody(req.body) : undefined) ?? {});
+    const key = def.limit?.key?.(ctx as never);
+    if (key !== undefined) await this.take(def.limit!.group, 'key', key);
 
     const result = await def.handler(ctx as never);
     const status = result.status ?? 200;
@@ -268,6 +290,16 @@ export class Router {
       return { status, headers: result.headers ?? {}, cookies: result.cookies ?? [], body: result.raw.data, contentType: result.raw.contentType };
     }
     return { ...jsonOut(status, result.body ?? {}, result.headers), cookies: result.cookies ?? [] };
+  }
+
+  /** Counts the request against a limit of its group; 429 with Retry-After when it is over. */
+  private async take(group: LimitGroup, per: 'address' | 'key', key: string): Promise<void> {
+    const waitMs = await this.limits?.[group][per].take(key);
+    if (waitMs === null || waitMs === undefined) return;
+    const seconds = retryAfterSeconds(waitMs);
+    const { what, keyName } = LIMIT_GROUPS[group];
+    const from = per === 'address' ? 'from this address' : `for this ${keyName}`;
+    throw new HttpError(429, 'rate_limited', `too many ${what} ${from}; retry in ${seconds} s`, { 'retry-after': String(seconds) });
   }
 }
 
