@@ -5,7 +5,9 @@
  * README's configuration table is generated from the same list (`npm run docs:config`) and a
  * test checks that the two agree.
  */
+import { isIP } from 'node:net';
 import { z } from 'zod';
+import type { RateRule, RateRules } from './http/rate-limit.js';
 
 const bool = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no'], { message: 'expected 1, 0, true, false, yes or no' })
@@ -29,6 +31,44 @@ const secretKey = z
   .refine((v) => decodeSecretKey(v) !== null, {
     message: 'expected 32 bytes as 64 hex characters or as base64/base64url (43 or 44 characters)',
   });
+
+const UNIT_SECONDS = { s: 1, m: 60, h: 3600 } as const;
+const RATE = /^(\d+)\/(\d+)([smh])(?:\+(\d+)\/(\d+)([smh]))?$/;
+
+/** `N/<window>` or `N/<window>+B/<window>` (a burst of B more per the second window), windows as `30s`, `1m`, `2h`; `0` turns the limit off. */
+export function parseRateRule(text: string): RateRule | null | undefined {
+  if (text === '0') return null;
+  const m = RATE.exec(text);
+  if (!m) return undefined;
+  const window = (n: string, unit: string) => Number(n) * UNIT_SECONDS[unit as keyof typeof UNIT_SECONDS];
+  const rule: RateRule = { points: Number(m[1]), seconds: window(m[2]!, m[3]!) };
+  if (m[4] !== undefined) rule.burst = { points: Number(m[4]), seconds: window(m[5]!, m[6]!) };
+  const counts = [rule.points, rule.burst?.points ?? 1];
+  const windows = [rule.seconds, rule.burst?.seconds ?? 1];
+  if (counts.some((n) => n < 1 || n > 1e9) || windows.some((s) => s < 1 || s > 7 * 24 * 3600)) return undefined;
+  return rule;
+}
+
+const rateRule = z.string().transform((text, ctx) => {
+  const rule = parseRateRule(text.replace(/\s+/g, ''));
+  if (rule === undefined) {
+    ctx.addIssue({ code: 'custom', message: 'expected 0 (off) or COUNT/WINDOW, optionally +BURST/WINDOW (e.g. 600/1m+10000/10m; windows in s, m or h, at most 7 days)' });
+    return z.NEVER;
+  }
+  return rule;
+});
+
+const isAddressOrSubnet = (entry: string) => {
+  const [address, bits, ...rest] = entry.split('/');
+  const kind = isIP(address ?? '');
+  if (kind === 0 || rest.length > 0) return false;
+  return bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (kind === 4 ? 32 : 128));
+};
+
+const addressList = z
+  .string()
+  .transform((text) => text.split(',').map((e) => e.trim()).filter((e) => e !== ''))
+  .refine((list) => list.every(isAddressOrSubnet), { message: 'expected IP addresses or CIDR subnets separated by commas (10.0.0.5, 10.1.0.0/16, fd00::/8)' });
 
 interface VariableSpec {
   schema: z.ZodType;
@@ -83,6 +123,53 @@ export const VARIABLES = {
     schema: int(1024, 1024 * 1024 * 1024),
     default: String(1024 * 1024),
     description: 'Largest accepted HTTP request body; larger requests get 413 without the rest being read.',
+  },
+  TRUSTED_PROXIES: {
+    schema: addressList,
+    description:
+      'Proxies (load balancers) in front of Steward, as IP addresses or CIDR subnets separated by commas. A request from one of them is counted by the rate limits under the client address it forwards in X-Forwarded-For (read from the right, past the trusted hops); from any other peer the header is ignored.',
+    defaultText: 'unset (X-Forwarded-For ignored)',
+  },
+  METRICS_TOKEN: {
+    schema: z.string().min(16, { message: 'expected at least 16 characters' }),
+    description: 'When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise). A secret: never logged. Unset: /metrics is public.',
+    defaultText: 'unset (public)',
+  },
+  RATE_LIMIT_LOGIN_PER_ADDRESS: {
+    schema: rateRule,
+    default: '600/1m+10000/10m',
+    description: 'POST /api/auth/challenge and /api/auth/login (together) per source address: COUNT/WINDOW, then a burst allowance +COUNT/WINDOW; over it, 429 with Retry-After. 0: no limit.',
+  },
+  RATE_LIMIT_LOGIN_PER_DID: {
+    schema: rateRule,
+    default: '30/1m+300/1h',
+    description: 'The same requests per DID named in the body (a login is two). 0: no limit.',
+  },
+  RATE_LIMIT_CLAIM_PER_ADDRESS: {
+    schema: rateRule,
+    default: '600/1m+10000/10m',
+    description: 'Requests to the public claim and invitation endpoints (/api/user/claim/…, /api/user/listen/…, /api/invitations/…, /api/users/invite/from-email) per source address. 0: no limit.',
+  },
+  RATE_LIMIT_CLAIM_PER_TOKEN: {
+    schema: rateRule,
+    default: '120/1m',
+    description: 'The same requests per claim or invitation token (enough to poll listen every second). 0: no limit.',
+  },
+  RATE_LIMIT_WEBHOOK_PER_ADDRESS: {
+    schema: rateRule,
+    default: '3000/1m+30000/10m',
+    description: 'Incoming bridge deliveries (POST /api/bridges/webhook/…/incoming, /api/bridges/teams/incoming) per source address. 0: no limit.',
+  },
+  RATE_LIMIT_WEBHOOK_PER_BRIDGE: {
+    schema: rateRule,
+    default: '1200/1m+12000/10m',
+    description: 'Incoming webhook deliveries per bridge id, correctly signed or not. 0: no limit.',
+  },
+  RATE_LIMIT_AGENT_PER_ADDRESS: {
+    schema: rateRule,
+    default: '1200/1m+40000/10m',
+    description:
+      'Agent hellos on /ws/agent and POST /api/agents/register per source address; a refused hello is closed with 4429 (retry later). The burst lets a fleet of 20,000 agents behind one address reconnect at once, twice within ten minutes. 0: no limit.',
   },
   STEWARD_ALLOW_UWS_FALLBACK: {
     schema: bool,
@@ -296,6 +383,12 @@ export interface Config {
   secretKey?: Buffer;
   logLevel: Parsed['LOG_LEVEL'];
   bodyLimitBytes: number;
+  /** Proxies whose X-Forwarded-For is believed (addresses and CIDR subnets); empty: none. */
+  trustedProxies: string[];
+  /** Bearer token GET /metrics needs; unset: public. */
+  metricsToken?: string;
+  /** Rate limits per group: per source address and per key; null: off. */
+  rateLimits: RateRules;
   allowUwsFallback: boolean;
   ed25519: Parsed['STEWARD_ED25519'];
   actorIdleMs: number;
@@ -386,6 +479,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretKey: p.STEWARD_SECRET_KEY ? (decodeSecretKey(p.STEWARD_SECRET_KEY) ?? undefined) : undefined,
     logLevel: p.LOG_LEVEL,
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
+    trustedProxies: p.TRUSTED_PROXIES ?? [],
+    metricsToken: p.METRICS_TOKEN,
+    rateLimits: {
+      login: { address: p.RATE_LIMIT_LOGIN_PER_ADDRESS, key: p.RATE_LIMIT_LOGIN_PER_DID },
+      claim: { address: p.RATE_LIMIT_CLAIM_PER_ADDRESS, key: p.RATE_LIMIT_CLAIM_PER_TOKEN },
+      webhook: { address: p.RATE_LIMIT_WEBHOOK_PER_ADDRESS, key: p.RATE_LIMIT_WEBHOOK_PER_BRIDGE },
+      agent: { address: p.RATE_LIMIT_AGENT_PER_ADDRESS, key: null },
+    },
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
     ed25519: p.STEWARD_ED25519,
     actorIdleMs: p.ACTOR_IDLE_MS,

@@ -13,6 +13,8 @@ import { startCryptoWorker } from './domain/crypto-worker.js';
 import { HttpError } from './http/errors.js';
 import { attachHttp } from './http/adapter.js';
 import { attachStatic } from './http/static.js';
+import { createRateLimits, memoryStore, type RateLimits } from './http/rate-limit.js';
+import { ClientAddresses } from './http/client-address.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { openStore, instrumentStore } from './store/index.js';
 import type { Store } from './store/types.js';
@@ -97,6 +99,10 @@ export interface AppContext {
   actors: ActorHost;
   metrics: Metrics;
   router: Router;
+  /** Rate limits per group (HTTP routes name theirs; the agent gateway counts hellos). */
+  rateLimits: RateLimits;
+  /** The client address of a connection, behind trusted proxies too. */
+  clientAddresses: ClientAddresses;
   secrets: SecretBox;
   sockets: SocketRegistry;
   uws: LoadedUws;
@@ -190,9 +196,14 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });
   metrics.setActorSource(() => actors.counts());
 
-  const router = new Router(({ method, route, status, seconds, error }) => {
-    metrics.observeHttp(method, route, status, seconds);
-    if (error) log.error({ err: error, method, route, status }, 'request failed');
+  const rateLimits = createRateLimits(config.rateLimits, memoryStore());
+  const clientAddresses = new ClientAddresses(config.trustedProxies);
+  const router = new Router({
+    observe: ({ method, route, status, seconds, error }) => {
+      metrics.observeHttp(method, route, status, seconds);
+      if (error) log.error({ err: error, method, route, status }, 'request failed');
+    },
+    limits: rateLimits,
   });
 
   const app = uws.uws.App();
@@ -216,6 +227,8 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
     actors,
     metrics,
     router,
+    rateLimits,
+    clientAddresses,
     secrets,
     c,
     identity,
@@ -308,6 +321,7 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
     bodyLimitBytes: config.bodyLimitBytes,
     log,
     baseHeaders: { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
+    clientAddress: (peer, forwardedFor) => clientAddresses.of(peer, forwardedFor),
   });
   // The dashboard: GET/HEAD handlers uWS tries before the router's, yielding every API path to it.
   attachStatic(app, { dir: options.uiDir, log });

@@ -61,6 +61,43 @@ test('a 32-byte key is accepted as hex or base64', () => {
   assert.is(loadConfig({ STEWARD_SECRET_KEY: b64 }).secretKey?.length, 32);
 });
 
+test('rate limits: COUNT/WINDOW with an optional burst, 0 for off; proxies and the metrics token', () => {
+  const c = loadConfig({
+    RATE_LIMIT_LOGIN_PER_ADDRESS: '600/1m+10000/10m',
+    RATE_LIMIT_LOGIN_PER_DID: '0',
+    RATE_LIMIT_CLAIM_PER_TOKEN: ' 5 / 30s ',
+    TRUSTED_PROXIES: '10.0.0.0/8, 192.0.2.7,fd00::/8',
+    METRICS_TOKEN: 'a-long-enough-metrics-token',
+  });
+  assert.equal(c.rateLimits.login, { address: { points: 600, seconds: 60, burst: { points: 10_000, seconds: 600 } }, key: null });
+  assert.equal(c.rateLimits.claim.key, { points: 5, seconds: 30 });
+  assert.equal(c.rateLimits.agent, { address: { points: 1200, seconds: 60, burst: { points: 40_000, seconds: 600 } }, key: null });
+  assert.equal(c.trustedProxies, ['10.0.0.0/8', '192.0.2.7', 'fd00::/8']);
+  assert.is(c.metricsToken, 'a-long-enough-metrics-token');
+  const defaults = loadConfig({});
+  assert.equal(defaults.trustedProxies, []);
+  assert.is(defaults.metricsToken, undefined);
+
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ RATE_LIMIT_LOGIN_PER_ADDRESS: '600' }, /RATE_LIMIT_LOGIN_PER_ADDRESS="600": expected 0 \(off\) or COUNT\/WINDOW/],
+    [{ RATE_LIMIT_AGENT_PER_ADDRESS: '10/1d' }, /RATE_LIMIT_AGENT_PER_ADDRESS/],
+    [{ RATE_LIMIT_WEBHOOK_PER_BRIDGE: '0/1m' }, /RATE_LIMIT_WEBHOOK_PER_BRIDGE/],
+    [{ RATE_LIMIT_CLAIM_PER_ADDRESS: '5/1m+' }, /RATE_LIMIT_CLAIM_PER_ADDRESS/],
+    [{ TRUSTED_PROXIES: '10.0.0.0/33' }, /TRUSTED_PROXIES="10.0.0.0\/33": expected IP addresses or CIDR subnets/],
+    [{ TRUSTED_PROXIES: 'proxy.internal' }, /TRUSTED_PROXIES/],
+    [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN="<redacted>": expected at least 16 characters/],
+  ];
+  for (const [env, re] of cases) {
+    try {
+      loadConfig(env);
+      assert.unreachable(`accepted ${JSON.stringify(env)}`);
+    } catch (err) {
+      assert.instance(err, ConfigError);
+      assert.match((err as Error).message, re);
+    }
+  }
+});
+
 test('a bad value stops the start with exit code 1 and names the variable', async () => {
   const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
     env: { ...process.env, PORT: 'abc', DATA_DIR: await tempDir() },

@@ -101,7 +101,7 @@ test('known path with the wrong method is 405 with Allow', async () => {
   const r = await http(s.url, 'DELETE', '/healthz');
   assert.is(r.status, 405);
   isError(r.body, 'method_not_allowed');
-  assert.is(r.headers.allow, 'GET');
+  assert.is(r.headers.allow, 'GET, HEAD');
 });
 
 test('valid request passes every schema and gets defaults', async () => {

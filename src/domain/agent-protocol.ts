@@ -23,6 +23,8 @@ export const CLOSE = {
   handshakeTimeout: 4408,
   /** Another connection of the same agent authenticated and replaced this one: do not reconnect. */
   replaced: 4409,
+  /** Too many hellos from the agent's address (RATE_LIMIT_AGENT_PER_ADDRESS): reconnect later, with back-off. */
+  tryLater: 4429,
 } as const;
 
 /** Close codes after which an agent must not reconnect on its own. */

@@ -2,19 +2,23 @@
  * Moves bytes between uWS and the Router: collects headers synchronously (uWS request objects
  * are only valid inside the handler), reads the body under a size limit (413 without reading the
  * rest, connection closed), survives clients that go away mid-request (onAborted), and writes
- * the answer corked.
+ * the answer corked, under backpressure (see `send`): a client that does not read its answers
+ * holds at most one of them on the server.
  */
 import { STATUS_CODES } from 'node:http';
 import type { HttpResponse, TemplatedApp } from './uws.js';
 import type { Cookie, RawRequest, ResponseOut, Router } from './router.js';
 import { errorBody } from './errors.js';
 import type { Logger } from '../log.js';
+import { canonicalAddress } from './client-address.js';
 
 export interface AdapterOptions {
   bodyLimitBytes: number;
   log: Logger;
   /** Headers added to every response. */
   baseHeaders?: Record<string, string>;
+  /** Finds the client's address behind trusted proxies; without it, the peer's address. */
+  clientAddress?: (peer: string, forwardedFor: string | undefined) => string;
 }
 
 const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
@@ -31,6 +35,7 @@ export function serializeCookie(c: Cookie): string {
 export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptions): void {
   const { bodyLimitBytes, log } = opts;
   const baseHeaders = Object.entries(opts.baseHeaders ?? {});
+  const clientAddress = opts.clientAddress ?? ((peer: string) => canonicalAddress(peer) ?? peer);
 
   app.any('/*', (res, req) => {
     const state = { aborted: false, answered: false };
@@ -47,7 +52,7 @@ export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptio
       path: req.getUrl(),
       query: req.getQuery() ?? '',
       headers,
-      remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      remoteAddress: clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']),
     };
 
     const write = (out: ResponseOut, closeConnection = false) => {
@@ -59,7 +64,16 @@ export function attachHttp(app: TemplatedApp, router: Router, opts: AdapterOptio
         res.writeHeader('content-type', out.contentType);
         for (const [k, v] of Object.entries(out.headers)) res.writeHeader(k, v);
         for (const c of out.cookies) res.writeHeader('set-cookie', serializeCookie(c));
-        res.end(out.body, closeConnection);
+        if (out.headOf !== undefined) {
+          // HEAD: the length of the body a GET would get, and no body. (Called with no argument,
+          // uWS writes no Content-Length of its own.)
+          res.writeHeader('content-length', String(out.headOf));
+          res.endWithoutBody();
+        } else if (closeConnection) {
+          res.end(out.body, true);
+        } else {
+          send(res, out.body, state);
+        }
       });
     };
 
@@ -120,5 +134,26 @@ function readBody(
     // uWS reuses the chunk's memory after this callback returns: copy it.
     chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
     if (isLast) done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+  });
+}
+
+/**
+ * Writes a response body under backpressure: what the socket does not take now waits here, not
+ * in a uWS buffer, and goes out as the client reads (onWritable). While a response waits, uWS
+ * answers a further request on the connection (a pipelining client that does not read) by
+ * closing it, and closes it too when nothing of the response is taken for about 10 s. So a
+ * connection holds at most one response that its client has not read, however many requests it
+ * sends.
+ */
+function send(res: HttpResponse, body: string | Buffer, state: { aborted: boolean }): void {
+  const total = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+  const [, done] = res.tryEnd(body, total);
+  if (done) return;
+  // Offsets count bytes: a string body is kept as its bytes from here on.
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  res.onWritable((offset) => {
+    if (state.aborted) return true;
+    const [ok] = res.tryEnd(bytes.subarray(offset), total);
+    return ok;
   });
 }

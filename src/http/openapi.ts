@@ -1,7 +1,7 @@
 /**
  * OpenAPI 3.1 document generated from the route table: every declared route appears with its
- * path parameters, query parameters, body schema, success status and auth level, converted from
- * the same zod schemas the router validates with.
+ * path parameters, query parameters, body schema, success status, auth level and rate-limit
+ * group, converted from the same zod schemas the router validates with.
  */
 import { z } from 'zod';
 import type { RouteDef } from './router.js';
@@ -46,6 +46,15 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { version: strin
         default: { description: 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
       },
     };
+    if (r.limit) {
+      // docs/api.md, "Rate limits": the group names the settings that bound this route.
+      op['x-rate-limit'] = r.limit.group;
+      (op.responses as Record<string, unknown>)['429'] = {
+        description: 'rate limited: too many requests from this address (or for the DID, token or bridge named)',
+        headers: { 'Retry-After': { description: 'seconds until a request may succeed', schema: { type: 'integer', minimum: 1 } } },
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
+    }
     if (r.auth !== 'public') op.security = r.auth === 'optional' ? [{}, { session: [] }, { bearer: [] }] : [{ session: [] }, { bearer: [] }];
     if (r.body) op.requestBody = { required: true, content: { 'application/json': { schema: toSchema(r.body) } } };
     (paths[path] ??= {})[r.method.toLowerCase()] = op;

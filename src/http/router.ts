@@ -3,14 +3,18 @@
  *
  * A route is declared once — method, path, auth level, zod schemas for path parameters, query
  * and body, and a handler returning a status and a JSON body — and `dispatch` does the rest:
- * matching (404 for unknown paths, 405 for a known path with another method), percent-decoding
- * of path segments, JSON parsing (400 on invalid JSON), validation (400 naming the field),
- * authentication and the one error shape. The uWS adapter (server.ts) only moves bytes; tests
- * and tools can call `dispatch` directly.
+ * matching (404 for unknown paths, 405 for a known path with another method, HEAD answered as
+ * GET without the body), percent-decoding of path segments, rate limits (429), JSON parsing (400
+ * on invalid or too deeply nested JSON), validation (400 naming the field), authentication and
+ * the one error shape. The uWS adapter (adapter.ts) only moves bytes; tests and tools can call
+ * `dispatch` directly.
  */
 import { z } from 'zod';
 import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
 import type { Principal } from '../domain/principal.js';
+import { parseJsonBody } from './json-body.js';
+import { LIMIT_GROUPS, retryAfterSeconds, type LimitGroup, type RateLimits } from './rate-limit.js';
+import { addressKey } from './client-address.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -36,6 +40,7 @@ export interface RawRequest {
   /** Header names in lower case. */
   headers: Record<string, string>;
   body: Buffer;
+  /** The client's address (the peer's, or the one a trusted proxy forwarded). */
   remoteAddress: string;
 }
 
@@ -87,6 +92,11 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   response?: z.ZodType;
   /** The status of a successful answer, for documentation (default 200). */
   successStatus?: number;
+  /**
+   * The rate limits of the route: its group's limit per source address, checked first, and the
+   * group's limit per the key `key` returns (a DID, a token), checked once the request is valid.
+   */
+  limit?: { group: LimitGroup; key?: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => string | undefined };
   handler: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult> | RouteResult;
 }
 
@@ -110,6 +120,8 @@ export interface ResponseOut {
   cookies: Cookie[];
   body: string | Buffer;
   contentType: string;
+  /** An answer to HEAD: the body is empty and this is the length the GET body would have had. */
+  headOf?: number;
 }
 
 export interface DispatchObserver {
@@ -124,6 +136,12 @@ interface Node {
 
 const newNode = (): Node => ({ statics: new Map(), routes: new Map() });
 
+export interface RouterOptions {
+  observe?: DispatchObserver;
+  /** The rate limits routes name in `limit`; without them no route is limited. */
+  limits?: RateLimits;
+}
+
 export class Router {
   private readonly root = newNode();
   private readonly all: RouteDef[] = [];
@@ -133,8 +151,13 @@ export class Router {
       if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
     },
   };
+  private readonly observe: DispatchObserver | undefined;
+  private readonly limits: RateLimits | undefined;
 
-  constructor(private readonly observe?: DispatchObserver) {}
+  constructor(options: RouterOptions = {}) {
+    this.observe = options.observe;
+    this.limits = options.limits;
+  }
 
   setAuthPolicy(policy: AuthPolicy): void {
     this.policy = policy;
@@ -206,6 +229,8 @@ export class Router {
       out = jsonOut(error.status, errorBody(error.code, error.message), error.headers);
       if (!unexpected) thrown = undefined;
     }
+    // HEAD is answered as GET (errors too), without the body.
+    if (req.method.toUpperCase() === 'HEAD') out = { ...out, body: '', headOf: Buffer.byteLength(out.body) };
     this.observe?.({
       method: req.method,
       route: routeLabel,
@@ -225,13 +250,16 @@ export class Router {
     }
     const found = this.match(segments);
     if (!found) throw new HttpError(404, 'not_found', `no route for ${req.path}`);
-    const method = req.method.toUpperCase() as Method;
+    const requested = req.method.toUpperCase();
+    const method = (requested === 'HEAD' ? 'GET' : requested) as Method;
     const def = found.node.routes.get(method);
     if (!def) {
-      const allow = [...found.node.routes.keys()].join(', ');
-      throw new HttpError(405, 'method_not_allowed', `${req.method.toUpperCase()} is not allowed here; allowed: ${allow}`, { allow });
+      const methods = [...found.node.routes.keys()];
+      const allow = (methods.includes('GET') ? [...methods, 'HEAD'] : methods).join(', ');
+      throw new HttpError(405, 'method_not_allowed', `${requested} is not allowed here; allowed: ${allow}`, { allow });
     }
     setLabel(def.path);
+    if (def.limit) await this.take(def.limit.group, 'address', addressKey(req.remoteAddress));
 
     const ctx: RequestContext = {
       method,
@@ -252,30 +280,26 @@ export class Router {
 
     ctx.params = validate('path', def.params, ctx.params);
     ctx.query = validate('query', def.query, ctx.query);
-    if (def.body) {
-      let parsed: unknown = undefined;
-      if (req.body.length > 0) {
-        try {
-          parsed = JSON.parse(req.body.toString('utf8'));
-        } catch {
-          throw badRequest('the request body is not valid JSON', 'invalid_json');
-        }
-      }
-      ctx.body = validate('body', def.body, parsed ?? {});
-    }
+    if (def.body) ctx.body = validate('body', def.body, (req.body.length > 0 ? parseJsonBody(req.body) : undefined) ?? {});
+    const key = def.limit?.key?.(ctx as never);
+    if (key !== undefined) await this.take(def.limit!.group, 'key', key);
 
     const result = await def.handler(ctx as never);
     const status = result.status ?? 200;
     if (result.raw) {
-      return {
-        status,
-        headers: result.headers ?? {},
-        cookies: result.cookies ?? [],
-        body: result.raw.data,
-        contentType: result.raw.contentType,
-      };
+      return { status, headers: result.headers ?? {}, cookies: result.cookies ?? [], body: result.raw.data, contentType: result.raw.contentType };
     }
     return { ...jsonOut(status, result.body ?? {}, result.headers), cookies: result.cookies ?? [] };
+  }
+
+  /** Counts the request against a limit of its group; 429 with Retry-After when it is over. */
+  private async take(group: LimitGroup, per: 'address' | 'key', key: string): Promise<void> {
+    const waitMs = await this.limits?.[group][per].take(key);
+    if (waitMs === null || waitMs === undefined) return;
+    const seconds = retryAfterSeconds(waitMs);
+    const { what, keyName } = LIMIT_GROUPS[group];
+    const from = per === 'address' ? 'from this address' : `for this ${keyName}`;
+    throw new HttpError(429, 'rate_limited', `too many ${what} ${from}; retry in ${seconds} s`, { 'retry-after': String(seconds) });
   }
 }
 

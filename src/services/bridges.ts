@@ -25,6 +25,7 @@ import type { AppContext } from '../server.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { badRequest, conflict, forbidden, HttpError, notFound, unauthorized } from '../http/errors.js';
+import { parseJsonBody } from '../http/json-body.js';
 import { SIGNATURE_HEADER, postJson, sign, verifySignature, type PostResult } from '../integrations/webhook.js';
 import { activityText, postChannelMessage, teamsChannelIdOf, toHtml, type TeamsActivity } from '../integrations/teams.js';
 import type { Access, ChannelService, MessageCreated } from './channels.js';
@@ -271,12 +272,7 @@ export class BridgeService {
     requireJson(headers);
     refuseUnlessIncoming(bridge);
 
-    let body: unknown;
-    try {
-      body = JSON.parse(raw.toString('utf8'));
-    } catch {
-      throw badRequest('the request body is not valid JSON', 'invalid_json');
-    }
+    const body = parseJsonBody(raw);
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body must be a JSON object', 'invalid_body');
     const { message, author, metadata } = body as { message?: unknown; author?: unknown; metadata?: unknown };
     if (typeof message !== 'string' || message.trim().length === 0) throw badRequest("body field 'message' is required and must be a non-empty string", 'message_required');
@@ -330,12 +326,7 @@ export class BridgeService {
   /** POST /api/bridges/teams/incoming: one bot-framework activity. Answers the new message id (null when the activity is not a message). */
   async teamsIncoming(headers: Record<string, string>, raw: Buffer): Promise<string | null> {
     requireJson(headers);
-    let activity: TeamsActivity;
-    try {
-      activity = JSON.parse(raw.toString('utf8')) as TeamsActivity;
-    } catch {
-      throw badRequest('the request body is not valid JSON', 'invalid_json');
-    }
+    const activity = parseJsonBody(raw) as TeamsActivity;
     if (!activity || typeof activity !== 'object' || Array.isArray(activity)) throw badRequest('the body must be a bot-framework activity object', 'invalid_body');
     if (activity.type !== undefined && activity.type !== 'message') return null; // typing, conversationUpdate, ...
     const channelRef = teamsChannelIdOf(activity);

@@ -41,6 +41,9 @@ import { sameTerms, verifyEd25519Async, type CertificateTerms } from '../domain/
 import type { FleetService, IssuedCertificate, Decision, LiveSeen } from '../services/fleet.js';
 import type { StoredCertificateWithBytes } from '../services/certificates.js';
 import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '../services/registrations.js';
+import { retryAfterSeconds } from '../http/rate-limit.js';
+import { addressKey } from '../http/client-address.js';
+import { nestsDeeperThan, tooDeepMessage } from '../domain/json-depth.js';
 
 const enum Phase {
   AwaitHello,
@@ -66,6 +69,8 @@ interface Offer {
 export class AgentConn {
   ws: WebSocket<ConnRef> | null = null;
   phase = Phase.AwaitHello;
+  /** The rate-limit key of the client's address, until its hello is admitted. */
+  address: string | null = null;
   did: string | null = null;
   /** base64url raw Ed25519 key. */
   publicKey: string | null = null;
@@ -394,8 +399,11 @@ export class AgentGateway implements AgentPush {
       idleTimeout: cfg.agentIdleTimeoutSeconds,
       sendPingsAutomatically: true,
       upgrade: (res, req, context) => {
+        const conn = new AgentConn();
+        const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+        conn.address = addressKey(ctx.clientAddresses.of(peer, req.getHeader('x-forwarded-for') || undefined));
         res.upgrade<ConnRef>(
-          { conn: new AgentConn() },
+          { conn },
           req.getHeader('sec-websocket-key'),
           req.getHeader('sec-websocket-protocol'),
           req.getHeader('sec-websocket-extensions'),
@@ -497,6 +505,7 @@ export class AgentGateway implements AgentPush {
       if (conn.phase === Phase.Ready) conn.lastSeen = Date.now();
       return this.onHeartbeat(conn, hbSeq, hbPrompt, hbCompletion);
     }
+    if (nestsDeeperThan(text)) return this.invalid(conn, 'too_deep', tooDeepMessage('the frame'));
     let frame: { type?: unknown };
     try {
       frame = JSON.parse(text) as { type?: unknown };
@@ -510,7 +519,7 @@ export class AgentGateway implements AgentPush {
     if (conn.phase === Phase.Ready) conn.lastSeen = Date.now();
     switch (type) {
       case 'hello':
-        return this.onHello(conn, frame as HelloFrame);
+        return this.guard(conn, this.admitHello(conn, frame as HelloFrame));
       case 'auth':
         return this.guard(conn, this.onAuth(conn, (frame as { signature: string }).signature));
       case 'certificate_accept':
@@ -524,6 +533,25 @@ export class AgentGateway implements AgentPush {
         this.intents?.onResult(conn.did!, frame as IntentResultFrame);
         return;
     }
+  }
+
+  /**
+   * A hello counts against its address's limit (RATE_LIMIT_AGENT_PER_ADDRESS); one over it gets an
+   * error frame and close 4429, and the agent comes back later with back-off.
+   */
+  private async admitHello(conn: AgentConn, f: HelloFrame): Promise<void> {
+    if (conn.phase !== Phase.AwaitHello) return this.unexpected(conn, 'hello');
+    conn.phase = Phase.Verifying; // a frame that comes while the hello is counted is out of order
+    const waitMs = await this.ctx.rateLimits.agent.address.take(conn.address ?? '');
+    conn.address = null;
+    if (isClosed(conn)) return;
+    conn.phase = Phase.AwaitHello;
+    if (waitMs !== null) {
+      const seconds = retryAfterSeconds(waitMs);
+      this.send(conn, { type: 'error', code: 'rate_limited', message: `too many agent connections from this address; retry in ${seconds} s` });
+      return this.end(conn, CLOSE.tryLater, 'rate limited; retry later');
+    }
+    this.onHello(conn, f);
   }
 
   private onHello(conn: AgentConn, f: HelloFrame): void {

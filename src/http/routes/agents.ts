@@ -107,6 +107,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       method: 'POST',
       path: '/api/agents/register',
       auth: 'optional',
+      limit: { group: 'agent' },
       summary: 'Registers an agent; it awaits approval by a global admin. agentId is its DID (did:key of publicKey when no did is given)',
       tags: ['agents'],
       successStatus: 201,

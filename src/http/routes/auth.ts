@@ -54,6 +54,7 @@ export function authRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Start a DID login: a nonce to sign as `steward-login:<nonce>` (valid 5 minutes, single use)',
       tags: ['auth'],
       body: z.object({ did }),
+      limit: { group: 'login', key: ({ body }) => body.did },
       response: z.object({ challengeId: z.string(), nonce: z.string() }),
       handler: async ({ body }) => ({ body: await login.challenge(body.did) }),
     }),
@@ -68,6 +69,7 @@ export function authRoutes(ctx: AppContext): RouteDef[] {
         did,
         signature: z.string().min(1).max(200),
       }),
+      limit: { group: 'login', key: ({ body }) => body.did },
       response: z.object({ token: z.string(), user: userView }),
       handler: async ({ body, headers }) => {
         // The answer sets a cookie: a page on another origin must not log a browser in.

@@ -130,6 +130,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
         'A message from a webhook bridge: JSON {message, author?, metadata?} signed with X-Signature: sha256=<HMAC-SHA256 hex of the raw body>; with BRIDGE_REPLAY_WINDOW_SECONDS set (off by default), a repeated delivery within that window is 409',
       tags: ['bridges'],
       params: z.object({ bridgeId: z.string().min(1).max(128) }),
+      limit: { group: 'webhook', key: ({ params }) => params.bridgeId },
       response: incomingAnswer,
       handler: async (r) => ({ body: { ok: true, messageId: await bridges.webhookIncoming(r.params.bridgeId, r.headers, r.rawBody) } }),
     }),
@@ -141,6 +142,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
       summary:
         'A bot-framework activity from the team-chat service (its bearer token is NOT verified: do not expose publicly); messageId null for activities that are not messages',
       tags: ['bridges'],
+      limit: { group: 'webhook' },
       response: incomingAnswer,
       handler: async (r) => ({ body: { ok: true, messageId: await bridges.teamsIncoming(r.headers, r.rawBody) } }),
     }),

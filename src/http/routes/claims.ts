@@ -12,6 +12,7 @@ import { claimServiceOf } from '../../services/claims.js';
 import type { AppContext } from '../../server.js';
 
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
+const byToken = { group: 'claim', key: ({ params }: { params: { token: string } }) => params.token } as const;
 const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
 
 export function claimRoutes(ctx: AppContext): RouteDef[] {
@@ -25,6 +26,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       summary: 'What a wallet signs to claim: the nonce and the server DID (404 unless pending)',
       tags: ['claims'],
       params: tokenParam,
+      limit: byToken,
       response: z.object({ nonce: z.string(), serverDid: z.string(), expiresAt: z.string() }),
       handler: async ({ params }) => {
         const s = await claims.pending(params.token);
@@ -39,6 +41,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Claim with a signature over `steward-claim:<token>:<nonce>` (401 wrong signature, 409 DID taken)',
       tags: ['claims'],
       params: tokenParam,
+      limit: byToken,
       body: z.object({
         did: z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' }),
         publicKey: z.string().max(100).optional(),
@@ -58,6 +61,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       summary: 'The wallet QR code of a pending claim session, as an SVG image',
       tags: ['claims'],
       params: tokenParam,
+      limit: byToken,
       handler: async ({ params }) => {
         const svg = await claims.qrSvg(params.token);
         if (!svg) throw notPending();
@@ -71,6 +75,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Status of a claim session: -1 pending, 2 success (with did), -2 failed or expired',
       tags: ['claims'],
       params: tokenParam,
+      limit: byToken,
       response: z.object({ status: z.number().int(), did: z.string().optional(), expiresAt: z.string() }),
       handler: async ({ params }) => {
         const s = await claims.find(params.token);

@@ -42,6 +42,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       summary: 'An active invitation (404 when unknown or 7 days old)',
       tags: ['invitations'],
       params: tokenParam,
+      limit: { group: 'claim', key: ({ params }) => params.token },
       response: z.object({ email: z.string(), name: z.string(), role: z.string() }),
       handler: async ({ params }) => {
         const inv = await invitations.lookup(params.token);
@@ -56,6 +57,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Turn an invitation into a claim session for the wallet (404 when unknown or expired)',
       tags: ['invitations'],
       body: z.object({ token: z.string().min(1).max(100) }),
+      limit: { group: 'claim', key: ({ body }) => body.token },
       response: z.object({ qrUrl: z.string(), connectionString: z.string(), inviteToken: z.string(), serverDid: z.string() }),
       handler: async ({ body }) => {
         const session = await invitations.openClaim(body.token);
@@ -76,6 +78,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Delete (decline) an invitation; idempotent: an unknown token also answers success',
       tags: ['invitations'],
       params: tokenParam,
+      limit: { group: 'claim', key: ({ params }) => params.token },
       response: z.object({ success: z.literal(true) }),
       handler: async ({ params }) => {
         await invitations.remove(params.token);

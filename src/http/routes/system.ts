@@ -1,4 +1,5 @@
 /** Health, readiness, Prometheus metrics and the OpenAPI document. */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { HttpError } from '../errors.js';
@@ -7,6 +8,7 @@ import type { AppContext } from '../../server.js';
 
 export function systemRoutes(ctx: AppContext): RouteDef[] {
   let openapi: string | undefined;
+  const metricsToken = ctx.config.metricsToken ? digest(ctx.config.metricsToken) : null;
   return [
     route({
       method: 'GET',
@@ -39,11 +41,14 @@ export function systemRoutes(ctx: AppContext): RouteDef[] {
       method: 'GET',
       path: '/metrics',
       auth: 'public',
-      summary: 'Prometheus metrics (text exposition format)',
+      summary: 'Prometheus metrics (text exposition format); with METRICS_TOKEN set, only for `Authorization: Bearer <METRICS_TOKEN>`',
       tags: ['system'],
-      handler: async () => ({
-        raw: { contentType: ctx.metrics.registry.contentType, data: await ctx.metrics.registry.metrics() },
-      }),
+      handler: async ({ headers }) => {
+        if (metricsToken && !presents(headers.authorization, metricsToken)) {
+          throw new HttpError(401, 'unauthorized', 'GET /metrics needs the metrics bearer token', { 'www-authenticate': 'Bearer realm="metrics"' });
+        }
+        return { raw: { contentType: ctx.metrics.registry.contentType, data: await ctx.metrics.registry.metrics() } };
+      },
     }),
     route({
       method: 'GET',
@@ -67,4 +72,12 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
       (e) => (clearTimeout(t), reject(e)),
     );
   });
+}
+
+const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
+/** Whether an Authorization header carries the token; compared in constant time (over digests, so the length tells nothing either). */
+function presents(authorization: string | undefined, tokenDigest: Buffer): boolean {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  return m !== null && timingSafeEqual(digest(m[1]!), tokenDigest);
 }
