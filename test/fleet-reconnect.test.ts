@@ -202,12 +202,26 @@ test('SDK: across a server restart it reports the close and the refused attempts
   const agent = await readyAgent(s, owner, { heartbeatIntervalMs: 3_600_000, reconnect: { initialDelayMs: 20, maxDelayMs: 100 } });
   try {
     const seen = reports(agent);
+    // The heartbeat's write is held until the sockets are closed: it is stored at shutdown, its ack lost.
+    const ledger = s.ctx.c.tokenLedger as unknown as { insertMany: (docs: unknown[]) => Promise<void> };
+    const insertMany = ledger.insertMany.bind(ledger);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let writes = 0;
+    ledger.insertMany = async (docs) => {
+      writes++;
+      await held;
+      return insertMany(docs);
+    };
     agent.recordUsage(10, 5);
-    agent.heartbeat(); // its ack may or may not make it before the shutdown
+    agent.heartbeat();
+    await waitFor(() => writes === 1);
     const stopping = s.stop();
     await waitFor(() => agent.status !== 'ready');
+    release();
     agent.recordUsage(3, 2); // while Steward is away
     await stopping;
+    assert.equal(agent.unacknowledgedUsage(), { promptTokens: 13, completionTokens: 7 }, 'kept: the ack never came');
     await waitFor(() => seen.some((d) => d.cause === 'refused'), 20_000);
     s = await s.restart();
     owner = await ownerOf(s);
