@@ -232,6 +232,24 @@ export const VARIABLES = {
     default: '10000',
     description: 'Time an agent socket has from opening (or from its approval) until `ready`; then it is closed with 4408. Waiting for approval does not count.',
   },
+  AGENT_PENDING_SOCKET_TIMEOUT_SECONDS: {
+    schema: int(1, 7 * 24 * 3600),
+    default: '600',
+    description:
+      'An agent socket waiting for an admin to decide its registration is closed after this long (and up to a tenth more, at random, so agents that started waiting together do not come back together) with 4202; the agent reconnects and waits on, its registration kept.',
+  },
+  AGENT_PENDING_REGISTRATIONS_MAX: {
+    schema: int(1, 10_000_000),
+    default: '50000',
+    description:
+      'Registrations that may await a decision at once (WebSocket `hello` and POST /api/agents/register together); a new one past it is refused (HTTP 429 with Retry-After, or close 4429) until an admin decides some. An agent already pending is never refused.',
+  },
+  AGENT_PENDING_REGISTRATIONS_PER_ADDRESS_MAX: {
+    schema: int(1, 10_000_000),
+    default: '25000',
+    description:
+      "Pending registrations that may come from one source address (an IPv4 address, or an IPv6 /64). A fleet enrolling for the first time behind one NAT or proxy comes from one address, so the default admits 25,000 of them, more than the largest fleet one Steward is sized to hold (about 20,000 agents); it keeps one address from taking all of AGENT_PENDING_REGISTRATIONS_MAX. Behind a reverse proxy every agent has the proxy's address. Lower it where agents have addresses of their own.",
+  },
   AGENT_INVALID_FRAME_LIMIT: {
     schema: int(1, 1000),
     default: '3',
@@ -411,6 +429,9 @@ export interface Config {
   agentMaxFrameBytes: number;
   agentHandshakeTimeoutMs: number;
   agentInvalidFrameLimit: number;
+  agentPendingSocketTimeoutMs: number;
+  agentPendingRegistrationsMax: number;
+  agentPendingRegistrationsPerAddressMax: number;
   agentHeartbeatIntervalMs: number;
   agentIdleTimeoutSeconds: number;
   agentLastSeenWriteMs: number;
@@ -507,6 +528,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentMaxFrameBytes: p.AGENT_MAX_FRAME_BYTES,
     agentHandshakeTimeoutMs: p.AGENT_HANDSHAKE_TIMEOUT_MS,
     agentInvalidFrameLimit: p.AGENT_INVALID_FRAME_LIMIT,
+    agentPendingSocketTimeoutMs: p.AGENT_PENDING_SOCKET_TIMEOUT_SECONDS * 1000,
+    agentPendingRegistrationsMax: p.AGENT_PENDING_REGISTRATIONS_MAX,
+    agentPendingRegistrationsPerAddressMax: p.AGENT_PENDING_REGISTRATIONS_PER_ADDRESS_MAX,
     agentHeartbeatIntervalMs: p.AGENT_HEARTBEAT_INTERVAL_SECONDS * 1000,
     agentIdleTimeoutSeconds: p.AGENT_IDLE_TIMEOUT_SECONDS,
     agentLastSeenWriteMs: p.AGENT_LAST_SEEN_WRITE_SECONDS * 1000,

@@ -1,8 +1,10 @@
 /**
  * StewardAgent: an agent's side of the protocol (docs/agent-protocol.md) over the `ws` package.
  *
- * - Connects to /ws/agent and reconnects with jittered exponential back-off (never after a
- *   fatal close: 1008, 4401, 4403, 4409).
+ * - Connects to /ws/agent and keeps trying, with jittered exponential back-off, whatever goes
+ *   wrong (Steward down or restarting, a wrong address, DNS, TLS, an HTTP error), until stop() or
+ *   a close that means stop (FATAL_CLOSE_CODES: 1008, 4401, 4403, 4409). Each failure is reported
+ *   in words (`disconnected` event, `lastDisconnect`); the retry timer keeps the process alive.
  * - Handshake: hello → signs the challenge → waits out a pending registration → verifies each
  *   certificate offer (schema, the server's signature with the key of the server's did:key, its
  *   own DID and key as subject) → co-signs it → ready (the HTTP session token).
@@ -19,6 +21,7 @@ import { PURPOSE, publicKeyFromDidKey, signMessage, type Ed25519KeyPair } from '
 import { certificateBytes, certificateShapeError, termsOf, verifyCertificateSignature, type Certificate, type CertificateTerms } from '../domain/certificate.js';
 import {
   AGENT_WS_PATH,
+  CLOSE,
   FATAL_CLOSE_CODES,
   type ChannelMessageSendFrame,
   type IntentFrame,
@@ -29,6 +32,10 @@ import {
   type TokenDelta,
 } from '../domain/agent-protocol.js';
 import { Gates, type Clock, type GateStateStore } from './gates.js';
+import { describeClose, describeError, describeHttpStatus, type Disconnection, type Failure } from './disconnection.js';
+
+/** How long an attempt may take to get the WebSocket upgrade answered (unless socketOptions.handshakeTimeout says otherwise). */
+const CONNECT_TIMEOUT_MS = 30_000;
 
 export type AgentStatus = 'idle' | 'connecting' | 'authenticating' | 'pending' | 'certifying' | 'ready' | 'reconnecting' | 'rejected' | 'stopped';
 
@@ -70,7 +77,7 @@ export interface StewardAgentOptions extends StewardAgentHandlers {
   workspace?: string;
   /** Overrides the heartbeat interval the server asks for in `ready`. */
   heartbeatIntervalMs?: number;
-  /** false disables reconnecting. */
+  /** false disables reconnecting (the agent stops after its first failure or close). */
   reconnect?: ReconnectOptions | false;
   /** Clock of the gates (ms since the epoch); tests inject one. */
   clock?: Clock;
@@ -108,9 +115,12 @@ export class StewardAgent extends EventEmitter {
   /** The latest skill set pushed by the server. */
   skills: SkillsConfigFrame['skills'] = [];
   lastClose: { code: number; reason: string } | null = null;
+  /** Why the last attempt failed or the last socket closed (also emitted as `disconnected`). */
+  lastDisconnect: Disconnection | null = null;
 
   private readonly opts: StewardAgentOptions;
   private readonly wsUrl: string;
+  private readonly wsAddress: URL;
   private readonly httpBase: string;
   private ws: WebSocket | null = null;
   private serverDid: string | null = null;
@@ -122,6 +132,10 @@ export class StewardAgent extends EventEmitter {
   private readonly unacked = new Map<number, TokenDelta>();
   private stopped = false;
   private offered: Certificate | null = null;
+  /** Whether the current socket opened (a close before that is a failed attempt, not a close code). */
+  private opened = false;
+  /** Why the current attempt is failing, when known before its close (an error, an HTTP status, our own refusal). */
+  private failure: Failure | null = null;
 
   constructor(opts: StewardAgentOptions) {
     super();
@@ -129,6 +143,9 @@ export class StewardAgent extends EventEmitter {
     this.did = opts.keys.did;
     this.gates = new Gates(opts.clock, opts.gateState);
     const base = new URL(opts.url);
+    if (!['http:', 'https:', 'ws:', 'wss:'].includes(base.protocol)) {
+      throw new TypeError(`url must be an http(s):// or ws(s):// address, not ${base.protocol}//`);
+    }
     if (base.protocol === 'http:' || base.protocol === 'https:') {
       this.httpBase = base.origin;
       this.wsUrl = `${base.protocol === 'https:' ? 'wss' : 'ws'}://${base.host}${AGENT_WS_PATH}`;
@@ -136,9 +153,10 @@ export class StewardAgent extends EventEmitter {
       this.wsUrl = base.pathname && base.pathname !== '/' ? base.href : `${base.origin}${AGENT_WS_PATH}`;
       this.httpBase = `${base.protocol === 'wss:' ? 'https' : 'http'}://${base.host}`;
     }
+    this.wsAddress = new URL(this.wsUrl);
   }
 
-  /** Connects (and keeps reconnecting until stop() or a fatal close). */
+  /** Connects (and keeps reconnecting until stop() or a close that means stop). */
   start(): this {
     this.stopped = false;
     this.connect();
@@ -150,6 +168,7 @@ export class StewardAgent extends EventEmitter {
     this.stopped = true;
     this.setStatus('stopped');
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
     this.stopHeartbeats();
     const ws = this.ws;
     if (!ws || ws.readyState === WebSocket.CLOSED) return Promise.resolve();
@@ -159,7 +178,7 @@ export class StewardAgent extends EventEmitter {
     });
   }
 
-  /** Resolves when the agent reaches a status (or rejects when it ends rejected/stopped first). */
+  /** Resolves when the agent reaches a status (or rejects, saying why, when it ends rejected/stopped first). */
   waitFor(status: AgentStatus, timeoutMs = 10_000): Promise<void> {
     if (this.status === status) return Promise.resolve();
     return new Promise((resolve, reject) => {
@@ -175,7 +194,8 @@ export class StewardAgent extends EventEmitter {
         } else if ((s === 'rejected' || s === 'stopped') && status !== s) {
           clearTimeout(timer);
           this.off('status', on);
-          reject(new Error(`agent ended '${s}' while waiting for '${status}'`));
+          const why = this.lastDisconnect && !this.lastDisconnect.willRetry ? `: ${this.lastDisconnect.message}` : '';
+          reject(new Error(`agent ended '${s}' while waiting for '${status}'${why}`));
         }
       };
       this.on('status', on);
@@ -226,11 +246,15 @@ export class StewardAgent extends EventEmitter {
   }
 
   private connect(): void {
+    this.reconnectTimer = undefined;
     if (this.stopped) return;
     this.setStatus('connecting');
-    const ws = new WebSocket(this.wsUrl, { ...this.opts.socketOptions });
+    this.opened = false;
+    this.failure = null;
+    const ws = new WebSocket(this.wsUrl, { handshakeTimeout: CONNECT_TIMEOUT_MS, ...this.opts.socketOptions });
     this.ws = ws;
     ws.on('open', () => {
+      this.opened = true;
       this.setStatus('authenticating');
       const hello: Record<string, unknown> = {
         type: 'hello',
@@ -253,13 +277,24 @@ export class StewardAgent extends EventEmitter {
       }
       this.onFrame(frame).catch((err: unknown) => this.fail(err));
     });
-    ws.on('error', (err) => this.emit('socketError', err));
+    // Something other than the upgrade answered (a wrong path, a proxy): say which status, then give up this attempt.
+    ws.on('unexpected-response', (_req, res) => {
+      if (this.ws === ws) this.failure ??= describeHttpStatus(res.statusCode ?? 0, res.statusMessage, this.wsAddress);
+      res.resume();
+      ws.terminate();
+    });
+    ws.on('error', (err) => {
+      if (this.ws === ws) this.failure ??= this.opened ? { ...describeClose(1006, ''), message: `connection lost: ${err.message}` } : describeError(err, this.wsAddress);
+      this.emit('socketError', err);
+    });
     ws.on('close', (code, reason) => this.onClose(ws, code, reason.toString()));
   }
 
   private onClose(ws: WebSocket, code: number, reason: string): void {
     if (this.ws !== ws) return;
     this.ws = null;
+    const opened = this.opened;
+    this.opened = false;
     this.lastClose = { code, reason };
     this.stopHeartbeats();
     this.offered = null;
@@ -267,18 +302,31 @@ export class StewardAgent extends EventEmitter {
     // handshake dropped when `ready` says they were stored, sent again otherwise.
     this.emit('close', code, reason);
     if (this.stopped) return this.setStatus('stopped');
-    if (code === 4403) return this.setStatus('rejected');
-    if (FATAL_CLOSE_CODES.has(code) || this.opts.reconnect === false) {
+    const found = this.failure ?? describeClose(code, reason);
+    this.failure = null;
+    const failure: Failure = opened ? { ...found, code, reason } : found;
+    if ((opened && FATAL_CLOSE_CODES.has(code)) || this.opts.reconnect === false) {
       this.stopped = true;
-      return this.setStatus('stopped');
+      this.lastDisconnect = { ...failure, willRetry: false, retryInMs: null, attempt: this.attempt + 1 };
+      this.setStatus(opened && code === CLOSE.rejected ? 'rejected' : 'stopped');
+      this.emit('disconnected', this.lastDisconnect);
+      return;
     }
-    this.setStatus('reconnecting');
     const r = this.opts.reconnect || {};
     const base = Math.min(r.maxDelayMs ?? 30_000, (r.initialDelayMs ?? 500) * 2 ** this.attempt);
     this.attempt = Math.min(this.attempt + 1, 30);
-    const delay = base / 2 + Math.random() * (base / 2);
+    const delay = Math.round(base / 2 + Math.random() * (base / 2));
+    this.lastDisconnect = { ...failure, willRetry: true, retryInMs: delay, attempt: this.attempt };
+    this.setStatus('reconnecting');
+    // Not unref'd: an agent waiting to reconnect is what keeps its process alive.
     this.reconnectTimer = setTimeout(() => this.connect(), delay);
-    this.reconnectTimer.unref?.();
+    this.emit('disconnected', this.lastDisconnect);
+  }
+
+  /** Closes the socket from our side, recording why (the close that follows reports it). */
+  private refuse(reason: string, message: string): void {
+    this.failure = { cause: 'closed', code: CLOSE.certificateRefused, reason, httpStatus: null, errorCode: null, message };
+    this.ws?.close(CLOSE.certificateRefused, reason);
   }
 
   private send(frame: Record<string, unknown>): void {
@@ -289,7 +337,7 @@ export class StewardAgent extends EventEmitter {
     switch (f.type) {
       case 'challenge': {
         if (this.opts.serverDid && f.serverDid !== this.opts.serverDid) {
-          this.ws?.close(4000, 'unexpected server DID');
+          this.refuse('unexpected server DID', `Steward's DID is ${f.serverDid}, not the pinned ${this.opts.serverDid}`);
           return;
         }
         this.serverDid = f.serverDid;
@@ -300,7 +348,10 @@ export class StewardAgent extends EventEmitter {
         this.emit('registration', f);
         if (f.status === 'pending') {
           this.registrationId = f.registrationId ?? null;
+          this.attempt = 0; // Steward answers: a later close while waiting (4202) is no failure to back off from
           this.setStatus('pending');
+        } else if (f.status === 'rejected') {
+          this.failure = { ...describeClose(CLOSE.rejected, ''), message: `registration rejected by an admin: ${f.reason ?? '(no reason given)'}` };
         }
         return;
       case 'update_capabilities':
@@ -341,7 +392,7 @@ export class StewardAgent extends EventEmitter {
     const problem = this.checkCertificate(cert, serverSignature);
     if (problem) {
       this.fail(new Error(`certificate refused: ${problem}`));
-      this.ws?.close(4000, 'certificate refused');
+      this.refuse('certificate refused', `the agent refused Steward's certificate: ${problem}`);
       return;
     }
     if (this.status !== 'ready') this.setStatus('certifying');

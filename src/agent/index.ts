@@ -21,6 +21,7 @@ export type {
 } from './agent.js';
 export { Gates, fileGateState, gateMessages, type Clock, type GateResult, type GateState, type GateStateStore } from './gates.js';
 export { generateKeyPair, loadKeys, loadOrCreateKeys, type Ed25519KeyPair } from './keys.js';
-export { CLOSE, FATAL_CLOSE_CODES } from '../domain/agent-protocol.js';
+export type { DisconnectCause, Disconnection } from './disconnection.js';
+export { CLOSE, FATAL_CLOSE_CODES, closeMeaning, type CloseCodeMeaning } from '../domain/agent-protocol.js';
 export type { Certificate, CertificateTerms, ResourceLimits } from '../domain/certificate.js';
 export type { Capability } from '../store/collections.js';

@@ -2,19 +2,25 @@
  * `steward agent`: a small demo agent on the SDK (src/agent/), to watch registration, approval,
  * certificates and intents end to end. It keeps its key in a file (created when missing), prints
  * its DID and every change of status, and answers intents by echoing their parameters.
+ * It keeps trying to reach Steward (down, restarting, a wrong address), saying why each attempt
+ * failed, and stops only on a close that means stop (rejected, replaced, refused key, protocol error).
  *
  * Exit codes: 0 stopped (Ctrl-C), 1 failed or refused (rejected, replaced, bad signature).
  */
 import { resolve } from 'node:path';
 import { StewardAgent } from '../agent/agent.js';
+import type { Disconnection } from '../agent/disconnection.js';
 import { fileGateState } from '../agent/gates.js';
 import { loadOrCreateKeys } from '../agent/keys.js';
 import { CAPABILITIES, type Capability } from '../store/collections.js';
+import { CLOSE } from '../domain/agent-protocol.js';
 
 export const AGENT_USAGE = `usage: steward agent [options]
 
 Runs a demo agent that registers with a Steward server, waits for approval, co-signs its
-certificate, sends heartbeats and answers intents by echoing their parameters.
+certificate, sends heartbeats and answers intents by echoing their parameters. It keeps trying
+to reach Steward whatever goes wrong, saying why, and exits 1 only when Steward tells it to stop
+(registration rejected, replaced by another instance with the same key, key refused).
 
 options:
   --url URL                 Steward's address (default $STEWARD_URL, else http://localhost:8080)
@@ -91,6 +97,7 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     },
   });
   agent.on('status', (s: string) => {
+    if (s === 'connecting' || s === 'reconnecting') return; // the connection lines below say it
     if (s === 'pending') {
       io.out(
         `status pending: registration ${agent.registrationId} awaits approval.\n` +
@@ -102,21 +109,50 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     io.out(`certificate ${c.certificate.serial}: capabilities ${c.certificate.capabilities.join(', ') || '(none)'}; policy ${c.certificate.policyId ?? 'none'}\n`),
   );
   agent.on('intentRefused', (f: { action: string; error: string }) => io.out(`intent ${f.action} refused: ${f.error}\n`));
-  agent.on('close', (code: number, reason: string) => io.out(`socket closed ${code}${reason ? ` (${reason})` : ''}\n`));
+  io.out(`connecting to ${url}\n`);
   agent.start();
 
   return new Promise<number>((done) => {
+    let finished = false;
     const finish = (code: number) => {
+      if (finished) return;
+      finished = true;
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
-      void agent.stop().then(() => done(code));
+      agent.stop().then(
+        () => done(code),
+        (err: unknown) => {
+          io.err(`steward agent: closing the socket failed: ${(err as Error).message}\n`);
+          done(code);
+        },
+      );
     };
     const onSignal = () => finish(0);
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
+    if (signal?.aborted) finish(0);
     signal?.addEventListener('abort', () => finish(0));
-    agent.on('status', (s: string) => {
-      if (s === 'rejected' || (s === 'stopped' && agent.lastClose)) finish(1);
+    agent.on('disconnected', (d: Disconnection) => {
+      if (d.willRetry) {
+        io.out(`${d.code === null ? 'cannot connect' : 'disconnected'}: ${d.message}; retrying in ${(d.retryInMs! / 1000).toFixed(1)} s (attempt ${d.attempt})\n`);
+        return;
+      }
+      io.err(`steward agent: stopped: ${d.message}${stopAdvice(d.code)}\n`);
+      finish(1);
     });
   });
+}
+
+/** What a person can do after a close that means stop. */
+function stopAdvice(code: number | null): string {
+  switch (code) {
+    case CLOSE.rejected:
+      return '. Steward will not take this key back; an admin can delete the agent (DELETE /api/agents/{did}) so that it registers anew';
+    case CLOSE.replaced:
+      return '. Is another instance running with the same key file?';
+    case CLOSE.badSignature:
+      return '. This key is not the one the agent is registered with';
+    default:
+      return '';
+  }
 }

@@ -9,26 +9,50 @@ import type { Certificate, ResourceLimits } from './certificate.js';
 
 export const AGENT_WS_PATH = '/ws/agent';
 
-/** Close codes of /ws/agent (see docs/agent-protocol.md). */
-export const CLOSE = {
-  /** Server shutting down: reconnect with back-off. */
-  goingAway: 1001,
-  /** Repeated invalid frames (binary, not JSON, failing their schema, out of order): fix the agent. */
-  policyViolation: 1008,
-  /** Bad auth signature, or a certificate co-signature that does not verify: do not retry with this key. */
-  badSignature: 4401,
-  /** Registration rejected, or the agent decommissioned (DELETE /api/agents/:id): do not retry. */
-  rejected: 4403,
-  /** The handshake did not finish in time: reconnect with back-off. */
-  handshakeTimeout: 4408,
-  /** Another connection of the same agent authenticated and replaced this one: do not reconnect. */
-  replaced: 4409,
-  /** Too many hellos from the agent's address (RATE_LIMIT_AGENT_PER_ADDRESS): reconnect later, with back-off. */
-  tryLater: 4429,
-} as const;
+/** What a close code of /ws/agent tells an agent. */
+export interface CloseCodeMeaning {
+  code: number;
+  /** Whether the agent reconnects (with back-off) on its own; false: it stops and a person must act. */
+  reconnect: boolean;
+  /** What happened, in words a person can act on. */
+  meaning: string;
+}
+
+/**
+ * The close codes of /ws/agent and whether an agent reconnects after each (docs/agent-protocol.md,
+ * "Closing, and when to reconnect", is this table for people). Every close of an agent socket uses
+ * one of these; an agent reconnects after any code not listed here.
+ */
+const CLOSE_TABLE = {
+  goingAway: { code: 1001, reconnect: true, meaning: 'Steward is shutting down' },
+  abnormal: { code: 1006, reconnect: true, meaning: 'the connection was lost' },
+  policyViolation: { code: 1008, reconnect: false, meaning: 'Steward refused the frames or the registration of this agent (a protocol error: fix the agent)' },
+  internalError: { code: 1011, reconnect: true, meaning: 'a fault inside Steward' },
+  /** Sent by the SDK, not by Steward. */
+  certificateRefused: { code: 4000, reconnect: true, meaning: "the agent refused Steward's certificate or DID" },
+  stillPending: { code: 4202, reconnect: true, meaning: 'the registration still awaits an admin; reconnect to keep waiting' },
+  badSignature: { code: 4401, reconnect: false, meaning: "Steward refused this agent's key or signature" },
+  rejected: { code: 4403, reconnect: false, meaning: 'the registration was rejected, or the agent was decommissioned' },
+  handshakeTimeout: { code: 4408, reconnect: true, meaning: 'the handshake did not finish in time' },
+  replaced: { code: 4409, reconnect: false, meaning: 'another connection of this agent (the same key) replaced this one' },
+  /** Too many hellos from the agent's address (RATE_LIMIT_AGENT_PER_ADDRESS), or too many pending registrations in all or from it. */
+  tryLater: { code: 4429, reconnect: true, meaning: 'too many connection attempts or pending registrations; try again later' },
+} as const satisfies Record<string, CloseCodeMeaning>;
+
+/** Close codes of /ws/agent by name (see CLOSE_TABLE for what each means). */
+export const CLOSE = Object.fromEntries(Object.entries(CLOSE_TABLE).map(([name, c]) => [name, c.code])) as {
+  readonly [K in keyof typeof CLOSE_TABLE]: (typeof CLOSE_TABLE)[K]['code'];
+};
+
+const BY_CODE: ReadonlyMap<number, CloseCodeMeaning> = new Map(Object.values(CLOSE_TABLE).map((c) => [c.code, c]));
+
+/** What a close code means to an agent; a code not in the table means: reconnect. */
+export function closeMeaning(code: number): CloseCodeMeaning {
+  return BY_CODE.get(code) ?? { code, reconnect: true, meaning: 'the connection was closed' };
+}
 
 /** Close codes after which an agent must not reconnect on its own. */
-export const FATAL_CLOSE_CODES: ReadonlySet<number> = new Set([CLOSE.policyViolation, CLOSE.badSignature, CLOSE.rejected, CLOSE.replaced]);
+export const FATAL_CLOSE_CODES: ReadonlySet<number> = new Set(Object.values(CLOSE_TABLE).filter((c) => !c.reconnect).map((c) => c.code));
 
 /** `availableCapabilities` of GET /api/registrations: the first eight capability values (§2.1). */
 export const AVAILABLE_CAPABILITIES: readonly Capability[] = CAPABILITIES.slice(0, 8);

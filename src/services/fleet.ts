@@ -6,7 +6,8 @@
  *   (recording an approval or a rejection). After a restart every agent actor that was online is
  *   restored and told it is offline: agents are offline until they reconnect.
  * - Registration, approval and rejection (the decisions go through the agent's actor, which
- *   serialises them: of two concurrent decisions, the second gets 409).
+ *   serialises them: of two concurrent decisions, the second gets 409), within the limits on
+ *   pending registrations (src/services/registration-limits.ts).
  * - The certificate terms of an agent (its effective policy, src/domain/policy.ts), issuing and
  *   signing certificates, storing co-signed ones (batched, src/services/certificates.ts), and
  *   agent sessions (src/services/agent-sessions.ts).
@@ -31,8 +32,10 @@ import {
   createRegistration,
   pendingRegistrationOf,
   type RegistrationInput,
+  type RegistrationOrigin,
   type RegistrationOutcome,
 } from './registrations.js';
+import { PendingRegistrations } from './registration-limits.js';
 import { HttpError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { PolicyService } from './policies.js';
 
@@ -80,6 +83,8 @@ const LAST_SEEN_CHUNK = 100;
 export class FleetService {
   readonly certificates: CertificateStore;
   readonly agentSessions: AgentSessions;
+  /** The places of pending registrations, within AGENT_PENDING_REGISTRATIONS_MAX and its per-address limit. */
+  readonly pending: PendingRegistrations;
   /** Set by PolicyService at construction. */
   policies!: PolicyService;
   private readonly decisionListeners = new Set<DecisionListener>();
@@ -102,11 +107,13 @@ export class FleetService {
     const onError = (err: unknown, what: string) => ctx.log.error({ err }, `fleet: ${what} failed`);
     this.certificates = new CertificateStore(ctx.c, onError);
     this.agentSessions = new AgentSessions(ctx.c, ctx.config.sessionTtlMs, (m) => ctx.identity.sign(m));
+    this.pending = new PendingRegistrations(ctx.config.agentPendingRegistrationsMax, ctx.config.agentPendingRegistrationsPerAddressMax);
   }
 
   /** Defines the agent actor kind, restores online actors as offline, installs the agent lookup. */
   async start(): Promise<void> {
     const { ctx } = this;
+    await this.pending.load(ctx.c);
     ctx.actors.define(AGENT_ACTOR_KIND, {
       machine: agentMachine.provide({
         actors: {
@@ -253,8 +260,8 @@ export class FleetService {
   // -------------------------------------------------------------------------------------------
   // Registration and decisions
 
-  async register(input: RegistrationInput, via: RegistrationDoc['via']): Promise<RegistrationOutcome> {
-    const outcome = await createRegistration(this.ctx.c, input, via, this.ctx.defaultWorkspace);
+  async register(input: RegistrationInput, origin: RegistrationOrigin): Promise<RegistrationOutcome> {
+    const outcome = await createRegistration(this.ctx.c, input, origin, this.ctx.defaultWorkspace, this.pending);
     if (outcome.created) await this.actorOf(outcome.agent._id, 'pending');
     return outcome;
   }
@@ -336,6 +343,7 @@ export class FleetService {
       { _id: reg._id, status: 'pending' },
       { $set: { status: 'approved', approvedCapabilities: input.capabilities, decidedAt, decidedBy: input.by } },
     );
+    this.pending.release(input.did);
   }
 
   private async recordRejection(input: RejectionInput): Promise<void> {
@@ -348,6 +356,7 @@ export class FleetService {
       { _id: reg._id, status: 'pending' },
       { $set: { status: 'rejected', reason: input.reason, decidedAt, decidedBy: input.by } },
     );
+    this.pending.release(input.did);
   }
 
   private emitDecision(did: string, decision: Decision): void {
@@ -395,6 +404,7 @@ export class FleetService {
       c.registrations.deleteMany({ agentDid: did }),
       c.grants.deleteMany({ agentDid: did }),
     ]);
+    this.pending.release(did);
     await ctx.actors.remove(AGENT_ACTOR_KIND, did);
     for (const fn of this.deletedHooks) {
       try {

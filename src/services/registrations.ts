@@ -11,6 +11,8 @@
  *   an active one, a rejected one, or one registered with another key is a conflict (409).
  * - With no workspace named, the agent goes to the default workspace, which becomes its primary
  *   one at approval.
+ * - A new pending registration needs a place (PendingAdmission: limits in all and per source
+ *   address); an agent already pending gets its registration back whatever the limits.
  */
 import { nanoid } from 'nanoid';
 import type { AgentDoc, Capability, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
@@ -20,9 +22,11 @@ import { resolveWorkspace } from './workspaces.js';
 
 export class RegistrationError extends Error {
   constructor(
-    readonly status: 400 | 404 | 409,
+    readonly status: 400 | 404 | 409 | 429,
     readonly code: string,
     message: string,
+    /** With 429: how long to wait before trying again. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'RegistrationError';
@@ -36,6 +40,21 @@ export interface RegistrationInput {
   version: string;
   capabilities: Capability[];
   workspace?: string;
+}
+
+/** Where a registration comes from: the transport, and the source address it is counted against. */
+export interface RegistrationOrigin {
+  via: RegistrationDoc['via'];
+  /** See sourceOf in registration-limits.ts. */
+  source: string;
+}
+
+/** Places for new pending registrations (PendingRegistrations in registration-limits.ts). */
+export interface PendingAdmission {
+  /** Takes a place for a new pending registration (false: `did` holds one already); throws RegistrationError 429 when none is left. */
+  reserve(did: string, source: string): boolean;
+  /** Gives the place back; idempotent. */
+  release(did: string): void;
 }
 
 export interface RegistrationOutcome {
@@ -72,8 +91,9 @@ export function identityOf(input: { did?: string; publicKey?: string }): { did: 
 export async function createRegistration(
   c: Collections,
   input: RegistrationInput,
-  via: RegistrationDoc['via'],
+  origin: RegistrationOrigin,
   defaultWorkspace: WorkspaceDoc,
+  admission: PendingAdmission,
 ): Promise<RegistrationOutcome> {
   const { did, publicKey } = identityOf(input);
   let workspace = defaultWorkspace;
@@ -96,7 +116,8 @@ export async function createRegistration(
     requestedCapabilities: [...new Set(input.capabilities)],
     workspaceId: workspace._id,
     requestedAt: now,
-    via,
+    via: origin.via,
+    source: origin.source,
     status: 'pending',
     approvedCapabilities: null,
     reason: null,
@@ -116,15 +137,23 @@ export async function createRegistration(
     isOnline: false,
     registrationId: registration._id,
   };
+  const took = admission.reserve(did, origin.source);
+  const giveBack = () => took && admission.release(did);
   try {
     await c.agents.insertOne(agent); // the DID is the key: of two concurrent registrations, one wins
   } catch (err) {
+    giveBack();
     if (!(err instanceof DuplicateKeyError)) throw err;
     const winner = await c.agents.findById(did);
     if (!winner) throw err;
     return existingRegistration(c, winner, publicKey);
   }
-  await c.registrations.insertOne(registration);
+  try {
+    await c.registrations.insertOne(registration);
+  } catch (err) {
+    giveBack();
+    throw err;
+  }
   return { registration, agent, created: true };
 }
 

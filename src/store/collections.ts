@@ -210,6 +210,8 @@ export interface RegistrationDoc {
   workspaceId: string;
   requestedAt: string;
   via: 'websocket' | 'http';
+  /** The source address it came from (IPv4, or an IPv6 /64), counted by the pending-registration limits; absent on older records. */
+  source?: string;
   status: 'pending' | 'approved' | 'rejected';
   approvedCapabilities: Capability[] | null;
   reason: string | null;
@@ -609,6 +611,7 @@ export async function ensureIndexes(c: Collections): Promise<void> {
     c.grants.createIndex({ fields: { userId: 1 } }),
     c.audit.createIndex({ fields: { at: -1 } }),
     c.registrations.createIndex({ fields: { agentDid: 1 } }),
+    c.registrations.createIndex({ fields: { status: 1 } }),
     c.policies.createIndex({ fields: { agentDid: 1 } }),
     c.certificates.createIndex({ fields: { agentDid: 1 } }),
     c.models.createIndex({ fields: { proxyModelName: 1 }, unique: true, name: 'proxy_model_name_unique' }),

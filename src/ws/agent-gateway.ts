@@ -10,6 +10,9 @@
  * AGENT_INVALID_FRAME_LIMIT-th one closes the socket with 1008.
  *
  * One live socket per agent: a newly authenticated connection replaces the old one (4409).
+ * A socket waiting for an admin's decision is closed after AGENT_PENDING_SOCKET_TIMEOUT_SECONDS
+ * (4202: the agent reconnects and waits on); a registration past the pending-registration limits
+ * is refused with 4429 (src/services/registration-limits.ts).
  * A frame sent while the send buffer is above AGENT_SEND_BUFFER_LIMIT_BYTES closes the socket (uWS
  * maxBackpressure with closeOnBackpressureLimit), so a reader that stalls cannot grow the server's
  * memory; a single frame may be larger than the limit. Frames held for `ready` are bounded likewise
@@ -44,6 +47,7 @@ import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '
 import { retryAfterSeconds } from '../http/rate-limit.js';
 import { addressKey } from '../http/client-address.js';
 import { nestsDeeperThan, tooDeepMessage } from '../domain/json-depth.js';
+import { sourceOf } from '../services/registration-limits.js';
 
 const enum Phase {
   AwaitHello,
@@ -69,7 +73,7 @@ interface Offer {
 export class AgentConn {
   ws: WebSocket<ConnRef> | null = null;
   phase = Phase.AwaitHello;
-  /** The rate-limit key of the client's address, until its hello is admitted. */
+  /** The key of the client's address (rate limits, registration limits), until the handshake has used it. */
   address: string | null = null;
   did: string | null = null;
   /** base64url raw Ed25519 key. */
@@ -543,7 +547,6 @@ export class AgentGateway implements AgentPush {
     if (conn.phase !== Phase.AwaitHello) return this.unexpected(conn, 'hello');
     conn.phase = Phase.Verifying; // a frame that comes while the hello is counted is out of order
     const waitMs = await this.ctx.rateLimits.agent.address.take(conn.address ?? '');
-    conn.address = null;
     if (isClosed(conn)) return;
     conn.phase = Phase.AwaitHello;
     if (waitMs !== null) {
@@ -584,7 +587,9 @@ export class AgentGateway implements AgentPush {
     if (!ok) return this.end(conn, CLOSE.badSignature, 'auth signature does not verify');
     const did = conn.did!;
     const hello = conn.hello!;
+    const address = conn.address ?? '';
     conn.hello = null;
+    conn.address = null;
     const agent = await this.ctx.c.agents.findById(did);
     if (isClosed(conn)) return;
     if (agent && agent.publicKey !== conn.publicKey) return this.end(conn, CLOSE.badSignature, 'the key does not match the registered key');
@@ -599,13 +604,13 @@ export class AgentGateway implements AgentPush {
       try {
         const outcome = await this.fleet.register(
           { did, publicKey: conn.publicKey!, name: hello.name, version: hello.version, capabilities: hello.capabilities, workspace: hello.workspace },
-          'websocket',
+          { via: 'websocket', source: sourceOf(address) },
         );
         registrationId = outcome.registration._id;
       } catch (err) {
         if (!(err instanceof RegistrationError)) throw err;
         this.send(conn, { type: 'error', code: err.code, message: err.message });
-        return this.end(conn, CLOSE.policyViolation, err.code);
+        return this.end(conn, err.status === 429 ? CLOSE.tryLater : CLOSE.policyViolation, err.code);
       }
       return this.awaitApproval(conn, registrationId);
     }
@@ -625,8 +630,20 @@ export class AgentGateway implements AgentPush {
   private awaitApproval(conn: AgentConn, registrationId: string): void {
     if (isClosed(conn)) return;
     conn.phase = Phase.WaitApproval;
-    this.clearTimer(conn); // waiting for a person may take long; pings keep the socket alive
+    this.startPendingTimer(conn);
     this.send(conn, { type: 'registration', status: 'pending', registrationId });
+  }
+
+  /**
+   * Waiting for a person may take long, but not forever on one socket: after the pending timeout
+   * (plus up to a tenth, so agents that began waiting together do not return together) the agent
+   * is sent away with 4202 and reconnects to wait on.
+   */
+  private startPendingTimer(conn: AgentConn): void {
+    this.clearTimer(conn);
+    const ms = this.ctx.config.agentPendingSocketTimeoutMs;
+    conn.timer = setTimeout(() => this.end(conn, CLOSE.stillPending, 'still pending: reconnect to keep waiting'), ms + Math.random() * ms * 0.1);
+    conn.timer.unref();
   }
 
   private async onDecision(did: string, decision: Decision): Promise<void> {
@@ -913,6 +930,6 @@ export class AgentGateway implements AgentPush {
   private failed(conn: AgentConn, err: unknown): void {
     this.ctx.log.error({ err, did: conn.did }, 'agent socket handler failed');
     this.send(conn, { type: 'error', code: 'internal', message: 'internal error' });
-    this.end(conn, 1011, 'internal error');
+    this.end(conn, CLOSE.internalError, 'internal error');
   }
 }

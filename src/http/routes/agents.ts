@@ -7,9 +7,9 @@
  *   GET  /api/agents/:id                      user         detail
  *   DELETE /api/agents/:id                    user         {ok: true}: decommissions the agent (global
  *                                                          admin, or admin of its primary workspace)
- *   POST /api/agents/register                 optional     201 {agentId, message}
+ *   POST /api/agents/register                 optional     201 {agentId, message}; 429 past the pending-registration limits
  *   POST /api/agents/:did/intents             user         200 intent_result
- *   GET  /api/registrations                   globalAdmin  pending registrations
+ *   GET  /api/registrations                   globalAdmin  pending registrations, oldest first, one page at a time
  *   POST /api/registrations/:id/approve       globalAdmin  {success, agentId}
  *   POST /api/registrations/:id/reject        globalAdmin  {success}
  */
@@ -24,6 +24,7 @@ import type { UserPrincipal } from '../../domain/principal.js';
 import { CAPABILITIES, type Capability } from '../../store/collections.js';
 import { AVAILABLE_CAPABILITIES } from '../../domain/agent-protocol.js';
 import { RegistrationError, toPendingRegistrationView } from '../../services/registrations.js';
+import { sourceOf } from '../../services/registration-limits.js';
 import { AGENTS_PAGE_SIZE_DEFAULT, AGENTS_PAGE_SIZE_MAX } from '../../services/agent-views.js';
 
 const capability = z.enum(CAPABILITIES);
@@ -45,6 +46,10 @@ const listQuery = z.object({
   sortBy: z.enum(['name', 'registeredAt', 'lastSeen']).default('name'),
   sortDir: z.enum(['asc', 'desc']).default('asc'),
 });
+
+/** A page of the registration queue stays small (a pending registration is about 300 bytes of JSON). */
+export const REGISTRATIONS_PAGE_SIZE_DEFAULT = 100;
+export const REGISTRATIONS_PAGE_SIZE_MAX = 1000;
 
 export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
 
@@ -121,7 +126,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       }),
       handler: async (r) => {
         try {
-          const { agent, created } = await fleet.service.register(r.body, 'http');
+          const { agent, created } = await fleet.service.register(r.body, { via: 'http', source: sourceOf(r.remoteAddress) });
           if (created) {
             await ctx.audit.record(r.principal ?? 'system', {
               action: 'agent.register',
@@ -135,7 +140,9 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
             body: { agentId: agent._id, message: created ? 'registration received; the agent awaits admin approval' : 'the agent already awaits admin approval' },
           };
         } catch (err) {
-          throw err instanceof RegistrationError ? new HttpError(err.status, err.code, err.message) : err;
+          if (!(err instanceof RegistrationError)) throw err;
+          const headers = err.retryAfterSeconds === undefined ? undefined : { 'retry-after': String(err.retryAfterSeconds) };
+          throw new HttpError(err.status, err.code, err.message, headers);
         }
       },
     }),
@@ -166,11 +173,29 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       method: 'GET',
       path: '/api/registrations',
       auth: 'globalAdmin',
-      summary: 'Pending registrations, oldest first, and the capabilities an admin may approve',
+      summary: `Pending registrations, oldest first, one page at a time (pageSize default ${REGISTRATIONS_PAGE_SIZE_DEFAULT}, max ${REGISTRATIONS_PAGE_SIZE_MAX}), and the capabilities an admin may approve`,
       tags: ['agents'],
-      handler: async () => {
-        const pending = await ctx.c.registrations.find({ status: 'pending' }, { sort: { requestedAt: 1, _id: 1 } });
-        return { body: { registrations: pending.map(toPendingRegistrationView), availableCapabilities: [...AVAILABLE_CAPABILITIES] } };
+      query: z.object({
+        page: q.int(1, 1_000_000).default(1),
+        pageSize: q.int(1, REGISTRATIONS_PAGE_SIZE_MAX).default(REGISTRATIONS_PAGE_SIZE_DEFAULT),
+      }),
+      handler: async (r) => {
+        const { page, pageSize } = r.query;
+        const filter = { status: 'pending' };
+        const [total, pending] = await Promise.all([
+          ctx.c.registrations.count(filter),
+          ctx.c.registrations.find(filter, { sort: { requestedAt: 1, _id: 1 }, skip: (page - 1) * pageSize, limit: pageSize }),
+        ]);
+        return {
+          body: {
+            registrations: pending.map(toPendingRegistrationView),
+            availableCapabilities: [...AVAILABLE_CAPABILITIES],
+            total,
+            page,
+            pageSize,
+            totalPages: Math.ceil(total / pageSize),
+          },
+        };
       },
     }),
 
