@@ -8,7 +8,7 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { StoreUnavailableError } from '../src/store/types.js';
 import { ownerOf, type TestUser } from './fixtures.js';
 import { startServer, waitFor, type TestServer } from './helpers.js';
-import { fleet, once, readyAgent, readyRawAgent } from './fleet-helpers.js';
+import { fleet, once, RawAgent, readyAgent, readyRawAgent } from './fleet-helpers.js';
 import { FaultInjector } from './fault-store.js';
 import { storeEnv, type StoreEnv } from './store-env.js';
 
@@ -34,6 +34,11 @@ const heartbeat = (seq: number, p: number, c: number) => ({ type: 'heartbeat', s
 const allTime = async () => (await owner.api.get('/api/stats/tokens')).body.allTime as { promptTokens: number; completionTokens: number };
 /** Documents of the token ledger that hold an entry of `did`. */
 const ledgerDocsOf = async (did: string) => (await s.ctx.c.tokenLedger.find({})).filter((d) => d.entries.includes(`${did} `)).length;
+/** Resolves once `fault` is injected, counting from the moment this is called. */
+function injection(fault: string): () => Promise<unknown> {
+  const from = faults.injected.length;
+  return () => waitFor(() => faults.injected.slice(from).includes(fault), 10_000);
+}
 
 test('a ledger write that lands and reports failure is counted once', async () => {
   const agent = await readyAgent(s, owner);
@@ -64,10 +69,11 @@ test('while a failed write waits to be completed, roll-ups leave its documents, 
     times: Infinity,
     when: (args) => JSON.stringify(args[0]).includes('$in'),
   });
+  const readBackFailed = injection('token_ledger.find fail');
   agent.recordUsage(700, 70);
   const acked = once(agent, 'heartbeatAck', 30_000);
   agent.heartbeat();
-  await waitFor(() => faults.injected.includes('token_ledger.find fail'), 10_000);
+  await readBackFailed();
   await tokens.rollup();
   assert.is(await ledgerDocsOf(agent.did), 1, 'the landed document is still in the ledger');
   // The connection drops; the agent comes back and sends seq 1 again (ready cannot say it is stored yet).
@@ -122,6 +128,29 @@ test('an insertMany that stores its first document and fails is completed, not d
   await tokens.rollup();
   assert.equal((await tokens.ofAgent(raw.keys.did)).allTime, sent);
   raw.close();
+});
+
+test('a write still failing at shutdown stays as it landed: after the restart its seq is known, and it is counted once', async () => {
+  const { raw } = await readyRawAgent(s, owner);
+  const before = await allTime();
+  faults.add({ collection: 'token_ledger', op: 'insertMany', mode: 'land-then-fail' });
+  faults.add({ collection: 'token_ledger', op: 'find', mode: 'fail', times: Infinity, when: (args) => JSON.stringify(args[0]).includes('$in') });
+  const readBackFailed = injection('token_ledger.find fail');
+  raw.send(heartbeat(1, 500, 50));
+  await readBackFailed();
+  raw.close();
+  s = await s.restart(); // the shutdown gives up on completing the write; its roll-up leaves the document
+  faults.clear();
+  owner = await ownerOf(s);
+  assert.equal(await allTime(), { promptTokens: before.promptTokens + 500, completionTokens: before.completionTokens + 50 });
+  assert.equal((await fleet(s).tokens.ofAgent(raw.keys.did)).allTime, { promptTokens: 500, completionTokens: 50 }, 'folded at start');
+  const again = new RawAgent(s.url, raw.keys);
+  await again.authenticate();
+  assert.is((await again.acceptNextOffer()).lastHeartbeatSeq, 1, 'stored, though never acknowledged');
+  again.send(heartbeat(1, 500, 50)); // an agent that resends anyway is not counted again
+  assert.is((await again.next('heartbeat_ack')).seq, 1);
+  assert.equal(await allTime(), { promptTokens: before.promptTokens + 500, completionTokens: before.completionTokens + 50 });
+  again.close();
 });
 
 /** The exact counts of a stats or agent text (JSON.parse would round them to doubles). */
