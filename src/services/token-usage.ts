@@ -270,7 +270,7 @@ export class TokenUsage implements HeartbeatSink {
       this.scheduled = false;
       this.gapTimer = undefined;
       if (early) this.stats.earlyWrites++;
-      void this.flush();
+      this.flush().catch((err: unknown) => this.ctx.log.error({ err }, 'token-ledger flush failed')); // (write() handles store failures itself)
     };
     const gap = this.ctx.config.tokenLedgerWriteGapMs;
     const wait = this.lastFlushAt + (early ? Math.min(gap, FULL_BATCH_GAP_MS) : gap) - performance.now();
