@@ -159,7 +159,7 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
   ctx.owner = await ownerOf(ctx.s);
   const tokens = fleet(ctx.s).tokens;
   assert.equal((await tokens.ofAgent(did)).allTime, { promptTokens: 15, completionTokens: 1 }, 'seq 1 counted once');
-  assert.is((await ctx.s.ctx.c.tokenUsage.findById(did))?.lastSeq, 3, 'the roll-up at shutdown keeps the last seq');
+  assert.is((await ctx.s.ctx.c.tokenUsage.findById(did))?.lastSeq, 3, 'the roll-up keeps the last seq');
   const { raw: third, ready: afterRestart } = await readyRawAgent(ctx.s, ctx.owner, keys);
   assert.is(afterRestart.lastHeartbeatSeq, 3, 'known after a restart');
   third.send(heartbeat(3, 5, 0));
@@ -172,7 +172,7 @@ test('a heartbeat sent again under a seq already stored is acknowledged, not cou
 
   // After a crash the ledger not yet folded still holds the seqs: they are read at start.
   await ctx.s.ctx.c.tokenLedger.insertOne({ _id: '~crash', at: new Date().toISOString(), day: utcDay(new Date()), month: utcMonth(new Date()), promptTokens: 1, completionTokens: 1, entries: `${did} 1 1 9` });
-  await (tokens as any).loadStoredSeqs();
+  await (tokens as any).loadStored();
   assert.is(tokens.lastStoredSeq(did), 9);
   await ctx.s.ctx.c.tokenLedger.deleteOne({ _id: '~crash' });
 });

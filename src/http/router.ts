@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
+import { jsonText } from './json-text.js';
 import type { Principal } from '../domain/principal.js';
 import { parseJsonBody } from './json-body.js';
 import { LIMIT_GROUPS, retryAfterSeconds, type LimitGroup, type RateLimits } from './rate-limit.js';
@@ -304,7 +305,7 @@ export class Router {
 }
 
 function jsonOut(status: number, body: unknown, headers?: Record<string, string>): ResponseOut {
-  return { status, headers: headers ?? {}, cookies: [], body: JSON.stringify(body), contentType: 'application/json; charset=utf-8' };
+  return { status, headers: headers ?? {}, cookies: [], body: jsonText(body), contentType: 'application/json; charset=utf-8' };
 }
 
 function splitPath(path: string): string[] {

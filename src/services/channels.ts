@@ -263,6 +263,9 @@ type AfterWrite = () => void;
 /** Most channels (and member lists) kept in memory; beyond it the least recently loaded are dropped. */
 const CACHE_LIMIT = 10_000;
 const AGENT_NAME_TTL_MS = 60_000;
+/** Reads of a failed batch's ids before giving up on knowing which messages were stored, and the pause after the first (growing). */
+const READ_BACK_ATTEMPTS = 3;
+const READ_BACK_PAUSE_MS = 100;
 
 /**
  * Read-through caches of channels, member lists and agent names. They stay true because every
@@ -708,11 +711,7 @@ export class ChannelService {
     try {
       await c.channelMessages.insertMany(ready.map((r) => r.doc));
     } catch (err) {
-      if (!(err instanceof DuplicateKeyError)) {
-        for (const r of ready) r.command.reply.reject(err);
-        return;
-      }
-      stored = await this.storeOneByOne(channelId, ready);
+      stored = err instanceof DuplicateKeyError ? await this.storeOneByOne(channelId, ready) : await this.landedOf(channelId, ready, err);
     }
     for (const r of stored) {
       r.command.reply.resolve(r.doc);
@@ -734,6 +733,46 @@ export class ChannelService {
   private async highestSeq(channelId: string): Promise<number> {
     const [top] = await this.c.channelMessages.find({ channelId }, { sort: { seq: -1 }, limit: 1, projection: { seq: 1 } });
     return top?.seq ?? 0;
+  }
+
+  /**
+   * After a batch insert failed otherwise: it may still have stored some of the messages, or all
+   * (a reply lost, a partly applied insertMany). Reads back which of the batch's ids are stored:
+   * those are answered and published like any other, the others get the error. So each message is
+   * published once or reported failed, never both. When the store cannot say (the read fails
+   * READ_BACK_ATTEMPTS times), every poster gets the error, nothing is published, and the batch's
+   * messages are deleted (as far as the store lets them be).
+   */
+  private async landedOf<T extends { command: PostCommand; doc: ChannelMessageDoc }>(channelId: string, ready: T[], err: unknown): Promise<T[]> {
+    const ids = ready.map((r) => r.doc._id);
+    let landed: Set<string> | null = null;
+    for (let attempt = 1; landed === null; attempt++) {
+      try {
+        landed = new Set((await this.c.channelMessages.find({ _id: { $in: ids } }, { projection: { _id: 1 } })).map((d) => d._id));
+      } catch (readErr) {
+        if (attempt >= READ_BACK_ATTEMPTS) {
+          // All are reported failed; what may have been stored is taken back, so none stays behind unannounced.
+          const removed = await this.c.channelMessages.deleteMany({ _id: { $in: ids } }).then(
+            () => true,
+            () => false,
+          );
+          this.ctx.log.error(
+            { err: readErr, channelId, messages: ids.length, removed },
+            removed ? 'a failed batch of messages could not be read back; all reported failed and removed' : 'a failed batch of messages could not be read back or removed; all reported failed, some may be stored',
+          );
+          for (const r of ready) r.command.reply.reject(err);
+          return [];
+        }
+        await new Promise((resolve) => setTimeout(resolve, READ_BACK_PAUSE_MS * attempt));
+      }
+    }
+    const stored: T[] = [];
+    for (const r of ready) {
+      if (landed.has(r.doc._id)) stored.push(r);
+      else r.command.reply.reject(err);
+    }
+    this.ctx.log.warn({ err, channelId, messages: ids.length, stored: stored.length }, 'storing a batch of messages failed; the ones stored are answered');
+    return stored;
   }
 
   /**

@@ -10,16 +10,24 @@
  *    number of store writes follows the flush rate, not the heartbeat rate. A delta whose
  *    socket closed before the write is dropped: the agent sends it again after reconnecting.
  *
- *    Exactly once across connections: each ledger entry carries its heartbeat's `seq`, and the
- *    highest seq stored per agent is kept in memory. A heartbeat whose seq is not above it was
- *    stored before (its ack was lost with a connection): it is acknowledged, not counted again.
+ *    A ledger document gets its id once. When its write fails, the write may still have landed
+ *    (a lost reply, a partly applied insertMany): the same documents are written again later,
+ *    after reading back which of their ids are stored, so what landed is completed and never
+ *    stored twice. Until then the next batch waits (its seqs are checked against this one's), and
+ *    roll-ups leave that write's documents alone (the read-back must still find them).
+ *
+ *    Exactly once across connections and crashes: each ledger entry carries its heartbeat's `seq`
+ *    (stored in the same write as its delta), and every roll-up writes each agent's highest stored
+ *    seq as `lastSeq` in the same update as the agent's increments. So at any instant the store
+ *    holds the last stored seq of every agent: the highest of its `lastSeq` and of its entries not
+ *    yet folded. Both are read at start (before anything is folded) into one object per agent,
+ *    and each ledger write raises it. A heartbeat whose seq is not above it was stored before
+ *    (its ack was lost with a connection or a crash): it is acknowledged, not counted again.
  *    `ready` tells the agent that seq (`lastHeartbeatSeq`), so it drops what was stored, sends the
- *    rest again under their own seqs, and numbers on above it. Across a restart: the roll-up at
- *    shutdown writes the seqs of what it folds (the last writes, whose acks a closing socket may
- *    have lost) as `lastSeq` in the agents' `token_usage` documents, and after a crash the ledger
- *    not yet folded still holds them; both are read at start. (The periodic roll-ups do not write
- *    them: one more value per agent every few seconds was enough garbage to keep a held fleet's
- *    heap from shrinking after its connection storm.)
+ *    rest again under their own seqs, and numbers on above it. The same object is the `$set` of
+ *    the agent's roll-up updates (seq, `rolledUpTo`, `updatedAt`), reused from one roll-up to the
+ *    next: a fresh one per agent per roll-up was enough garbage to keep a held fleet's memory
+ *    from shrinking after its connection storm (docs/performance.md).
  *
  * 2. Roll-up (every TOKEN_ROLLUP_INTERVAL_SECONDS and at shutdown). Ledger documents are folded
  *    into `token_usage`: one document per agent (`_id` = DID: allTime, daily buckets `days.YYYY-MM-DD`
@@ -27,6 +35,9 @@
  *    with `rolledUpTo`, the last ledger id folded in, set in the same single-document update as
  *    its increments. Then the folded ledger documents are deleted. After a failure or a restart the
  *    first roll-up reads each agent's `rolledUpTo`, so a ledger document is never folded twice.
+ *    Counts are exact past 2^53: each is stored as `n + billions × 10^9` (src/domain/token-count.ts),
+ *    the roll-up's sums carry whole billions apart, and the global document's `n` is kept below a
+ *    billion (the roll-up reads that document anyway).
  *    Once a UTC day, buckets that left their windows are removed: an agent keeps TOKEN_AGENT_DAYS_KEPT
  *    daily and TOKEN_AGENT_MONTHS_KEPT monthly buckets (only the current ones are read per agent),
  *    the global aggregate DAYS_KEPT days and every month.
@@ -37,14 +48,16 @@
 import { randomBytes } from 'node:crypto';
 import { TimeSlice } from '../domain/time-slice.js';
 import { readDigits, writeDigits } from '../domain/decimal.js';
+import { BILLION, ExactSum, billionsIn, exactCount, type TokenCount } from '../domain/token-count.js';
 import type { AppContext } from '../server.js';
-import type { TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
+import type { StoredTokenCounts, TokenLedgerDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
 import type { HeartbeatPeer, HeartbeatSink } from '../ws/agent-gateway.js';
 
 export interface TokenCounts {
-  promptTokens: number;
-  completionTokens: number;
+  /** Exact: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
+  promptTokens: TokenCount;
+  completionTokens: TokenCount;
 }
 
 export interface TokenStats {
@@ -61,6 +74,27 @@ interface Entry {
   c: number;
   /** performance.now() at arrival. */
   at: number;
+}
+
+/**
+ * What is stored of one agent's heartbeats: the highest seq (in the ledger or folded), and, as
+ * the `$set` of the agent's roll-up updates, the roll-up's `rolledUpTo` and `updatedAt` beside it.
+ * One per agent for the life of the process (see the header). Any value `lastSeq` takes is a seq
+ * that is stored, so writing it while a ledger write raises it is harmless.
+ */
+interface AgentMark {
+  lastSeq: number;
+  rolledUpTo: string;
+  updatedAt: string;
+}
+
+/** A ledger write that failed: it may have landed, in whole or in part, and is completed later. */
+interface UnsettledWrite {
+  docs: TokenLedgerDoc[];
+  /** The entries it stores (their seqs are noted once it is settled). */
+  counted: Entry[];
+  /** Every heartbeat it answers (acknowledged once it is settled). */
+  entries: Entry[];
 }
 
 export const GLOBAL_ID = 'global';
@@ -96,14 +130,11 @@ const ROLLUP_PACED_ABOVE = 0.3;
 /** Heartbeat acks sent per turn of the event loop. */
 const ACK_CHUNK = 500;
 const RETRY_MAX_MS = 5000;
+/** Ledger ids given within one millisecond (the counter's room in the id). */
+const ID_COUNTER_LIMIT = 0x1000000;
 
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 export const utcMonth = (d: Date) => d.toISOString().slice(0, 7);
-const zero = (): TokenCounts => ({ promptTokens: 0, completionTokens: 0 });
-const add = (a: TokenCounts, p: number, c: number) => {
-  a.promptTokens += p;
-  a.completionTokens += c;
-};
 
 export class TokenUsage implements HeartbeatSink {
   /** earlyWrites: ledger writes started before the gap because LEDGER_EARLY_WRITE heartbeats waited. */
@@ -117,7 +148,13 @@ export class TokenUsage implements HeartbeatSink {
   private flushing: Promise<void> | null = null;
   private retryMs = RETRY_MIN_MS;
   private retryTimer: NodeJS.Timeout | undefined;
-  private counter = 0;
+  /** The ledger write that failed and is to be completed before the next one; null when none. */
+  private unsettled: UnsettledWrite | null = null;
+  /** The first ledger id of the write in flight or unsettled (roll-ups fold only ids below it); null when none. */
+  private unsettledFrom: string | null = null;
+  /** The time part (ms) and counter of the last ledger id given (see nextLedgerId). */
+  private idTime = 0;
+  private idCounter = -1;
   private readonly instance = randomBytes(3).toString('hex');
   private rollupTimer: NodeJS.Timeout | undefined;
   private rolling: Promise<void> | null = null;
@@ -126,24 +163,27 @@ export class TokenUsage implements HeartbeatSink {
   private prunedDay = '';
   /** The event loop's use at the last roll-up (see ROLLUP_PACED_ABOVE). */
   private loopUse = performance.eventLoopUtilization();
-  /** Set by stop(): from then on a roll-up also writes each agent's last seq. */
+  /** Set by stop(): the roll-up is not paced, and failed writes are retried by drain() alone. */
   private stopping = false;
-  /** The highest heartbeat seq stored per agent (ledger entries and roll-ups both). */
-  private readonly storedSeq = new Map<string, number>();
+  /** Per agent whose heartbeats are stored: its highest stored seq (and its roll-up `$set`). */
+  private readonly marks = new Map<string, AgentMark>();
 
   constructor(private readonly ctx: AppContext) {}
 
   /** The highest heartbeat seq of the agent whose delta is stored, or null when none is. */
   lastStoredSeq(did: string): number | null {
-    return this.storedSeq.get(did) ?? null;
+    return this.marks.get(did)?.lastSeq ?? null;
   }
 
-  /** Opens the ledger (so the first heartbeat does not pay for it) and folds what a previous run left. */
+  /**
+   * Reads each agent's last stored seq (before anything is folded: folding deletes ledger
+   * entries), and folds what a previous run left in the ledger.
+   */
   async start(): Promise<void> {
+    await this.loadStored();
     // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
     if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
     else await this.rollup();
-    await this.loadStoredSeqs();
     this.rollupTimer = setInterval(() => void this.rollup(), this.ctx.config.tokenRollupIntervalMs);
     this.rollupTimer.unref();
   }
@@ -152,6 +192,7 @@ export class TokenUsage implements HeartbeatSink {
     this.stopping = true;
     if (this.rollupTimer) clearInterval(this.rollupTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     if (this.gapTimer) clearTimeout(this.gapTimer);
     this.gapTimer = undefined;
     this.scheduled = false;
@@ -167,25 +208,34 @@ export class TokenUsage implements HeartbeatSink {
     await this.drain();
     await this.rollup();
     await this.ctx.c.tokenUsage.deleteOne({ _id: did });
-    this.storedSeq.delete(did);
+    this.marks.delete(did);
   }
 
-  /** Each agent's highest stored seq: from its usage document, then from what the ledger still holds (when a roll-up failed). */
-  private async loadStoredSeqs(): Promise<void> {
+  /**
+   * At start: each agent's highest stored seq, from its usage document and from what the ledger
+   * still holds; and the time after every ledger id stored, where this process's ids begin (so
+   * they sort after everything folded even if the clock was set back).
+   */
+  private async loadStored(): Promise<void> {
     const { c } = this.ctx;
     for (const doc of await c.tokenUsage.find({ lastSeq: { $exists: true } }, { projection: { _id: 1, lastSeq: 1 } })) {
       if (typeof doc.lastSeq === 'number') this.noteStored(doc._id, doc.lastSeq);
     }
+    let latest = (await c.tokenUsage.findById(GLOBAL_ID))?.rolledUpTo ?? '';
     for (const doc of await c.tokenLedger.find({}, { projection: { entries: 1 } })) {
+      if (doc._id > latest) latest = doc._id;
       forEachEntry(doc.entries, (did, _p, _c, seq) => {
         if (seq >= 0) this.noteStored(did, seq);
       });
     }
+    const time = parseInt(latest.slice(0, 10), 36);
+    if (Number.isFinite(time)) this.idTime = time + 1;
   }
 
   private noteStored(did: string, seq: number): void {
-    const had = this.storedSeq.get(did);
-    if (had === undefined || seq > had) this.storedSeq.set(did, seq);
+    const mark = this.marks.get(did);
+    if (mark === undefined) this.marks.set(did, { lastSeq: seq, rolledUpTo: '', updatedAt: '' });
+    else if (seq > mark.lastSeq) mark.lastSeq = seq;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -207,7 +257,7 @@ export class TokenUsage implements HeartbeatSink {
    * before the gap was raised.
    */
   private schedule(): void {
-    if (this.flushing || this.retryTimer) return;
+    if (this.flushing || this.retryTimer || this.stopping) return; // (at shutdown drain() writes what is left)
     const early = this.batch.length >= LEDGER_EARLY_WRITE;
     if (this.scheduled) {
       if (!early || !this.gapTimer || this.scheduledEarly) return;
@@ -220,7 +270,7 @@ export class TokenUsage implements HeartbeatSink {
       this.scheduled = false;
       this.gapTimer = undefined;
       if (early) this.stats.earlyWrites++;
-      void this.flush();
+      this.flush().catch((err: unknown) => this.ctx.log.error({ err }, 'token-ledger flush failed')); // (write() handles store failures itself)
     };
     const gap = this.ctx.config.tokenLedgerWriteGapMs;
     const wait = this.lastFlushAt + (early ? Math.min(gap, FULL_BATCH_GAP_MS) : gap) - performance.now();
@@ -230,12 +280,12 @@ export class TokenUsage implements HeartbeatSink {
 
   /** Writes everything recorded so far (giving up after a few failed writes: unacknowledged deltas are sent again by their agents). */
   async drain(attempts = 3): Promise<void> {
-    while ((this.batch.length > 0 || this.flushing) && attempts > 0) {
+    while ((this.batch.length > 0 || this.unsettled || this.flushing) && attempts > 0) {
       if (this.flushing) await this.flushing;
       else {
         const before = this.stats.ledgerWrites;
         await this.flush();
-        if (this.stats.ledgerWrites === before && this.batch.length > 0) attempts--;
+        if (this.stats.ledgerWrites === before && (this.batch.length > 0 || this.unsettled)) attempts--;
       }
     }
   }
@@ -251,6 +301,8 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   private async write(): Promise<void> {
+    // A write that failed is completed first, so the seqs it stores are noted before this batch is checked.
+    if (this.unsettled && !(await this.settle(this.unsettled))) return;
     const entries = this.batch.filter((e) => e.peer.alive);
     this.batch = [];
     if (entries.length === 0) return;
@@ -261,50 +313,96 @@ export class TokenUsage implements HeartbeatSink {
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
       if (e.p === 0 && e.c === 0) continue;
-      const stored = this.storedSeq.get(e.peer.did!);
-      if (stored === undefined || e.seq > stored) counted.push(e);
+      const stored = this.marks.get(e.peer.did!);
+      if (stored === undefined || e.seq > stored.lastSeq) counted.push(e);
     }
     if (counted.length > 0) {
-      const now = new Date();
-      const docs: TokenLedgerDoc[] = [];
-      for (let i = 0; i < counted.length; i += LEDGER_DOC_MAX) {
-        const doc: TokenLedgerDoc = {
-          _id: this.nextLedgerId(now),
-          at: now.toISOString(),
-          day: utcDay(now),
-          month: utcMonth(now),
-          promptTokens: 0,
-          completionTokens: 0,
-          entries: '',
-        };
-        const text = new LineText();
-        for (let j = i; j < Math.min(counted.length, i + LEDGER_DOC_MAX); j++) {
-          const e = counted[j]!;
-          text.entry(e.peer.did!, e.p, e.c, e.seq);
-          doc.promptTokens += e.p;
-          doc.completionTokens += e.c;
-        }
-        doc.entries = text.done();
-        docs.push(doc);
-      }
+      const write: UnsettledWrite = { docs: this.ledgerDocs(counted), counted, entries };
+      this.unsettledFrom = write.docs[0]!._id;
       try {
-        await this.ctx.c.tokenLedger.insertMany(docs);
-        for (let i = 0; i < counted.length; i++) this.noteStored(counted[i]!.peer.did!, counted[i]!.seq);
-        this.stats.ledgerWrites++;
-        this.retryMs = RETRY_MIN_MS;
+        await this.ctx.c.tokenLedger.insertMany(write.docs);
       } catch (err) {
-        this.ctx.log.error({ err, heartbeats: entries.length }, 'writing the token ledger failed; will retry');
-        this.batch = entries.concat(this.batch);
-        this.retryTimer = setTimeout(() => {
-          this.retryTimer = undefined;
-          this.schedule();
-        }, this.retryMs);
-        this.retryTimer.unref();
-        this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+        this.ctx.log.error({ err, heartbeats: entries.length }, 'writing the token ledger failed; will complete it');
+        this.unsettled = write;
+        this.retryLater();
         return;
       }
+      this.settled(write);
     }
     this.acknowledge(entries, 0);
+  }
+
+  /** The ledger documents of a batch, each with its id (given here, once). */
+  private ledgerDocs(counted: Entry[]): TokenLedgerDoc[] {
+    const now = new Date();
+    const docs: TokenLedgerDoc[] = [];
+    for (let i = 0; i < counted.length; i += LEDGER_DOC_MAX) {
+      const doc: TokenLedgerDoc = {
+        _id: this.nextLedgerId(),
+        at: now.toISOString(),
+        day: utcDay(now),
+        month: utcMonth(now),
+        promptTokens: 0,
+        completionTokens: 0,
+        entries: '',
+      };
+      const text = new LineText();
+      for (let j = i; j < Math.min(counted.length, i + LEDGER_DOC_MAX); j++) {
+        const e = counted[j]!;
+        text.entry(e.peer.did!, e.p, e.c, e.seq);
+        doc.promptTokens += e.p; // at most 2,000 deltas of at most 10^12: exact
+        doc.completionTokens += e.c;
+      }
+      doc.entries = text.done();
+      docs.push(doc);
+    }
+    return docs;
+  }
+
+  /**
+   * Completes a write that failed: reads back which of its documents are stored and writes the
+   * others (the same documents, same ids). True once all are stored; the write's heartbeats are
+   * then acknowledged. A document that lands meanwhile (a write the store was still applying)
+   * makes the insert fail on its id, and the next attempt reads it back.
+   */
+  private async settle(write: UnsettledWrite): Promise<boolean> {
+    const ledger = this.ctx.c.tokenLedger;
+    try {
+      const ids = write.docs.map((d) => d._id);
+      const landed = new Set((await ledger.find({ _id: { $in: ids } }, { projection: { _id: 1 } })).map((d) => d._id));
+      const missing = write.docs.filter((d) => !landed.has(d._id));
+      if (missing.length > 0) await ledger.insertMany(missing);
+      this.ctx.log.info({ documents: write.docs.length, landed: landed.size }, 'a failed token-ledger write is complete');
+    } catch (err) {
+      this.ctx.log.error({ err, heartbeats: write.entries.length }, 'completing a failed token-ledger write failed; will retry');
+      this.retryLater();
+      return false;
+    }
+    this.unsettled = null;
+    this.settled(write);
+    this.acknowledge(write.entries, 0);
+    return true;
+  }
+
+  /** A write is stored in full: its seqs are noted, and roll-ups may fold its documents. */
+  private settled(write: UnsettledWrite): void {
+    const { counted } = write;
+    for (let i = 0; i < counted.length; i++) this.noteStored(counted[i]!.peer.did!, counted[i]!.seq);
+    this.stats.ledgerWrites++;
+    this.retryMs = RETRY_MIN_MS;
+    this.unsettledFrom = null;
+  }
+
+  /** The next write (which completes the failed one first) after a back-off; drain() retries by itself at shutdown. */
+  private retryLater(): void {
+    if (this.stopping) return;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.schedule();
+    }, this.retryMs);
+    this.retryTimer.unref();
+    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
   }
 
   /** Sends the acks a chunk per turn of the event loop, so a large batch does not stall the sockets. */
@@ -319,10 +417,20 @@ export class TokenUsage implements HeartbeatSink {
     if (end < entries.length) setImmediate(() => this.acknowledge(entries, end));
   }
 
-  /** Time-ordered, unique across restarts. */
-  private nextLedgerId(now: Date): string {
-    this.counter = (this.counter + 1) % 0x1000000;
-    return `${now.getTime().toString(36).padStart(10, '0')}-${this.counter.toString(36).padStart(5, '0')}-${this.instance}`;
+  /**
+   * Time-ordered, unique across restarts, and increasing within the process even when the clock
+   * is set back: roll-ups fold ids in order and rely on it (`rolledUpTo`, `unsettledFrom`).
+   */
+  private nextLedgerId(): string {
+    const now = Date.now();
+    if (now > this.idTime) {
+      this.idTime = now;
+      this.idCounter = 0;
+    } else if (++this.idCounter === ID_COUNTER_LIMIT) {
+      this.idTime++;
+      this.idCounter = 0;
+    }
+    return ledgerIdPrefix(this.idTime, this.idCounter) + this.instance;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -346,7 +454,13 @@ export class TokenUsage implements HeartbeatSink {
     const paced = !this.stopping && performance.eventLoopUtilization(use, this.loopUse).utilization > ROLLUP_PACED_ABOVE;
     this.loopUse = use;
     for (;;) {
-      const ledger = await c.tokenLedger.find({}, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
+      let ledger = await c.tokenLedger.find({}, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
+      // Only documents of settled writes: a failed write's documents are read back when it is
+      // completed, so they stay in the ledger until then (as does everything written after). A
+      // write sets unsettledFrom before it starts and clears it once stored, so whatever this read
+      // found of a write in flight, or failed, is at or above it now.
+      const cut = this.unsettledFrom;
+      if (cut !== null && ledger.length > 0 && ledger[ledger.length - 1]!._id >= cut) ledger = ledger.filter((doc) => doc._id < cut);
       if (ledger.length === 0) break;
       const last = ledger[ledger.length - 1]!._id;
       const global = await c.tokenUsage.findById(GLOBAL_ID);
@@ -367,22 +481,23 @@ export class TokenUsage implements HeartbeatSink {
         await slice.yieldIfDue();
         const doc = ledger[i]!;
         let day = sums.get(doc.day);
-        if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [], seq: [] }));
-        const { index, prompt, completion, seq: seqs } = day;
-        forEachEntry(doc.entries, (did, p, cc, seq) => {
+        if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [], billions: null }));
+        const sum = day;
+        const { index, prompt, completion } = day;
+        forEachEntry(doc.entries, (did, p, cc) => {
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
-          const at = index.get(did);
+          let at = index.get(did);
           if (at === undefined) {
-            index.set(did, prompt.length);
+            at = prompt.length;
+            index.set(did, at);
             prompt.push(p);
             completion.push(cc);
-            seqs.push(seq);
           } else {
             prompt[at] += p;
             completion[at] += cc;
-            if (seq > seqs[at]!) seqs[at] = seq;
           }
+          if (prompt[at]! >= BILLION || completion[at]! >= BILLION) carryBillions(sum, at);
         });
       }
       const now = new Date().toISOString();
@@ -390,21 +505,24 @@ export class TokenUsage implements HeartbeatSink {
       // Usually one day; around midnight an agent may have sums in two.
       const dids = days.length === 1 ? [...days[0]!.sum.index.keys()] : [...new Set(days.flatMap((d) => [...d.sum.index.keys()]))];
       let ops: BulkUpdateOp[] = [];
-      const $set = { rolledUpTo: last, updatedAt: now }; // the same for every agent (the store copies what it keeps)
+      const $set = { rolledUpTo: last, updatedAt: now }; // for agents with no seq stored (ledger entries of earlier versions)
       for (let i = 0; i < dids.length; i++) {
         const did = dids[i]!;
         const inc: Record<string, number> = {};
         let counted = false;
-        let seq = -1;
         for (const { sum, keys } of days) {
           const at = sum.index.get(did);
           if (at === undefined) continue;
-          if (addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!)) counted = true;
-          if (sum.seq[at]! > seq) seq = sum.seq[at]!;
+          if (addBuckets(inc, keys, sum.prompt[at]!, sum.completion[at]!, sum.billions?.get(at))) counted = true;
         }
-        // At shutdown the agent's last seq goes in the same update (entries of earlier versions have none).
-        const withSeq = this.stopping && seq >= 0;
-        if (counted) ops.push({ filter: { _id: did }, update: { $inc: inc, $set: withSeq ? { rolledUpTo: last, updatedAt: now, lastSeq: seq } : $set }, upsert: true });
+        if (!counted) continue;
+        // The agent's last stored seq goes in the same update as its increments (its mark: see AgentMark).
+        const mark = this.marks.get(did);
+        if (mark) {
+          mark.rolledUpTo = last;
+          mark.updatedAt = now;
+        }
+        ops.push({ filter: { _id: did }, update: { $inc: inc, $set: mark ?? $set }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];
@@ -413,16 +531,34 @@ export class TokenUsage implements HeartbeatSink {
       }
       if (ops.length > 0) await c.tokenUsage.bulkUpdate(ops);
 
+      // The global buckets: each day of the documents not folded into them yet, its month, and allTime.
+      const byDay = new Map<string, CountSums>();
+      for (let i = 0; i < ledger.length; i++) {
+        const doc = ledger[i]!;
+        if (doc._id <= globalDone) continue;
+        let sums = byDay.get(doc.day);
+        if (!sums) byDay.set(doc.day, (sums = countSums()));
+        sums.prompt.add(doc.promptTokens);
+        sums.completion.add(doc.completionTokens);
+      }
       const gInc: Record<string, number> = {};
-      // Every ledger document's day has its keys in `days` (a day enters `sums` before its entries are read).
-      const keysOf = new Map(days.map((d) => [d.day, d.keys]));
-      let globalCounted = false;
-      for (const doc of ledger) {
-        if (doc._id > globalDone && addBuckets(gInc, keysOf.get(doc.day)!, doc.promptTokens, doc.completionTokens)) globalCounted = true;
+      if (byDay.size > 0) {
+        const allTime = countSums();
+        const months = new Map<string, CountSums>();
+        for (const [day, sums] of byDay) {
+          incGlobalBucket(gInc, `days.${day}`, sums, global?.days?.[day]);
+          const month = day.slice(0, 7);
+          let inMonth = months.get(month);
+          if (!inMonth) months.set(month, (inMonth = countSums()));
+          addSums(inMonth, sums);
+          addSums(allTime, sums);
+        }
+        for (const [month, sums] of months) incGlobalBucket(gInc, `months.${month}`, sums, global?.months?.[month]);
+        incGlobalBucket(gInc, 'allTime', allTime, global?.allTime);
       }
       await c.tokenUsage.updateOne(
         { _id: GLOBAL_ID },
-        { ...(globalCounted ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
+        { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
         { upsert: true },
       );
       await c.tokenLedger.deleteMany({ _id: { $lte: last } });
@@ -496,23 +632,35 @@ export class TokenUsage implements HeartbeatSink {
     const day = utcDay(now);
     const month = utcMonth(now);
     const global = await this.ctx.c.tokenUsage.findById(GLOBAL_ID);
-    const out = countsOf(global, day, month);
+    const allTime = storedSums(global?.allTime);
+    const daily = storedSums(global?.days?.[day]);
+    const monthly = storedSums(global?.months?.[month]);
     const tail = await this.ctx.c.tokenLedger.find(
       { _id: { $gt: global?.rolledUpTo ?? '' } },
       { projection: { day: 1, month: 1, promptTokens: 1, completionTokens: 1 } },
     );
     for (const doc of tail) {
-      add(out.allTime, doc.promptTokens, doc.completionTokens);
-      if (doc.day === day) add(out.daily, doc.promptTokens, doc.completionTokens);
-      if (doc.month === month) add(out.monthly, doc.promptTokens, doc.completionTokens);
+      addDoc(allTime, doc);
+      if (doc.day === day) addDoc(daily, doc);
+      if (doc.month === month) addDoc(monthly, doc);
     }
-    return out;
+    return { allTime: countsOfSums(allTime), daily: countsOfSums(daily), monthly: countsOfSums(monthly) };
   }
 
   /** One agent's rolled-up totals (up to TOKEN_ROLLUP_INTERVAL_SECONDS behind). */
   async ofAgent(did: string, now = new Date()): Promise<TokenStats> {
-    return countsOf(await this.ctx.c.tokenUsage.findById(did), utcDay(now), utcMonth(now));
+    const doc = await this.ctx.c.tokenUsage.findById(did);
+    return {
+      allTime: countsOf(doc?.allTime),
+      daily: countsOf(doc?.days?.[utcDay(now)]),
+      monthly: countsOf(doc?.months?.[utcMonth(now)]),
+    };
   }
+}
+
+/** A ledger document's id up to its instance part: `<ms, base 36, 10 digits>-<counter, base 36, 5 digits>-`. */
+function ledgerIdPrefix(time: number, counter: number): string {
+  return `${time.toString(36).padStart(10, '0')}-${counter.toString(36).padStart(5, '0')}-`;
 }
 
 /** Where ledger texts are put together (grown when a text does not fit; one write at a time uses it). */
@@ -570,35 +718,129 @@ export function forEachEntry(text: string, fn: (did: string, promptTokens: numbe
   }
 }
 
-/** One UTC day's token sums of a roll-up: an agent's sums (and its highest seq, -1 for none) are at its index in the arrays. */
+/**
+ * One UTC day's token sums of a roll-up: an agent's sums are at its index in the arrays, below a
+ * billion; whole billions are carried into `billions` (made only when a sum reaches one).
+ */
 interface DaySums {
   index: Map<string, number>;
   prompt: number[];
   completion: number[];
-  seq: number[];
+  /** Per index: [prompt, completion] billions. */
+  billions: Map<number, [number, number]> | null;
 }
 
-/** The `$inc` paths a day's tokens go to: allTime, the day's bucket and its month's. */
+function carryBillions(day: DaySums, at: number): void {
+  const p = billionsIn(day.prompt[at]!);
+  const c = billionsIn(day.completion[at]!);
+  day.prompt[at] -= p * BILLION;
+  day.completion[at] -= c * BILLION;
+  const had = (day.billions ??= new Map()).get(at);
+  if (had) {
+    had[0] += p;
+    had[1] += c;
+  } else day.billions.set(at, [p, c]);
+}
+
+/** The `$inc` paths a day's tokens go to: allTime, the day's bucket and its month's; each count's and its billions'. */
 interface BucketKeys {
   prompt: [string, string, string];
   completion: [string, string, string];
+  promptBillions: [string, string, string];
+  completionBillions: [string, string, string];
 }
 
 function bucketKeys(day: string): BucketKeys {
   const month = day.slice(0, 7);
   const keys = (field: string): [string, string, string] => [`allTime.${field}`, `days.${day}.${field}`, `months.${month}.${field}`];
-  return { prompt: keys('promptTokens'), completion: keys('completionTokens') };
+  return {
+    prompt: keys('promptTokens'),
+    completion: keys('completionTokens'),
+    promptBillions: keys('promptTokensBillions'),
+    completionBillions: keys('completionTokensBillions'),
+  };
 }
 
-/** Adds a day's tokens to an `$inc`; false when both are 0 (nothing to add). */
-function addBuckets(inc: Record<string, number>, keys: BucketKeys, p: number, c: number): boolean {
-  if (p !== 0) for (const k of keys.prompt) inc[k] = (inc[k] ?? 0) + p;
-  if (c !== 0) for (const k of keys.completion) inc[k] = (inc[k] ?? 0) + c;
-  return p !== 0 || c !== 0;
+/**
+ * Adds an agent's day sums (each below a billion, with its whole billions apart) to its `$inc`;
+ * false when there is nothing to add. A billions path is named only when it gets something, so an
+ * agent's document has those fields only once it has used a billion tokens in one roll-up.
+ */
+function addBuckets(inc: Record<string, number>, keys: BucketKeys, p: number, c: number, billions: [number, number] | undefined): boolean {
+  const pb = billions?.[0] ?? 0;
+  const cb = billions?.[1] ?? 0;
+  for (let i = 0; i < 3; i++) {
+    if (p !== 0 || pb !== 0) addCount(inc, keys.prompt[i]!, keys.promptBillions[i]!, p, pb);
+    if (c !== 0 || cb !== 0) addCount(inc, keys.completion[i]!, keys.completionBillions[i]!, c, cb);
+  }
+  return p !== 0 || c !== 0 || pb !== 0 || cb !== 0;
 }
 
-function countsOf(doc: TokenUsageDoc | null, day: string, month: string): TokenStats {
-  const copy = (x: TokenCounts | undefined): TokenCounts => ({ promptTokens: x?.promptTokens ?? 0, completionTokens: x?.completionTokens ?? 0 });
-  if (!doc) return { allTime: zero(), daily: zero(), monthly: zero() };
-  return { allTime: copy(doc.allTime), daily: copy(doc.days?.[day]), monthly: copy(doc.months?.[month]) };
+/**
+ * Adds `n + billions × 10^9` (n below a billion) to a count's two `$inc` paths. Two days of one
+ * roll-up may go to the same path (allTime, a month): their `n`s are carried again, so what one
+ * update adds to a stored `n` stays below a billion (the bound in docs/fleet.md).
+ */
+function addCount(inc: Record<string, number>, key: string, billionsKey: string, n: number, billions: number): void {
+  let sum = (inc[key] ?? 0) + n;
+  let b = (inc[billionsKey] ?? 0) + billions;
+  if (sum >= BILLION) {
+    sum -= BILLION;
+    b++;
+  }
+  if (sum !== 0 || key in inc) inc[key] = sum;
+  if (b !== 0) inc[billionsKey] = b;
+}
+
+/** Exact prompt and completion sums. */
+interface CountSums {
+  prompt: ExactSum;
+  completion: ExactSum;
+}
+
+const countSums = (): CountSums => ({ prompt: new ExactSum(), completion: new ExactSum() });
+
+function addSums(to: CountSums, from: CountSums): void {
+  to.prompt.addStored(from.prompt.n, from.prompt.billions);
+  to.completion.addStored(from.completion.n, from.completion.billions);
+}
+
+function storedSums(stored: StoredTokenCounts | undefined): CountSums {
+  const sums = countSums();
+  sums.prompt.addStored(stored?.promptTokens, stored?.promptTokensBillions);
+  sums.completion.addStored(stored?.completionTokens, stored?.completionTokensBillions);
+  return sums;
+}
+
+function addDoc(to: CountSums, doc: Pick<TokenLedgerDoc, 'promptTokens' | 'completionTokens'>): void {
+  to.prompt.add(doc.promptTokens);
+  to.completion.add(doc.completionTokens);
+}
+
+const countsOfSums = (sums: CountSums): TokenCounts => ({ promptTokens: sums.prompt.value, completionTokens: sums.completion.value });
+
+function countsOf(stored: StoredTokenCounts | undefined): TokenCounts {
+  return {
+    promptTokens: exactCount(stored?.promptTokens, stored?.promptTokensBillions),
+    completionTokens: exactCount(stored?.completionTokens, stored?.completionTokensBillions),
+  };
+}
+
+/**
+ * The global document's `$inc` for one bucket (`path`): adds `sums`, and carries whole billions
+ * of the stored `n` (as read at the start of the roll-up) into its billions, so the global `n`
+ * stays below a billion however many roll-ups there are. Whatever the stored value really is, the
+ * update adds exactly `sums` to the count (it moves k billions from `n` to `billions`).
+ */
+function incGlobalBucket(inc: Record<string, number>, path: string, sums: CountSums, stored: StoredTokenCounts | undefined): void {
+  incKeepingBelowBillion(inc, `${path}.promptTokens`, sums.prompt, stored?.promptTokens ?? 0);
+  incKeepingBelowBillion(inc, `${path}.completionTokens`, sums.completion, stored?.completionTokens ?? 0);
+}
+
+function incKeepingBelowBillion(inc: Record<string, number>, key: string, sum: ExactSum, storedN: number): void {
+  const carry = billionsIn(storedN + sum.n);
+  const n = sum.n - carry * BILLION;
+  const billions = sum.billions + carry;
+  if (n !== 0) inc[key] = n;
+  if (billions !== 0) inc[`${key}Billions`] = billions;
 }

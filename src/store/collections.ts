@@ -258,19 +258,33 @@ export interface CertificateDoc {
  */
 export interface TokenUsageDoc {
   _id: string;
-  allTime: { promptTokens: number; completionTokens: number };
-  days: Record<string, { promptTokens: number; completionTokens: number }>;
-  months: Record<string, { promptTokens: number; completionTokens: number }>;
+  allTime: StoredTokenCounts;
+  days: Record<string, StoredTokenCounts>;
+  months: Record<string, StoredTokenCounts>;
   /** _id of the last ledger document folded into this one. */
   rolledUpTo: string;
-  /** An agent's highest heartbeat seq folded in (absent for the global document and for usage stored before seqs were). */
+  /**
+   * An agent's highest heartbeat seq stored (at least every one folded in, written in the same
+   * update); absent for the global document and for usage stored before seqs were.
+   */
   lastSeq?: number;
   updatedAt: string;
 }
 
+/**
+ * A bucket's counts, each exact as `promptTokens + promptTokensBillions × 10^9` (src/domain/token-count.ts);
+ * the `…Billions` parts are there only once a roll-up has added to them.
+ */
+export interface StoredTokenCounts {
+  promptTokens: number;
+  completionTokens: number;
+  promptTokensBillions?: number;
+  completionTokensBillions?: number;
+}
+
 /** One batch of acknowledged heartbeat deltas, written in one store operation before the acks go out. */
 export interface TokenLedgerDoc {
-  _id: string; // time-ordered
+  _id: string; // time-ordered, given once: a write retried after a failure finds what landed
   at: string;
   day: string;
   month: string;
@@ -278,8 +292,8 @@ export interface TokenLedgerDoc {
   promptTokens: number;
   completionTokens: number;
   /**
-   * One entry per heartbeat, `<agentDid> <promptTokens> <completionTokens>`, joined by `;`
-   * (earlier versions joined them by newlines; both are read): a single
+   * One entry per heartbeat, `<agentDid> <promptTokens> <completionTokens> <seq>`, joined by `;`
+   * (earlier versions joined them by newlines, without the seq; both are read): a single
    * string is cheap to write, copy and read, whatever the number of heartbeats, and it has nothing
    * JSON must escape, so the embedded store writes it as it is.
    */

@@ -1,0 +1,147 @@
+/**
+ * Channel messages when the store fails ambiguously: a batch insert that stores the messages (or
+ * some of them) and still reports failure. Each message is published once (answered 201, on the
+ * live feed, in the listing) or reported failed (and nowhere), never both. Runs on MongoDB when
+ * MONGODB_URI is set.
+ */
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { CHANNEL_ACTOR_KIND } from '../src/actors/channel.js';
+import { StoreUnavailableError } from '../src/store/types.js';
+import { makeUser, type TestUser } from './fixtures.js';
+import { startServer, waitFor, type TestServer } from './helpers.js';
+import { addMember, FeedClient, makeChannel, makeWorkspace, post } from './channels-helpers.js';
+import { FaultInjector } from './fault-store.js';
+import { storeEnv, type StoreEnv } from './store-env.js';
+import { generateKeyPair } from '../src/domain/did.js';
+import { ownerOf } from './fixtures.js';
+
+const test = suite('channel messages: ambiguous store failures');
+let store: StoreEnv;
+let faults: FaultInjector;
+let s: TestServer;
+let alice: TestUser;
+let bob: TestUser;
+let ws: { id: string };
+const feeds: FeedClient[] = [];
+
+test.before(async () => {
+  store = storeEnv();
+  faults = new FaultInjector();
+  s = await startServer({ STEWARD_OWNER_DID: generateKeyPair().did, ...store.env }, undefined, { wrapStore: faults.wrap });
+  ws = await makeWorkspace(await ownerOf(s), 'Faults');
+  alice = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
+  bob = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
+});
+test.after(async () => {
+  for (const f of feeds) f.close();
+  await s.stop(true);
+  await store.cleanup();
+});
+test.after.each(() => faults.clear());
+
+/** A channel of alice's with bob in it, and bob's feed subscribed to it. */
+async function channelWithFeed(name: string): Promise<{ id: string; feed: FeedClient }> {
+  const ch = await makeChannel(alice, { name, workspaceId: ws.id });
+  await addMember(alice, ch.id, bob.user.did!);
+  const feed = await FeedClient.connect(s.url, bob.token);
+  feeds.push(feed);
+  assert.equal(await feed.subscribe(ch.id), { type: 'subscribed', channelId: ch.id });
+  return { id: ch.id, feed };
+}
+
+/**
+ * The ids of the messages published on the feed before a last post, which is made now (events of
+ * a channel go out in order, so nothing of what came before is still on its way), and that post's.
+ */
+async function publishedIds(channelId: string, feed: FeedClient): Promise<{ ids: string[]; last: string }> {
+  const last = await post(alice, channelId, 'the last one');
+  const ids: string[] = [];
+  for (;;) {
+    const f = await feed.next((x) => x.type === 'message.created' && x.channelId === channelId);
+    if (f.message.id === last.id) return { ids, last: last.id };
+    ids.push(f.message.id);
+  }
+}
+
+/** The ids of a channel's messages, oldest first. */
+async function listedIds(channelId: string): Promise<string[]> {
+  const r = await alice.api.get(`/api/channels/${channelId}/messages?limit=100`);
+  assert.is(r.status, 200);
+  return (r.body.messages as Array<{ id: string }>).map((m) => m.id).reverse();
+}
+
+test('a message batch that is stored and reports failure is answered 201 and published once', async () => {
+  const { id, feed } = await channelWithFeed('Landed');
+  faults.add({ collection: 'channel_messages', op: 'insertMany', mode: 'land-then-fail' });
+  const r = await alice.api.post(`/api/channels/${id}/messages`, { content: 'stored, though the store said otherwise' });
+  assert.equal(faults.injected, ['channel_messages.insertMany land-then-fail']);
+  assert.is(r.status, 201, r.text);
+  const published = await publishedIds(id, feed);
+  assert.equal(published.ids, [r.body.message.id]);
+  assert.equal(await listedIds(id), [r.body.message.id, published.last]);
+});
+
+test('a batch of which only some messages are stored: those are answered 201 and published once, the others fail and are nowhere', async () => {
+  const { id, feed } = await channelWithFeed('Partly');
+  await post(alice, id, 'first'); // the channel's actor is running
+  await publishedIds(id, feed);
+  const before = await listedIds(id);
+  const messages = s.ctx.c.channelMessages as unknown as { insertMany: (docs: unknown[]) => Promise<void> };
+  const insertMany = messages.insertMany;
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const calls: number[] = [];
+  // The first post's insert is held until the other eight are handed to the channel's writer; they
+  // are then one batch, of which the first four are stored before the call fails.
+  messages.insertMany = async (docs) => {
+    calls.push(docs.length);
+    if (calls.length === 1) await held;
+    if (calls.length === 2) {
+      await insertMany(docs.slice(0, 4));
+      throw new StoreUnavailableError('injected: four messages stored, then the call fails');
+    }
+    return insertMany(docs);
+  };
+  const actor = (await s.ctx.actors.get(CHANNEL_ACTOR_KIND, id)) as unknown as { send: (e: { type: string }) => void };
+  const send = actor.send.bind(actor);
+  let posts = 0;
+  actor.send = (e) => {
+    send(e);
+    if (e.type === 'POST') posts++;
+  };
+  let answers;
+  try {
+    const pending = Array.from({ length: 9 }, (_, i) => alice.api.post(`/api/channels/${id}/messages`, { content: `message ${i}` }));
+    await waitFor(() => posts === 9);
+    release();
+    answers = await Promise.all(pending);
+  } finally {
+    messages.insertMany = insertMany;
+    actor.send = send;
+  }
+  assert.equal(calls, [1, 8]);
+  const stored = answers.filter((r) => r.status === 201).map((r) => r.body.message.id as string);
+  const failed = answers.filter((r) => r.status !== 201);
+  assert.is(stored.length, 5, 'the first post and four of the batch');
+  assert.is(failed.length, 4);
+  for (const r of failed) assert.equal([r.status, r.body.error.code], [503, 'store_unavailable']);
+  const published = await publishedIds(id, feed);
+  assert.equal(published.ids, stored, 'each stored message published once, no other');
+  assert.equal(await listedIds(id), [...before, ...stored, published.last], 'and no failed one stored');
+});
+
+test('a failed batch the store cannot tell about is reported failed, published nowhere and not left stored', async () => {
+  const { id, feed } = await channelWithFeed('Unknown');
+  faults.add({ collection: 'channel_messages', op: 'insertMany', mode: 'land-then-fail' });
+  faults.add({ collection: 'channel_messages', op: 'find', mode: 'fail', times: Infinity, when: (args) => JSON.stringify(args[0]).includes('$in') });
+  const r = await alice.api.post(`/api/channels/${id}/messages`, { content: 'who knows' });
+  assert.equal([r.status, r.body.error.code], [503, 'store_unavailable']);
+  assert.ok(faults.injected.filter((f) => f === 'channel_messages.find fail').length >= 1);
+  faults.clear();
+  const published = await publishedIds(id, feed);
+  assert.equal(published.ids, []);
+  assert.equal(await listedIds(id), [published.last]);
+});
+
+test.run();
