@@ -109,7 +109,10 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     const finish = (code: number) => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
-      void agent.stop().then(() => done(code));
+      agent.stop().then(
+        () => done(code),
+        () => done(code),
+      );
     };
     const onSignal = () => finish(0);
     process.on('SIGINT', onSignal);

@@ -144,7 +144,7 @@ export class TokenUsage implements HeartbeatSink {
     if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
     else await this.rollup();
     await this.loadStoredSeqs();
-    this.rollupTimer = setInterval(() => void this.rollup(), this.ctx.config.tokenRollupIntervalMs);
+    this.rollupTimer = setInterval(() => this.rollup().catch((err: unknown) => this.ctx.log.error({ err }, 'token roll-up failed')), this.ctx.config.tokenRollupIntervalMs);
     this.rollupTimer.unref();
   }
 
@@ -220,7 +220,7 @@ export class TokenUsage implements HeartbeatSink {
       this.scheduled = false;
       this.gapTimer = undefined;
       if (early) this.stats.earlyWrites++;
-      void this.flush();
+      this.flush().catch((err: unknown) => this.ctx.log.error({ err }, 'writing the token ledger failed'));
     };
     const gap = this.ctx.config.tokenLedgerWriteGapMs;
     const wait = this.lastFlushAt + (early ? Math.min(gap, FULL_BATCH_GAP_MS) : gap) - performance.now();
