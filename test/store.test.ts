@@ -8,13 +8,13 @@ import { getHeapSnapshot } from 'node:v8';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { BSON, MongoClient, MongoInvalidArgumentError, MongoServerError } from 'mongodb';
+import { BSON, MongoBulkWriteError, MongoClient, MongoInvalidArgumentError, MongoNetworkError, MongoServerError } from 'mongodb';
 import { nanoid } from 'nanoid';
 import { openEmbeddedStore, updateScalarsInPlace } from '../src/store/embedded.js';
-import { clientOptions, mapMongoError, openMongoStore, parseMongoUri, PING_TIMEOUT_MS, redactUri, STARTUP_TIMEOUT_MS } from '../src/store/mongo.js';
+import { clientOptions, collectionOver, mapMongoError, openMongoStore, parseMongoUri, PING_TIMEOUT_MS, redactUri, STARTUP_TIMEOUT_MS } from '../src/store/mongo.js';
 import { bsonDocumentSize } from '../src/store/bson-size.js';
 import { instrumentStore, openStore } from '../src/store/index.js';
-import { DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, StoreUnavailableError, type Doc } from '../src/store/types.js';
+import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError, type Doc } from '../src/store/types.js';
 import { rejects, rejectsBulk, runStoreContract } from './store-contract.js';
 
 const tempDir = () => mkdtemp(join(tmpdir(), 'steward-store-'));
@@ -803,6 +803,126 @@ mongoOffline('an unreachable server fails to open with StoreUnavailableError, wi
     assert.match((err as Error).message, '127.0.0.1:1');
   }
   assert.ok(Date.now() - started < 5000, 'fails fast');
+});
+
+/**
+ * A stand-in for a driver collection that answers bulkWrite and updateOne as the driver does
+ * against a server (ordered: it stops at the first refused op and reports it by its index in the
+ * call, with what the ops before it did), over documents in memory. An op setting `refuse: <code>`
+ * is refused by the server with that code; one setting `unbuildable` is refused by the driver
+ * while it builds the batch, before anything is sent; `network` fails the whole call.
+ */
+function scriptedDriver() {
+  const docs = new Map<string, Record<string, unknown>>();
+  const calls: Array<{ method: string; ids: string[] }> = [];
+  type Model = { updateOne: { filter: { _id: string }; update: { $set?: Record<string, unknown>; $inc?: Record<string, number> }; upsert?: boolean } };
+  const apply = (m: Model['updateOne'], counts: { matchedCount: number; modifiedCount: number; upsertedCount: number }) => {
+    const doc = docs.get(m.filter._id);
+    if (!doc && !m.upsert) return;
+    const next = { ...(doc ?? { _id: m.filter._id }) };
+    for (const [k, v] of Object.entries(m.update.$set ?? {})) next[k] = v;
+    for (const [k, v] of Object.entries(m.update.$inc ?? {})) next[k] = ((next[k] as number) ?? 0) + v;
+    docs.set(m.filter._id, next);
+    if (doc) {
+      counts.matchedCount++;
+      counts.modifiedCount++;
+    } else counts.upsertedCount++;
+  };
+  const driver = {
+    async bulkWrite(models: Model[], options: { ordered?: boolean }) {
+      calls.push({ method: 'bulkWrite', ids: models.map((m) => m.updateOne.filter._id) });
+      assert.is(options.ordered, true, 'ops run in order');
+      for (const m of models) {
+        if (m.updateOne.update.$set?.unbuildable) throw new MongoInvalidArgumentError('Update document requires atomic operators');
+      }
+      const counts = { matchedCount: 0, modifiedCount: 0, upsertedCount: 0 };
+      for (const [index, m] of models.entries()) {
+        if (m.updateOne.update.$set?.network) {
+          throw new MongoBulkWriteError(new MongoNetworkError('connection reset'), { ...counts, getWriteConcernError: () => undefined } as never);
+        }
+        const code = m.updateOne.update.$set?.refuse as number | undefined;
+        if (code !== undefined) {
+          const writeErrors = [{ index, code, errmsg: code === 11000 ? 'E11000 duplicate key error collection: t.c index: email_1 dup key: { email: "x" }' : 'refused' }];
+          throw new MongoBulkWriteError({ message: writeErrors[0]!.errmsg, code, writeErrors } as never, { ...counts, getWriteConcernError: () => undefined } as never);
+        }
+        apply(m.updateOne, counts);
+      }
+      return counts;
+    },
+    async updateOne(filter: { _id: string }, update: Model['updateOne']['update'], options: { upsert?: boolean }) {
+      calls.push({ method: 'updateOne', ids: [filter._id] });
+      if (update.$set?.unbuildable) throw new MongoInvalidArgumentError('Update document requires atomic operators');
+      const counts = { matchedCount: 0, modifiedCount: 0, upsertedCount: 0 };
+      apply({ filter, update, upsert: options.upsert }, counts);
+      return counts;
+    },
+  };
+  return { docs, calls, collection: collectionOver<Doc & Record<string, unknown>>('scripted', driver as never) };
+}
+
+mongoOffline('bulkUpdate on MongoDB: ordered bulk writes that go on after the op the server refused, so it fails alone', async () => {
+  const { docs, calls, collection } = scriptedDriver();
+  const err = await rejectsBulk(
+    collection.bulkUpdate([
+      { filter: { _id: 'a' }, update: { $set: { n: 1 } }, upsert: true },
+      { filter: { _id: 'b' }, update: { $set: { refuse: 11000 } }, upsert: true },
+      { filter: { _id: 'a' }, update: { $inc: { n: 10 } } },
+      { filter: { _id: 'c' }, update: { $set: { refuse: 14 } }, upsert: true },
+      { filter: { _id: 'd' }, update: { $set: { n: 4 } }, upsert: true },
+    ]),
+    DuplicateKeyError,
+  );
+  assert.equal(
+    err.failures.map((f) => [f.index, f.error.constructor.name]),
+    [
+      [1, 'DuplicateKeyError'],
+      [3, 'InvalidQueryError'],
+    ],
+  );
+  assert.is((err.first as DuplicateKeyError).index, 'email_1');
+  assert.equal(err.result, { matched: 1, modified: 1, upserted: 2 });
+  assert.equal(Object.fromEntries(docs), { a: { _id: 'a', n: 11 }, d: { _id: 'd', n: 4 } });
+  assert.equal(calls, [
+    { method: 'bulkWrite', ids: ['a', 'b', 'a', 'c', 'd'] },
+    { method: 'bulkWrite', ids: ['a', 'c', 'd'] },
+    { method: 'bulkWrite', ids: ['d'] },
+  ]);
+});
+
+mongoOffline('bulkUpdate on MongoDB: an op too large is refused before anything is sent; one the driver cannot build sends the rest one at a time', async () => {
+  const { docs, calls, collection } = scriptedDriver();
+  const err = await rejects(
+    collection.bulkUpdate([
+      { filter: { _id: 'a' }, update: { $set: { n: 1 } }, upsert: true },
+      { filter: { _id: 'b' }, update: { $set: { snapshot: 'x'.repeat(MAX_DOCUMENT_BYTES) } }, upsert: true },
+      { filter: { _id: 'c' }, update: { $set: { unbuildable: true } }, upsert: true },
+      { filter: { _id: 'a' }, update: { $inc: { n: 1 } } },
+    ]),
+    BulkUpdateError,
+  );
+  assert.equal(
+    err.failures.map((f) => [f.index, f.error.constructor.name]),
+    [
+      [1, 'DocumentTooLargeError'],
+      [2, 'InvalidQueryError'],
+    ],
+  );
+  assert.ok((err.failures[0]!.error as DocumentTooLargeError).bytes! > MAX_DOCUMENT_BYTES);
+  assert.equal(err.result, { matched: 1, modified: 1, upserted: 1 });
+  assert.equal(Object.fromEntries(docs), { a: { _id: 'a', n: 2 } });
+  assert.equal(calls.map((c) => c.method), ['bulkWrite', 'updateOne', 'updateOne', 'updateOne']);
+  assert.equal(calls[0]!.ids, ['a', 'c', 'a'], 'the oversized op is never handed to the driver');
+});
+
+mongoOffline('bulkUpdate on MongoDB: a failure of the whole call (a dropped connection) is the store unavailable, not a per-op failure', async () => {
+  const { collection } = scriptedDriver();
+  await rejects(
+    collection.bulkUpdate([
+      { filter: { _id: 'a' }, update: { $set: { n: 1 } }, upsert: true },
+      { filter: { _id: 'b' }, update: { $set: { network: true } }, upsert: true },
+    ]),
+    StoreUnavailableError,
+  );
 });
 
 mongoOffline.run();

@@ -189,6 +189,14 @@ function isClientSizeRefusal(err: unknown): boolean {
   return err instanceof RangeError && /out of range|outside (the )?buffer|offset/i.test(err.message);
 }
 
+/**
+ * An error the driver raises while it checks and encodes operations, before it sends anything
+ * (inside a bulk write, the errors of sending come wrapped in a MongoBulkWriteError).
+ */
+function isClientRefusal(err: unknown): boolean {
+  return isClientSizeRefusal(err) || err instanceof MongoInvalidArgumentError || BSON.BSONError.isBSONError(err);
+}
+
 /** Maps driver and server errors to the Store's typed errors. Non-driver errors pass through. */
 export function mapMongoError(err: unknown, collection = ''): unknown {
   if (err instanceof StoreError) return err;
@@ -317,7 +325,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
   constructor(
     readonly name: string,
     private readonly coll: DriverCollection<Document>,
-    private readonly owner: MongoStore,
+    private readonly owner: Pick<MongoStore, 'track'>,
   ) {}
 
   /** Runs one driver call: registered for close(), errors mapped to Store errors. */
@@ -429,7 +437,8 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
    * Ordered bulk writes, so each op sees the ones before it (an unordered bulk write may run its
    * ops in any order). An ordered bulk write stops at the first op the server refuses; the write
    * goes on from the op after it, so that op fails alone. An op too large to send fails alone
-   * too, before anything is sent (the driver would refuse the whole call).
+   * too, before anything is sent; so does one the driver refuses while building the batch (it
+   * would refuse the whole call), as the ops are then sent one at a time.
    */
   bulkUpdate(ops: BulkUpdateOp[]): Promise<UpdateResult> {
     return this.run(async () => {
@@ -455,8 +464,9 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
           add(total, await this.coll.bulkWrite(part.map((p) => p.model), { ordered: true }));
           break;
         } catch (err) {
-          if (isClientSizeRefusal(err)) {
-            // Refused by the driver before anything was sent: each op on its own, so only the offending one fails.
+          if (isClientRefusal(err)) {
+            // Refused by the driver while it built the batch, before anything was sent: each op
+            // on its own, so only the offending one fails.
             await this.updateEach(part, total, failures);
             break;
           }
@@ -513,6 +523,14 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
       });
     });
   }
+}
+
+/**
+ * A Store collection over a driver collection, outside any store: the tests give it a stand-in
+ * that answers as the driver does, to go through the paths a server's refusals take.
+ */
+export function collectionOver<T extends Doc>(name: string, coll: DriverCollection<Document>): Collection<T> {
+  return new MongoStoreCollection<T>(name, coll, { track: (fn) => fn() });
 }
 
 /** How long close() waits for in-flight operations before closing the pool under them. */
