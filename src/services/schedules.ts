@@ -153,7 +153,9 @@ export class ScheduleService {
       doc.cron,
       () => {
         const p: Promise<void> = this.fire(doc._id).then(
-          () => void this.firing.delete(p),
+          () => {
+            this.firing.delete(p);
+          },
           (err: unknown) => {
             this.firing.delete(p);
             log.error({ err, scheduleId: doc._id }, 'a scheduled workflow run failed unexpectedly');
