@@ -378,6 +378,18 @@ export const VARIABLES = {
     default: '300000',
     description: 'Longest back-off between two attempts of a workflow step.',
   },
+  WORKFLOW_STEP_OUTPUT_MAX_BYTES: {
+    schema: int(1024, 8 * 1024 * 1024),
+    default: String(1024 * 1024),
+    description:
+      "Largest output (its JSON text) a workflow step keeps in its run; a larger one is kept as a marker `{truncated, bytes, limit, preview}`. A broadcast step's outputs are cut agent by agent, largest first.",
+  },
+  WORKFLOW_RUN_OUTPUT_MAX_BYTES: {
+    schema: int(1024, 12 * 1024 * 1024),
+    default: String(8 * 1024 * 1024),
+    description:
+      "Largest total of the step outputs one workflow run keeps (the run is stored as one document, at most 16 MiB); a step's output beyond what is left is kept as a marker.",
+  },
   SHUTDOWN_TIMEOUT_MS: {
     schema: int(100, 120_000),
     default: '5000',
@@ -452,6 +464,8 @@ export interface Config {
   bridgeDeliveryTimeoutMs: number;
   workflowRetryBaseMs: number;
   workflowRetryMaxMs: number;
+  workflowStepOutputMaxBytes: number;
+  workflowRunOutputMaxBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -550,6 +564,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bridgeDeliveryTimeoutMs: p.BRIDGE_DELIVERY_TIMEOUT_MS,
     workflowRetryBaseMs: p.WORKFLOW_RETRY_BASE_MS,
     workflowRetryMaxMs: p.WORKFLOW_RETRY_MAX_MS,
+    workflowStepOutputMaxBytes: p.WORKFLOW_STEP_OUTPUT_MAX_BYTES,
+    workflowRunOutputMaxBytes: p.WORKFLOW_RUN_OUTPUT_MAX_BYTES,
   };
 }
 

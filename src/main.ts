@@ -1,6 +1,7 @@
 /**
- * Process entry for `steward serve`: configuration, logger, server, signals.
- * A bad configuration or a refused start exits with code 1 and a message naming the problem.
+ * Process entry for `steward serve`: configuration, logger, server, signals, and the net under
+ * unhandled promise rejections. A bad configuration or a refused start exits with code 1 and a
+ * message naming the problem.
  */
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
@@ -22,6 +23,7 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
     throw err;
   }
   const log: Logger = createLogger(config.logLevel);
+  installRejectionNet(log);
   let steward: Steward;
   try {
     steward = await startSteward(config, log);
@@ -65,4 +67,31 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
   // it is printed before the 'listening' line, so whoever waits for that line has it too.
   await announceOwnerClaim(steward.ctx).catch((err: unknown) => log.error({ err }, 'printing the owner claim failed'));
   log.info({ port: steward.port, host: config.host, publicUrl: config.publicUrl }, `Steward listening on http://${config.host}:${steward.port}`);
+}
+
+/**
+ * Logs a promise rejection nobody handled, with where it came from, and keeps the process
+ * serving. Every fire-and-forget path has a handler of its own (a missing one is a defect); by
+ * default Node would exit on the first one missed, dropping every socket, request and write in
+ * flight for one failed store call. Returns a function that removes the net.
+ */
+export function installRejectionNet(log: Logger): () => void {
+  const onRejection = (reason: unknown): void => {
+    log.error({ err: reason, origin: rejectionOrigin(reason) }, 'unhandled promise rejection (a defect); the server keeps running');
+  };
+  process.on('unhandledRejection', onRejection);
+  return () => {
+    process.off('unhandledRejection', onRejection);
+  };
+}
+
+/** The first frame of the rejection's stack in Steward's own code (else the first frame at all). */
+export function rejectionOrigin(reason: unknown): string | undefined {
+  const stack = reason instanceof Error ? reason.stack : undefined;
+  if (!stack) return undefined;
+  const frames = stack
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().replace(/^at /, ''));
+  return frames.find((f) => !f.includes('node_modules') && !f.startsWith('node:') && !f.includes('(node:')) ?? frames[0];
 }

@@ -212,7 +212,7 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   const closeHooks: Array<() => Promise<void> | void> = [];
 
   const c = collections(store);
-  await ensureIndexes(c);
+  await ensureIndexes(c, store.kind);
   const secrets = new SecretBox(secretKey);
   const identity = await ServerIdentity.load(c, secrets);
   const defaultWorkspace = await ensureDefaultWorkspace(c);
@@ -277,7 +277,9 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   ctx.workflows.channelPoster = channelPosterFrom(channels);
   const bridges = new BridgeService(ctx, channels);
   fleet.feed.channelAccess = channels.feedTopic;
-  channels.onAccessLost((channelId, did) => void fleet.feed.recheckChannel(channelId, did));
+  channels.onAccessLost((channelId, did) =>
+    fleet.feed.recheckChannel(channelId, did).catch((err: unknown) => log.error({ err, channelId }, 're-checking feed subscriptions failed')),
+  );
   fleet.service.onAgentDeleted(async (agent) => {
     await channels.forgetMember(agent._id); // the channel service keeps its member caches true
   });

@@ -29,6 +29,10 @@ async function refusedAsDuplicate(op: () => Promise<unknown>, message?: string):
 }
 
 type D = { _id: string; k?: unknown; tag?: string; a?: unknown; b?: unknown };
+/** The key an index keeps for a value: a missing field (undefined) is null, as in MongoDB. */
+const asKey = (v: unknown) => (v === undefined ? null : v);
+/** Index-key equality: compareThings over keys. */
+const sameValue = (x: unknown, y: unknown) => compareThings(asKey(x), asKey(y)) === 0;
 const indexes = (db: nedb) => (db as unknown as { indexes: Record<string, { tree: unknown; getMatching(v: unknown): D[]; getBetweenBounds(q: object): D[]; getAll(): D[] }> }).indexes;
 const ids = (docs: D[]) => docs.map((d) => d._id).sort();
 
@@ -55,7 +59,7 @@ test('a unique index refuses keys nedb considers equal, and only those', async (
   for (const [i, k] of KEYS.entries()) {
     // Arrays are indexed element by element, as in nedb: a clash of any element refuses the document.
     const parts = Array.isArray(k) ? k : [k];
-    const clashes = parts.some((p) => stored.some((s) => compareThings(s, p) === 0));
+    const clashes = parts.some((p) => stored.some((s) => sameValue(s, p)));
     const insert = () => db.insertAsync({ _id: `d${i}`, k });
     if (clashes) {
       await refusedAsDuplicate(insert, `key ${String(k)} clashes`);
@@ -64,8 +68,9 @@ test('a unique index refuses keys nedb considers equal, and only those', async (
       stored.push(...parts);
     }
   }
-  // 0 and -0, the two equal dates and the two equal objects clashed.
-  assert.is(await db.countAsync({}), KEYS.length - 3);
+  // 0 and -0, the two equal dates, the two equal objects, and null and missing clashed.
+  assert.is(await db.countAsync({}), KEYS.length - 4);
+  assert.equal(ids(indexes(db).k!.getMatching(null)), ['d11'], 'null and missing are one key');
   assert.equal(ids(indexes(db).k!.getMatching(new Date(1000))), ['d12']);
   assert.equal(ids(indexes(db).k!.getMatching('y')), ['d15'], 'an array is indexed by its elements');
   assert.equal(ids(indexes(db).k!.getMatching({ p: 1 })), ['d17']);
@@ -93,11 +98,11 @@ test('random inserts, updates and removals: look-ups and ranges agree with a bru
   const index = indexes(db).k!;
   const keysOf = (d: D) => {
     const v = getDotValues(d, ['k']);
-    return Array.isArray(v) ? v : [v];
+    return (Array.isArray(v) ? v : [v]).map(asKey);
   };
   for (const probe of KEYS) {
     if (Array.isArray(probe)) continue; // nedb looks up an array as "any of"
-    const expected = all.filter((d) => keysOf(d).some((v) => compareThings(v, probe) === 0));
+    const expected = all.filter((d) => keysOf(d).some((v) => sameValue(v, probe)));
     assert.equal(ids(index.getMatching(probe)), ids(expected), `look-up of ${String(probe)}`);
   }
   const ranges = [{ $gt: 0 }, { $gte: 0, $lt: 2.5 }, { $lte: 'b' }, { $gt: 'a', $lt: true }, { $gte: null }, { $lt: new Date(2000) }];
@@ -146,7 +151,8 @@ test('compound indexes: random inserts, updates and removals agree with a brute-
   };
   const pick = () => VALUES[rnd(VALUES.length)];
   const keyOf = (d: D, fields: string[]) => getDotValues(d, fields) as Record<string, unknown>;
-  const sameKey = (x: Record<string, unknown>, y: Record<string, unknown>) => compareThings(x, y) === 0;
+  const asCompoundKey = (x: Record<string, unknown>) => Object.fromEntries(Object.entries(x).map(([f, v]) => [f, asKey(v)]));
+  const sameKey = (x: Record<string, unknown>, y: Record<string, unknown>) => compareThings(asCompoundKey(x), asCompoundKey(y)) === 0;
   let refused = 0;
   for (let step = 0; step < 800; step++) {
     const id = `d${rnd(50)}`;

@@ -6,12 +6,15 @@
  * counted as one more test; tsx runs the suites without checking types, so that is what catches a
  * test calling a helper wrongly. When browser suites (test/ui-*.test.ts) are to run, the
  * dashboard is built first (TEST_SKIP_WEB_BUILD=1 skips that, for a build already made).
+ * Every test process loads test/preload.ts: a promise rejection nothing handled fails its file
+ * (counted as one failure each), even when its tests passed.
  *
- * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring; TEST_TYPECHECK=0 skips the check)
+ * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring, or name a file to
+ * run, of any name; TEST_TYPECHECK=0 skips the check)
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 
@@ -28,7 +31,11 @@ function walk(dir: string): string[] {
   return out;
 }
 
-const files = walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p)));
+const named = patterns.filter((p) => p.endsWith('.ts') && existsSync(p) && statSync(p).isFile()).map((p) => resolve(p));
+const files = [...new Set([...walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p))), ...named])];
+const preload = join(root, 'preload.ts');
+/** What test/preload.ts writes before each unhandled rejection. */
+const UNHANDLED_REJECTION_MARK = '[unhandled rejection]';
 /** The queue entry that stands for the type-check. */
 const TYPECHECK = 'type-check (tsc -p tsconfig.check.json, tsc -p web/tsconfig.json)';
 const typecheck = patterns.length === 0 && process.env.TEST_TYPECHECK !== '0';
@@ -50,7 +57,7 @@ function runFile(file: string): Promise<Result> {
   const args =
     file === TYPECHECK
       ? ['-e', `const { execFileSync: x } = require('node:child_process'); for (const p of ${JSON.stringify([join(root, '..', 'tsconfig.check.json'), join(root, '..', 'web', 'tsconfig.json')])}) x(process.execPath, [${JSON.stringify(tsc)}, '-p', p], { stdio: 'inherit' });`]
-      : ['--import', 'tsx', file];
+      : ['--import', 'tsx', '--import', preload, file];
   return new Promise((resolve) => {
     const child = spawn(process.execPath, args, {
       env: { ...process.env, FORCE_COLOR: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
@@ -75,6 +82,11 @@ function runFile(file: string): Promise<Result> {
       const skipped = Number(/Skipped:\s+(\d+)/.exec(clean)?.[1] ?? 0);
       let failed = Number.isFinite(total) && Number.isFinite(passed) ? total - passed - skipped : 1;
       const okPassed = Number.isFinite(passed) ? passed : 0;
+      const rejections = clean.split(UNHANDLED_REJECTION_MARK).length - 1;
+      if (rejections > 0) {
+        failed += rejections;
+        output += `\n[runner] ${relative(root, file)}: ${rejections} unhandled promise rejection(s), each counted as a failure\n`;
+      }
       if (code !== 0 && failed === 0) failed = 1; // crashed after its tests, or exited non-zero
       resolve({ file, passed: okPassed, failed, output, ms: Date.now() - started });
     });

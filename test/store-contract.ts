@@ -6,8 +6,11 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { nanoid } from 'nanoid';
 import {
+  BulkUpdateError,
+  DocumentTooLargeError,
   DuplicateKeyError,
   InvalidQueryError,
+  MAX_DOCUMENT_BYTES,
   StoreUnavailableError,
   type Collection,
   type Doc,
@@ -35,6 +38,13 @@ export async function rejects<E>(p: Promise<unknown>, type: new (...args: any[])
   }
   assert.unreachable(`${what} should have failed with ${type.name}`);
   throw new Error('unreachable');
+}
+
+/** Awaits a bulkUpdate that must fail with a BulkUpdateError whose first failed op failed with `type`. */
+export async function rejectsBulk<E>(p: Promise<unknown>, type: new (...args: any[]) => E, what = 'bulkUpdate'): Promise<BulkUpdateError> {
+  const err = await rejects(p, BulkUpdateError, what);
+  assert.instance(err.first, type, `${what}: the failed op should fail with ${type.name}, got ${String(err.first)}`);
+  return err;
 }
 
 const ids = (docs: Array<{ _id: string }>) => docs.map((d) => d._id);
@@ -686,7 +696,7 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     ];
     for (const update of failing) {
       await rejects(c.updateOne({ _id: 'p1' }, update), InvalidQueryError, 'updateOne');
-      await rejects(c.bulkUpdate([{ filter: { _id: 'p1' }, update }]), InvalidQueryError, 'bulkUpdate');
+      await rejectsBulk(c.bulkUpdate([{ filter: { _id: 'p1' }, update }]), InvalidQueryError);
       assert.equal(await c.findById('p1'), original);
     }
     // And a good update of nested paths leaves the parts it does not touch as they were.
@@ -717,20 +727,24 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.equal(await c.bulkUpdate([]), { matched: 0, modified: 0, upserted: 0 });
   });
 
-  s('bulkUpdate is unordered: a failing op does not stop the others', async () => {
+  s('bulkUpdate: a failing op fails alone; the error lists it and what the others did', async () => {
     const c = fresh('bulkerr');
     await c.createIndex({ fields: { email: 1 }, unique: true });
     await c.insertMany([
       { _id: 'u1', email: 'a@x' },
       { _id: 'u2', email: 'b@x' },
     ]);
-    await rejects(
+    const err = await rejects(
       c.bulkUpdate([
         { filter: { _id: 'u1' }, update: { $set: { email: 'b@x' } } }, // duplicate
         { filter: { _id: 'u2' }, update: { $set: { seen: true } } },
       ]),
-      DuplicateKeyError,
+      BulkUpdateError,
     );
+    assert.equal(err.failures.map((f) => f.index), [0]);
+    assert.instance(err.first, DuplicateKeyError);
+    assert.is(err.collection, c.name);
+    assert.equal(err.result, { matched: 1, modified: 1, upserted: 0 });
     assert.equal(await c.findById('u1'), { _id: 'u1', email: 'a@x' });
     assert.equal(await c.findById('u2'), { _id: 'u2', email: 'b@x', seen: true });
   });
@@ -757,23 +771,108 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     ]);
   });
 
+  s('bulkUpdate stays in order across failures: the ops after a failed one run, in order, and see the ones before', async () => {
+    const c = fresh('bulkorderfail');
+    await c.createIndex({ fields: { email: 1 }, unique: true });
+    await c.insertMany([
+      { _id: 'f1', email: 'a@x', n: 0 },
+      { _id: 'f2', email: 'b@x', n: 0 },
+    ]);
+    const err = await rejects(
+      c.bulkUpdate([
+        { filter: { _id: 'f1' }, update: { $set: { tag: 't' } } },
+        { filter: { _id: 'f2' }, update: { $set: { email: 'a@x' } } }, // duplicate: fails
+        { filter: { tag: 't' }, update: { $inc: { n: 1 } } }, // sees the first op
+        { filter: { _id: 'f1' }, update: { $inc: { 'n': 10 } } },
+        { filter: { _id: 'f2' }, update: { $inc: { n: 'x' } as never } }, // invalid: fails
+        { filter: { _id: 'f3' }, update: { $set: { n: 7 } }, upsert: true },
+        { filter: { n: 7 }, update: { $inc: { n: 1 } } }, // sees the upsert before it
+      ]),
+      BulkUpdateError,
+    );
+    assert.equal(err.failures.map((f) => f.index), [1, 4]);
+    assert.instance(err.failures[0]!.error, DuplicateKeyError);
+    assert.instance(err.failures[1]!.error, InvalidQueryError);
+    assert.equal(err.result, { matched: 4, modified: 4, upserted: 1 });
+    assert.equal(await c.find({}, { sort: { _id: 1 } }), [
+      { _id: 'f1', email: 'a@x', n: 11, tag: 't' },
+      { _id: 'f2', email: 'b@x', n: 0 },
+      { _id: 'f3', n: 8 },
+    ]);
+  });
+
   s('bulkUpdate: an upsert refused by a unique index does not stop the other upserts', async () => {
     const c = fresh('bulkupsert');
     await c.createIndex({ fields: { email: 1 }, unique: true });
     await c.insertOne({ _id: 'v1', email: 'a@x' });
-    await rejects(
+    const err = await rejects(
       c.bulkUpdate([
         { filter: { _id: 'v2' }, update: { $set: { email: 'b@x' } }, upsert: true },
         { filter: { _id: 'v3' }, update: { $set: { email: 'a@x' } }, upsert: true }, // duplicate
         { filter: { _id: 'v4' }, update: { $set: { email: 'c@x' } }, upsert: true },
         { filter: { _id: 'v1' }, update: { $set: { seen: true } } },
       ]),
-      DuplicateKeyError,
+      BulkUpdateError,
     );
+    assert.equal(err.failures.map((f) => f.index), [1]);
+    assert.instance(err.first, DuplicateKeyError);
+    assert.equal(err.result, { matched: 1, modified: 1, upserted: 2 });
     assert.equal(await c.find({}, { sort: { _id: 1 } }), [
       { _id: 'v1', email: 'a@x', seen: true },
       { _id: 'v2', email: 'b@x' },
       { _id: 'v4', email: 'c@x' },
+    ]);
+  });
+
+  // -- the document size limit ------------------------------------------------------------------
+
+  /** A string that alone makes a document larger than the limit. */
+  const oversized = () => 'x'.repeat(MAX_DOCUMENT_BYTES + 1);
+
+  s('a document over the size limit is refused with DocumentTooLargeError, and nothing of it is written', async () => {
+    const c = fresh('toolarge');
+    await c.insertOne({ _id: 'd1', n: 1 });
+    const big = oversized();
+    const e1 = await rejects(c.insertOne({ _id: 'd2', big }), DocumentTooLargeError, 'insertOne');
+    assert.is(e1.collection, c.name);
+    await rejects(c.updateOne({ _id: 'd1' }, { $set: { big } }), DocumentTooLargeError, 'updateOne');
+    await rejects(c.updateOne({ _id: 'd3' }, { $set: { big } }, { upsert: true }), DocumentTooLargeError, 'upsert');
+    await rejects(c.findOneAndUpdate({ _id: 'd1' }, { $set: { big } }), DocumentTooLargeError, 'findOneAndUpdate');
+    await rejects(c.replaceOne({ _id: 'd1' }, { _id: 'd1', big }), DocumentTooLargeError, 'replaceOne');
+    // Growing a stored document past the limit, a half at a time.
+    const half = 'y'.repeat(MAX_DOCUMENT_BYTES / 2);
+    await c.updateOne({ _id: 'd1' }, { $set: { a: half } });
+    await rejects(c.updateOne({ _id: 'd1' }, { $set: { b: half } }), DocumentTooLargeError, 'update growing a document');
+    assert.equal(await c.find({}, { projection: { n: 1 } }), [{ _id: 'd1', n: 1 }]);
+    assert.equal(Object.keys((await c.findById('d1'))!), ['_id', 'n', 'a']);
+    // insertMany is ordered: the documents before the oversized one are inserted, the later ones not.
+    await rejects(c.insertMany([{ _id: 'm1' }, { _id: 'm2', big }, { _id: 'm3' }]), DocumentTooLargeError, 'insertMany');
+    assert.equal(sortedIds(await c.find({}, { projection: { _id: 1 } })), ['d1', 'm1']);
+  });
+
+  s('bulkUpdate: an op that would make a document too large fails alone; the others are written', async () => {
+    const c = fresh('bulktoolarge');
+    await c.insertMany([
+      { _id: 'k1', n: 1 },
+      { _id: 'k2', n: 1 },
+    ]);
+    const err = await rejects(
+      c.bulkUpdate([
+        { filter: { _id: 'k1' }, update: { $set: { n: 2 } } },
+        { filter: { _id: 'k2' }, update: { $set: { snapshot: oversized() } } },
+        { filter: { _id: 'k3' }, update: { $set: { snapshot: oversized() } }, upsert: true },
+        { filter: { _id: 'k4' }, update: { $set: { n: 4 } }, upsert: true },
+        { filter: { _id: 'k2' }, update: { $inc: { n: 1 } } },
+      ]),
+      BulkUpdateError,
+    );
+    assert.equal(err.failures.map((f) => f.index), [1, 2]);
+    for (const f of err.failures) assert.instance(f.error, DocumentTooLargeError);
+    assert.equal(err.result, { matched: 2, modified: 2, upserted: 1 });
+    assert.equal(await c.find({}, { sort: { _id: 1 } }), [
+      { _id: 'k1', n: 2 },
+      { _id: 'k2', n: 2 },
+      { _id: 'k4', n: 4 },
     ]);
   });
 
@@ -835,11 +934,39 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.is(await c.count(), 3);
   });
 
+  s('sparse unique index: a field holding null is present, and indexed', async () => {
+    const c = fresh('sparsenull');
+    await c.createIndex({ fields: { did: 1 }, unique: true, sparse: true });
+    await c.insertOne({ _id: 'n1', did: null });
+    await c.insertOne({ _id: 'n2' });
+    await rejects(c.insertOne({ _id: 'n3', did: null }), DuplicateKeyError, 'a second null');
+    assert.is(await c.count(), 2);
+  });
+
+  s('compound sparse unique index: left out only without every field; a missing field of the others counts as null', async () => {
+    const c = fresh('sparsecompound');
+    await c.createIndex({ fields: { a: 1, b: 1 }, unique: true, sparse: true, name: 'ab_unique' });
+    await c.insertOne({ _id: 'p1' });
+    await c.insertOne({ _id: 'p2' }); // neither field: not indexed, no collision
+    await c.insertOne({ _id: 'p3', a: 'x' });
+    const e1 = await rejects(c.insertOne({ _id: 'p4', a: 'x' }), DuplicateKeyError, 'same field present, other missing');
+    assert.is(e1.index, 'ab_unique');
+    await rejects(c.insertOne({ _id: 'p5', a: 'x', b: null }), DuplicateKeyError, 'missing and null are one key');
+    await c.insertOne({ _id: 'p6', a: 'x', b: 'y' });
+    await c.insertOne({ _id: 'p7', b: 'y' });
+    await rejects(c.updateOne({ _id: 'p1' }, { $set: { b: 'y' } }), DuplicateKeyError, 'an update into a taken key');
+    assert.equal(sortedIds(await c.find({})), ['p1', 'p2', 'p3', 'p6', 'p7']);
+  });
+
   s('non-sparse unique index treats two missing values as duplicates', async () => {
     const c = fresh('nonsparse');
     await c.createIndex({ fields: { code: 1 }, unique: true });
     await c.insertOne({ _id: 'n1' });
     await rejects(c.insertOne({ _id: 'n2' }), DuplicateKeyError);
+    await rejects(c.insertOne({ _id: 'n3', code: null }), DuplicateKeyError, 'missing and null are one key');
+    await c.insertOne({ _id: 'n4', code: 'c' });
+    await rejects(c.updateOne({ _id: 'n4' }, { $unset: { code: '' } }), DuplicateKeyError, 'unset into the missing key');
+    assert.equal(sortedIds(await c.find({})), ['n1', 'n4']);
   });
 
   s('non-unique index does not constrain and queries still work', async () => {

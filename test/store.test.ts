@@ -8,13 +8,14 @@ import { getHeapSnapshot } from 'node:v8';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { MongoClient, MongoServerError } from 'mongodb';
+import { BSON, MongoBulkWriteError, MongoClient, MongoInvalidArgumentError, MongoNetworkError, MongoServerError } from 'mongodb';
 import { nanoid } from 'nanoid';
 import { openEmbeddedStore, updateScalarsInPlace } from '../src/store/embedded.js';
-import { clientOptions, mapMongoError, openMongoStore, parseMongoUri, redactUri } from '../src/store/mongo.js';
+import { clientOptions, collectionOver, mapMongoError, openMongoStore, parseMongoUri, PING_TIMEOUT_MS, redactUri, STARTUP_TIMEOUT_MS } from '../src/store/mongo.js';
+import { bsonDocumentSize } from '../src/store/bson-size.js';
 import { instrumentStore, openStore } from '../src/store/index.js';
-import { DuplicateKeyError, InvalidQueryError, StoreUnavailableError, type Doc } from '../src/store/types.js';
-import { rejects, runStoreContract } from './store-contract.js';
+import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError, type Doc } from '../src/store/types.js';
+import { rejects, rejectsBulk, runStoreContract } from './store-contract.js';
 
 const tempDir = () => mkdtemp(join(tmpdir(), 'steward-store-'));
 
@@ -317,16 +318,15 @@ embedded('bulkUpdate: a refused field name fails that op only, and gathered writ
     let store = await openEmbeddedStore({ dataDir });
     const c = store.collection<Doc & { n?: number }>('batched');
     await c.insertMany(Array.from({ length: 50 }, (_, i) => ({ _id: `d${i}`, n: i })));
-    try {
-      await c.bulkUpdate([
+    const err = await rejectsBulk(
+      c.bulkUpdate([
         { filter: { _id: 'd0' }, update: { $set: { bad: { $x: 1 } } } },
         ...Array.from({ length: 50 }, (_, i) => ({ filter: { _id: `d${i}` }, update: { $inc: { n: 1000 } } })),
         { filter: { _id: 'new' }, update: { $set: { n: -1 } }, upsert: true },
-      ]);
-      assert.unreachable('the op with a "$" field name should fail');
-    } catch (err) {
-      assert.instance(err, InvalidQueryError);
-    }
+      ]),
+      InvalidQueryError,
+    );
+    assert.equal(err.failures.map((f) => f.index), [0]);
     await store.close();
     store = await openEmbeddedStore({ dataDir });
     const docs = await store.collection<Doc & { n: number; bad?: unknown }>('batched').find({}, { sort: { n: 1 } });
@@ -356,7 +356,7 @@ embedded('bulkUpdate by _id merges changes into the stored document in place whe
     const before = { a: stored('a'), aDays: stored('a').days, aTags: stored('a').tags, b: stored('b'), c: stored('c'), d: stored('d') };
     const copyOfA = await c.findById('a');
 
-    await rejects(
+    await rejectsBulk(
       c.bulkUpdate([
         // in place: nested $inc, a new nested key, a new top-level key
         { filter: { _id: 'a' }, update: { $inc: { 'total.n': 5, 'days.d2.n': 2 }, $set: { seen: 'now' } } },
@@ -468,10 +468,10 @@ embedded('an update that only sets or increments existing scalar fields is appli
     ]);
     assert.equal(result, { matched: 3, modified: 2, upserted: 0 });
     assert.equal(copy, row(), 'a copy read before is its own');
-    await rejects(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $inc: { seen: 1 } } }]), InvalidQueryError);
-    const conflict = await rejects(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $inc: { 'total.n': 1 }, $set: { 'total.n': 1 } } }]), InvalidQueryError);
-    assert.match(conflict.message, /conflict/);
-    await rejects(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $set: { 'total..n': 1 } } }]), InvalidQueryError);
+    await rejectsBulk(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $inc: { seen: 1 } } }]), InvalidQueryError);
+    const conflict = await rejectsBulk(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $inc: { 'total.n': 1 }, $set: { 'total.n': 1 } } }]), InvalidQueryError);
+    assert.match(conflict.first.message, /conflict/);
+    await rejectsBulk(c.bulkUpdate([{ filter: { _id: 'r' }, update: { $set: { 'total..n': 1 } } }]), InvalidQueryError);
     const check = async (when: string) => {
       assert.equal(await c.findById('r'), { ...row(), seen: 'later', total: { n: 5 } }, when);
       assert.equal((await c.find({ owner: 'q' })).map((d) => d._id), ['s'], `index ${when}`);
@@ -715,7 +715,58 @@ mongoOffline('client options keep URI settings and add defaults otherwise', () =
   const defaults = clientOptions('mongodb://localhost/db');
   assert.is(defaults.maxPoolSize, 50);
   assert.is(defaults.appName, 'steward');
-  assert.is(defaults.serverSelectionTimeoutMS, 10_000);
+  // Operations wait out an election; writes are majority-acknowledged and retried after a failover.
+  assert.is(defaults.serverSelectionTimeoutMS, 30_000);
+  assert.ok(defaults.serverSelectionTimeoutMS! > STARTUP_TIMEOUT_MS && STARTUP_TIMEOUT_MS > PING_TIMEOUT_MS);
+  assert.is(defaults.retryWrites, true);
+  assert.is(defaults.retryReads, true);
+  assert.is(defaults.w, 'majority');
+  const own = clientOptions('mongodb://localhost/db?w=1&retryWrites=false&serverSelectionTimeoutMS=5000');
+  assert.is(own.w, undefined, 'the URI decides');
+  assert.is(own.retryWrites, undefined);
+  assert.is(own.serverSelectionTimeoutMS, undefined);
+  // The driver takes them.
+  const c = new MongoClient('mongodb://localhost/db', defaults);
+  assert.is(c.options.serverSelectionTimeoutMS, 30_000);
+  assert.equal({ ...c.options.writeConcern }, { w: 'majority' });
+  assert.is(c.options.retryWrites, true);
+});
+
+mongoOffline('documents too large for the store map to DocumentTooLargeError, however the driver or the server says it', () => {
+  const cases: unknown[] = [
+    new MongoServerError({ code: 10334, errmsg: 'BSONObj size: 16912181 (0x1020F35) is invalid. Size must be between 0 and 16793600(16MB)' }),
+    new MongoServerError({ code: 2, errmsg: 'object to insert too large. size in bytes: 16777250, max size: 16777216' }),
+    new MongoServerError({ code: 17419, errmsg: 'Resulting document after update is larger than 16777216' }),
+    new MongoInvalidArgumentError('Document is larger than the maximum size 16777216'),
+    (() => {
+      try {
+        BSON.serialize({ s: 'x'.repeat(17.5 * 1024 * 1024), t: 1 });
+      } catch (err) {
+        return err;
+      }
+      return new Error('BSON encoded a document over its buffer');
+    })(),
+  ];
+  for (const err of cases) {
+    const mapped = mapMongoError(err, 'actor_snapshots');
+    assert.instance(mapped, DocumentTooLargeError, String(err));
+    assert.is((mapped as DocumentTooLargeError).collection, 'actor_snapshots');
+  }
+  // Other BadValue errors stay what they were.
+  assert.instance(mapMongoError(new MongoServerError({ code: 2, errmsg: 'unknown operator: $bogus' })), InvalidQueryError);
+  const other = new RangeError('Maximum call stack size exceeded');
+  assert.is(mapMongoError(other), other);
+});
+
+mongoOffline('the embedded store measures documents as the MongoDB driver does', () => {
+  const docs: object[] = [
+    {},
+    { _id: 'a' },
+    { _id: 'x', s: 'héllo 𝄞', n: 1, big: 2 ** 40, neg: -5, f: 1.5, z: -0, t: true, nul: null, u: undefined, d: new Date(5) },
+    { _id: 'n', nested: { list: [1, 'two', null, undefined, { deep: [[]] }], e: {} }, 'k é': 'v' },
+    { _id: 'snap', snapshot: JSON.stringify({ value: 'running', context: { steps: Array.from({ length: 50 }, (_, i) => ({ i, out: 'x'.repeat(i * 7) })) } }) },
+  ];
+  for (const doc of docs) assert.is(bsonDocumentSize(doc), BSON.calculateObjectSize(doc, { ignoreUndefined: true }), JSON.stringify(doc));
 });
 
 mongoOffline('redactUri hides credentials', () => {
@@ -752,6 +803,126 @@ mongoOffline('an unreachable server fails to open with StoreUnavailableError, wi
     assert.match((err as Error).message, '127.0.0.1:1');
   }
   assert.ok(Date.now() - started < 5000, 'fails fast');
+});
+
+/**
+ * A stand-in for a driver collection that answers bulkWrite and updateOne as the driver does
+ * against a server (ordered: it stops at the first refused op and reports it by its index in the
+ * call, with what the ops before it did), over documents in memory. An op setting `refuse: <code>`
+ * is refused by the server with that code; one setting `unbuildable` is refused by the driver
+ * while it builds the batch, before anything is sent; `network` fails the whole call.
+ */
+function scriptedDriver() {
+  const docs = new Map<string, Record<string, unknown>>();
+  const calls: Array<{ method: string; ids: string[] }> = [];
+  type Model = { updateOne: { filter: { _id: string }; update: { $set?: Record<string, unknown>; $inc?: Record<string, number> }; upsert?: boolean } };
+  const apply = (m: Model['updateOne'], counts: { matchedCount: number; modifiedCount: number; upsertedCount: number }) => {
+    const doc = docs.get(m.filter._id);
+    if (!doc && !m.upsert) return;
+    const next = { ...(doc ?? { _id: m.filter._id }) };
+    for (const [k, v] of Object.entries(m.update.$set ?? {})) next[k] = v;
+    for (const [k, v] of Object.entries(m.update.$inc ?? {})) next[k] = ((next[k] as number) ?? 0) + v;
+    docs.set(m.filter._id, next);
+    if (doc) {
+      counts.matchedCount++;
+      counts.modifiedCount++;
+    } else counts.upsertedCount++;
+  };
+  const driver = {
+    async bulkWrite(models: Model[], options: { ordered?: boolean }) {
+      calls.push({ method: 'bulkWrite', ids: models.map((m) => m.updateOne.filter._id) });
+      assert.is(options.ordered, true, 'ops run in order');
+      for (const m of models) {
+        if (m.updateOne.update.$set?.unbuildable) throw new MongoInvalidArgumentError('Update document requires atomic operators');
+      }
+      const counts = { matchedCount: 0, modifiedCount: 0, upsertedCount: 0 };
+      for (const [index, m] of models.entries()) {
+        if (m.updateOne.update.$set?.network) {
+          throw new MongoBulkWriteError(new MongoNetworkError('connection reset'), { ...counts, getWriteConcernError: () => undefined } as never);
+        }
+        const code = m.updateOne.update.$set?.refuse as number | undefined;
+        if (code !== undefined) {
+          const writeErrors = [{ index, code, errmsg: code === 11000 ? 'E11000 duplicate key error collection: t.c index: email_1 dup key: { email: "x" }' : 'refused' }];
+          throw new MongoBulkWriteError({ message: writeErrors[0]!.errmsg, code, writeErrors } as never, { ...counts, getWriteConcernError: () => undefined } as never);
+        }
+        apply(m.updateOne, counts);
+      }
+      return counts;
+    },
+    async updateOne(filter: { _id: string }, update: Model['updateOne']['update'], options: { upsert?: boolean }) {
+      calls.push({ method: 'updateOne', ids: [filter._id] });
+      if (update.$set?.unbuildable) throw new MongoInvalidArgumentError('Update document requires atomic operators');
+      const counts = { matchedCount: 0, modifiedCount: 0, upsertedCount: 0 };
+      apply({ filter, update, upsert: options.upsert }, counts);
+      return counts;
+    },
+  };
+  return { docs, calls, collection: collectionOver<Doc & Record<string, unknown>>('scripted', driver as never) };
+}
+
+mongoOffline('bulkUpdate on MongoDB: ordered bulk writes that go on after the op the server refused, so it fails alone', async () => {
+  const { docs, calls, collection } = scriptedDriver();
+  const err = await rejectsBulk(
+    collection.bulkUpdate([
+      { filter: { _id: 'a' }, update: { $set: { n: 1 } }, upsert: true },
+      { filter: { _id: 'b' }, update: { $set: { refuse: 11000 } }, upsert: true },
+      { filter: { _id: 'a' }, update: { $inc: { n: 10 } } },
+      { filter: { _id: 'c' }, update: { $set: { refuse: 14 } }, upsert: true },
+      { filter: { _id: 'd' }, update: { $set: { n: 4 } }, upsert: true },
+    ]),
+    DuplicateKeyError,
+  );
+  assert.equal(
+    err.failures.map((f) => [f.index, f.error.constructor.name]),
+    [
+      [1, 'DuplicateKeyError'],
+      [3, 'InvalidQueryError'],
+    ],
+  );
+  assert.is((err.first as DuplicateKeyError).index, 'email_1');
+  assert.equal(err.result, { matched: 1, modified: 1, upserted: 2 });
+  assert.equal(Object.fromEntries(docs), { a: { _id: 'a', n: 11 }, d: { _id: 'd', n: 4 } });
+  assert.equal(calls, [
+    { method: 'bulkWrite', ids: ['a', 'b', 'a', 'c', 'd'] },
+    { method: 'bulkWrite', ids: ['a', 'c', 'd'] },
+    { method: 'bulkWrite', ids: ['d'] },
+  ]);
+});
+
+mongoOffline('bulkUpdate on MongoDB: an op too large is refused before anything is sent; one the driver cannot build sends the rest one at a time', async () => {
+  const { docs, calls, collection } = scriptedDriver();
+  const err = await rejects(
+    collection.bulkUpdate([
+      { filter: { _id: 'a' }, update: { $set: { n: 1 } }, upsert: true },
+      { filter: { _id: 'b' }, update: { $set: { snapshot: 'x'.repeat(MAX_DOCUMENT_BYTES) } }, upsert: true },
+      { filter: { _id: 'c' }, update: { $set: { unbuildable: true } }, upsert: true },
+      { filter: { _id: 'a' }, update: { $inc: { n: 1 } } },
+    ]),
+    BulkUpdateError,
+  );
+  assert.equal(
+    err.failures.map((f) => [f.index, f.error.constructor.name]),
+    [
+      [1, 'DocumentTooLargeError'],
+      [2, 'InvalidQueryError'],
+    ],
+  );
+  assert.ok((err.failures[0]!.error as DocumentTooLargeError).bytes! > MAX_DOCUMENT_BYTES);
+  assert.equal(err.result, { matched: 1, modified: 1, upserted: 1 });
+  assert.equal(Object.fromEntries(docs), { a: { _id: 'a', n: 2 } });
+  assert.equal(calls.map((c) => c.method), ['bulkWrite', 'updateOne', 'updateOne', 'updateOne']);
+  assert.equal(calls[0]!.ids, ['a', 'c', 'a'], 'the oversized op is never handed to the driver');
+});
+
+mongoOffline('bulkUpdate on MongoDB: a failure of the whole call (a dropped connection) is the store unavailable, not a per-op failure', async () => {
+  const { collection } = scriptedDriver();
+  await rejects(
+    collection.bulkUpdate([
+      { filter: { _id: 'a' }, update: { $set: { n: 1 } }, upsert: true },
+      { filter: { _id: 'b' }, update: { $set: { network: true } }, upsert: true },
+    ]),
+    StoreUnavailableError,
+  );
 });
 
 mongoOffline.run();

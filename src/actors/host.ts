@@ -6,7 +6,10 @@
  * - persists an actor's snapshot after its transitions, coalesced: a change only marks the actor
  *   dirty, and one `setImmediate` per host writes every dirty actor in one `bulkUpdate`, so a
  *   burst of events costs one write per actor. One actor never has two writes in flight: a
- *   change during a write is written once more, with the latest snapshot, after it finishes;
+ *   change during a write is written once more, with the latest snapshot, after it finishes.
+ *   A snapshot the store refuses fails alone (the rest of the batch is written): it is retried,
+ *   unless it is larger than the store's document limit, which is logged and left until the actor
+ *   changes again (the store keeps the last snapshot it took);
  * - passivates idle actors (stops them and drops them from memory; the snapshot stays);
  * - drops actors that reach a final state (after one last write, or deleting the snapshot);
  * - lets operators list live actors, inspect one actor, and follow transitions.
@@ -29,7 +32,7 @@
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { createActor, fromTransition } from 'xstate';
 import type { ActorRefFrom, AnyActor, AnyStateMachine, EventObject, InputFrom, InspectionEvent } from 'xstate';
-import type { Collection, Doc, Store } from '../store/types.js';
+import { BulkUpdateError, DocumentTooLargeError, type Collection, type Doc, type Store } from '../store/types.js';
 
 export interface ActorKindOptions<M extends AnyStateMachine> {
   machine: M;
@@ -87,6 +90,11 @@ export interface ActorHostStats {
   deletes: number;
   /** Failed store operations (each retried later). */
   failures: number;
+  /**
+   * Snapshots the store refused as larger than its document limit. Such a snapshot is not
+   * retried; the actor's next change is written again (the store keeps the last one it took).
+   */
+  tooLarge: number;
   /** Actors restored from a stored snapshot. */
   restores: number;
   /** Actors created new. */
@@ -226,6 +234,7 @@ export class ActorHost {
     writeBatches: 0,
     deletes: 0,
     failures: 0,
+    tooLarge: 0,
     restores: 0,
     creates: 0,
     passivations: 0,
@@ -238,7 +247,7 @@ export class ActorHost {
   private readonly listeners = new Set<(t: ActorTransition) => void>();
   /** Entries waiting for a store operation (also those whose operation failed, until retried). */
   private readonly dirty = new Set<Entry>();
-  /** Store operations in flight; each resolves to whether it succeeded (never rejects). */
+  /** Store operations in flight; each resolves to whether nothing of it is left to retry (never rejects). */
   private readonly inflight = new Set<Promise<boolean>>();
   private immediate: NodeJS.Immediate | undefined;
   /** A round due later, for kinds with a write delay; its window and the loop's use when armed. */
@@ -882,23 +891,57 @@ export class ActorHost {
   }
 
   private track(p: Promise<boolean>): void {
-    this.inflight.add(p);
-    void p.finally(() => this.inflight.delete(p));
+    // writeBatch and deleteBatch report failures as false; anything thrown is a defect, logged here.
+    const tracked: Promise<boolean> = p.then(
+      (ok) => {
+        this.inflight.delete(tracked);
+        return ok;
+      },
+      (err: unknown) => {
+        this.inflight.delete(tracked);
+        this.log.error({ err: errInfo(err) }, 'persisting actor snapshots failed unexpectedly');
+        return false;
+      },
+    );
+    this.inflight.add(tracked);
   }
 
+  /**
+   * One bulkUpdate for a batch of snapshots. A snapshot the store refuses fails alone (the
+   * others are written): one too large for the store is dropped until its actor changes again,
+   * any other failure is retried.
+   */
   private async writeBatch(entries: Entry[], ops: Parameters<Collection<SnapshotDoc>['bulkUpdate']>[0]): Promise<boolean> {
     let error: unknown;
+    let failed: Map<number, unknown> | undefined;
     try {
       await this.col.bulkUpdate(ops);
-      this.stats.writes += entries.length;
-      this.stats.writeBatches++;
     } catch (err) {
-      error = err ?? new Error('store write failed');
-      this.stats.failures++;
-      this.log.error({ err: errInfo(err), actors: entries.length }, 'writing actor snapshots failed; will retry');
+      if (err instanceof BulkUpdateError) failed = new Map(err.failures.map((f) => [f.index, f.error]));
+      else error = err ?? new Error('store write failed');
     }
-    this.completed(entries, error);
-    return error === undefined;
+    const written = error !== undefined ? 0 : entries.length - (failed?.size ?? 0);
+    this.stats.writes += written;
+    if (written > 0) this.stats.writeBatches++;
+    if (error !== undefined || failed) {
+      this.stats.failures++;
+      if (error !== undefined) this.log.error({ err: errInfo(error), actors: entries.length }, 'writing actor snapshots failed; will retry');
+      for (const [i, err] of failed ?? []) {
+        const e = entries[i]!;
+        if (err instanceof DocumentTooLargeError) {
+          this.stats.tooLarge++;
+          this.log.error(
+            { kind: e.kind.name, actorId: e.id, bytes: err.bytes, err: errInfo(err) },
+            'actor snapshot is too large for the store; it keeps the last one written until the actor changes',
+          );
+        } else {
+          this.log.error({ kind: e.kind.name, actorId: e.id, err: errInfo(err) }, 'writing an actor snapshot failed; will retry');
+        }
+      }
+    }
+    this.completed(entries, (i) => error ?? failed?.get(i));
+    // Whether nothing is left to retry (a snapshot too large is not retried).
+    return error === undefined && [...(failed?.values() ?? [])].every((err) => err instanceof DocumentTooLargeError);
   }
 
   private async deleteBatch(entries: Entry[]): Promise<boolean> {
@@ -912,31 +955,39 @@ export class ActorHost {
       this.stats.failures++;
       this.log.error({ err: errInfo(err), actors: entries.length }, 'deleting actor snapshots failed; will retry');
     }
-    this.completed(entries, error);
+    this.completed(entries, () => error);
     return error === undefined;
   }
 
-  private completed(entries: Entry[], error: unknown): void {
-    const ok = error === undefined;
+  /** After a batch: `errorAt(i)` is the i-th entry's failure, undefined when it was stored. */
+  private completed(entries: Entry[], errorAt: (i: number) => unknown): void {
+    let retry = false;
     let again = Infinity; // the shortest write delay among entries that changed during the write
-    for (const e of entries) {
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      const error = errorAt(i);
       e.busy = false;
-      if (!ok) {
+      if (error instanceof DocumentTooLargeError && !e.dirty) {
+        // Writing it again cannot help: given up until the actor changes (markDirty), or dropped if it is gone.
+        const k = e.kind;
+        if (e.retired && k.draining.get(e.id) === e) k.draining.delete(e.id);
+        this.settle(e, false, error);
+      } else if (error !== undefined && !(error instanceof DocumentTooLargeError)) {
         e.dirty = true; // retried later, with whatever is latest by then
         this.dirty.add(e);
         this.settle(e, false, error);
+        retry = true;
       } else if (e.dirty) {
-        this.dirty.add(e); // changed during the write: written once more
+        this.dirty.add(e); // changed during the write (or refused as too large and changed since): written once more
         again = Math.min(again, e.retired || e.waiters ? 0 : e.kind.writeDelayMs); // someone waits: now
       } else {
         this.settle(e, true);
       }
     }
-    if (ok) {
+    if (retry) this.scheduleRetry();
+    else {
       this.retryMs = RETRY_MIN_MS;
       if (again !== Infinity) this.schedule(again);
-    } else {
-      this.scheduleRetry();
     }
   }
 

@@ -3,7 +3,7 @@
  * anything unexpected are translated by `toHttpError`; unexpected errors become a logged 500
  * whose message says nothing about internals.
  */
-import { DuplicateKeyError, InvalidQueryError, StoreUnavailableError } from '../store/types.js';
+import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError } from '../store/types.js';
 
 export class HttpError extends Error {
   constructor(
@@ -36,6 +36,13 @@ export function errorBody(code: string, message: string): ErrorBody {
 /** Maps any thrown value to an HttpError; `unexpected` is true when it should be logged as a bug. */
 export function toHttpError(err: unknown): { error: HttpError; unexpected: boolean } {
   if (err instanceof HttpError) return { error: err, unexpected: false };
+  if (err instanceof BulkUpdateError) return toHttpError(err.first);
+  if (err instanceof DocumentTooLargeError) {
+    return {
+      error: new HttpError(413, 'payload_too_large', `the record would be larger than the store's limit of ${MAX_DOCUMENT_BYTES / (1024 * 1024)} MiB`),
+      unexpected: false,
+    };
+  }
   if (err instanceof DuplicateKeyError) {
     return { error: new HttpError(409, 'conflict', 'a record with the same unique value already exists'), unexpected: false };
   }

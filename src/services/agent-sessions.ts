@@ -121,14 +121,17 @@ export class AgentSessions {
       this.scheduled = true;
       setImmediate(() => {
         this.scheduled = false;
-        void this.writeInserts();
+        const batch = this.inserts;
+        this.inserts = [];
+        // writeInserts answers each waiting insert; anything it throws goes to them too.
+        this.writeInserts(batch).catch((err: unknown) => {
+          for (const p of batch) p.reject(err);
+        });
       });
     });
   }
 
-  private async writeInserts(): Promise<void> {
-    const batch = this.inserts;
-    this.inserts = [];
+  private async writeInserts(batch: AgentSessions['inserts']): Promise<void> {
     const docs = batch.map((p) => p.doc);
     try {
       await this.c.sessions.insertMany(docs);

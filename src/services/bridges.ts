@@ -158,7 +158,7 @@ export class BridgeService {
     const window = this.ctx.config.bridgeReplayWindowMs;
     if (window > 0) {
       const every = Math.max(1000, Math.min(window, 3_600_000));
-      this.sweeper = setInterval(() => void this.sweep(), every);
+      this.sweeper = setInterval(() => this.sweep().catch((err: unknown) => this.ctx.log.warn({ err }, 'sweeping replay records failed')), every);
       this.sweeper.unref();
     } else {
       // No window: records a run with one left behind are of no use any more.
@@ -430,7 +430,7 @@ export class BridgeService {
     if (box.waiting.length > OUTGOING_QUEUE_LIMIT) {
       const dropped = box.waiting.shift()!;
       this.ctx.log.warn({ bridgeId: d.bridgeId, deliveryId: dropped.id }, 'outgoing bridge queue full: oldest delivery dropped');
-      void this.finished(dropped);
+      this.finished(dropped).catch((err: unknown) => this.ctx.log.error({ err, deliveryId: dropped.id }, 'forgetting a dropped outgoing bridge delivery failed'));
     }
     this.pump(d.bridgeId, box);
   }
@@ -439,12 +439,16 @@ export class BridgeService {
     while (box.inflight < OUTGOING_CONCURRENCY && box.waiting.length > 0) {
       const d = box.waiting.shift()!;
       box.inflight++;
-      void this.attempt(d).finally(() => {
+      const done = (): void => {
         // A delivery keeps its slot through its back-off, so a failing endpoint is not flooded.
         box.inflight--;
         if (this.outboxes.get(bridgeId) !== box) return;
         if (box.inflight === 0 && box.waiting.length === 0) this.outboxes.delete(bridgeId);
         else this.pump(bridgeId, box);
+      };
+      this.attempt(d).then(done, (err: unknown) => {
+        this.ctx.log.error({ err, bridgeId, deliveryId: d.id }, 'an outgoing bridge delivery failed unexpectedly (retried at the next start)');
+        done();
       });
     }
   }

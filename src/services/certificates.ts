@@ -81,7 +81,7 @@ export class CertificateStore {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      void this.write();
+      this.write().catch((err: unknown) => this.onError(err, 'storing certificates'));
     });
   }
 
@@ -115,7 +115,7 @@ export class CertificateStore {
     if (this.pruneTimer) clearTimeout(this.pruneTimer);
     this.pruneTimer = setTimeout(() => {
       this.pruneTimer = null;
-      void this.prune();
+      this.prune().catch((err: unknown) => this.onError(err, 'deleting superseded certificates'));
     }, this.pruneDelayMs);
     this.pruneTimer.unref();
   }

@@ -652,13 +652,20 @@ export class ChannelService {
     w.queue.push(command);
     if (!w.running) {
       w.running = true;
-      void this.drain(channelId, w);
+      this.drain(channelId, w).catch((err: unknown) => {
+        // drain() answers every command itself; this is a last resort that keeps the channel writable.
+        this.ctx.log.error({ err, channelId }, 'the channel writer failed');
+        w.running = false;
+        if (this.writers.get(channelId) === w) this.writers.delete(channelId);
+      });
     }
   }
 
   /**
    * Runs a channel's commands in the actor's order. A run of consecutive posts is stored with one
-   * insertMany (one disk append on the embedded store), then each poster gets its answer.
+   * insertMany (one disk append on the embedded store), then each poster gets its answer. A run
+   * that fails (the store failing again while numbering or checking after a collision) answers
+   * its posters with the error; the commands after it still run.
    */
   private async drain(channelId: string, w: Writer): Promise<void> {
     while (w.queue.length > 0) {
@@ -668,7 +675,14 @@ export class ChannelService {
         let j = i;
         while (j < batch.length && batch[j]!.kind === 'post') j++;
         if (j > i) {
-          await this.storePosts(channelId, batch.slice(i, j) as PostCommand[]);
+          const posts = batch.slice(i, j) as PostCommand[];
+          try {
+            await this.storePosts(channelId, posts);
+          } catch (err) {
+            this.ctx.log.error({ err, channelId, posts: posts.length }, 'storing channel posts failed');
+            this.seqs.delete(channelId); // numbered again from the store
+            for (const p of posts) p.reply.reject(err); // no effect on those already answered
+          }
           i = j;
           continue;
         }

@@ -135,7 +135,10 @@ export class FleetService {
       const agent = await ctx.c.agents.findById(did);
       return agent && agent.status === 'active' ? { name: agent.name } : null;
     };
-    this.lastSeenTimer = setInterval(() => void this.writeLastSeen(), ctx.config.agentLastSeenWriteMs);
+    this.lastSeenTimer = setInterval(
+      () => this.writeLastSeen().catch((err: unknown) => ctx.log.error({ err }, 'writing lastSeen failed')),
+      ctx.config.agentLastSeenWriteMs,
+    );
     this.lastSeenTimer.unref();
   }
 

@@ -152,9 +152,16 @@ export class ScheduleService {
     const task = cron.schedule(
       doc.cron,
       () => {
-        const p = this.fire(doc._id);
+        const p: Promise<void> = this.fire(doc._id).then(
+          () => {
+            this.firing.delete(p);
+          },
+          (err: unknown) => {
+            this.firing.delete(p);
+            log.error({ err, scheduleId: doc._id }, 'a scheduled workflow run failed unexpectedly');
+          },
+        );
         this.firing.add(p);
-        void p.finally(() => this.firing.delete(p));
       },
       {
         timezone: doc.timezone,

@@ -184,7 +184,7 @@ export class TokenUsage implements HeartbeatSink {
     // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
     if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
     else await this.rollup();
-    this.rollupTimer = setInterval(() => void this.rollup(), this.ctx.config.tokenRollupIntervalMs);
+    this.rollupTimer = setInterval(() => this.rollup().catch((err: unknown) => this.ctx.log.error({ err }, 'token roll-up failed')), this.ctx.config.tokenRollupIntervalMs);
     this.rollupTimer.unref();
   }
 

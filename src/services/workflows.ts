@@ -34,6 +34,7 @@ import {
 } from '../store/collections.js';
 import { validateDefinition, type WorkflowDefinition } from '../domain/workflow/definition.js';
 import { inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
+import { boundBroadcast, boundOutput, jsonBytes, type BroadcastResult } from '../domain/workflow/output-limit.js';
 import { WORKFLOW_RUN_KIND, workflowRunMachine, type WorkflowRunContext, type WorkflowRunInput } from '../actors/workflow-run.js';
 import { HttpError, conflict } from '../http/errors.js';
 import { toMessageView, type ChannelService } from './channels.js';
@@ -240,6 +241,13 @@ interface Execution {
   inflight: Map<string, { attempt: number; abort: AbortController }>;
   /** Cancels of armed retry timers by step id. */
   timers: Map<string, () => void>;
+  /** Bytes of step outputs the run keeps (counted from its state when first needed). */
+  outputBytes?: number;
+}
+
+/** A broadcast's answers, bounded agent by agent when the step's output is kept (see output-limit.ts). */
+class BroadcastOutput {
+  constructor(readonly results: Record<string, BroadcastResult>) {}
 }
 
 export class WorkflowService {
@@ -447,7 +455,7 @@ export class WorkflowService {
       this.inputs.delete(runId);
     }
     // The answer goes out before any step runs.
-    setImmediate(() => void this.send(runId, { type: 'START', at: this.nowIso() }));
+    setImmediate(() => this.deliver(runId, { type: 'START', at: this.nowIso() }));
     return { runId, status: 'running' };
   }
 
@@ -538,15 +546,26 @@ export class WorkflowService {
   }
 
   private trackWrite(p: Promise<unknown>): void {
-    this.writes.add(p);
-    void p.finally(() => this.writes.delete(p));
+    const tracked: Promise<unknown> = p.then(
+      () => this.writes.delete(tracked),
+      (err: unknown) => {
+        this.writes.delete(tracked);
+        this.log.error({ err }, 'a workflow run write failed');
+      },
+    );
+    this.writes.add(tracked);
+  }
+
+  /** Sends an event from a timer or callback: send() logs its own failures; anything else is logged here. */
+  private deliver(runId: string, event: RunEvent): void {
+    this.send(runId, event).catch((err: unknown) => this.log.error({ err, runId, event: event.type }, 'could not deliver an event to a workflow run'));
   }
 
   private onCommand(runId: string, cmd: RunCommand): void {
     if (this.stopped) return;
     switch (cmd.type) {
       case 'step.execute':
-        void this.execute(runId, cmd);
+        this.execute(runId, cmd).catch((err: unknown) => this.log.error({ err, runId, stepId: cmd.stepId }, 'a workflow step attempt failed unexpectedly'));
         break;
       case 'step.wait':
         this.arm(runId, cmd);
@@ -563,7 +582,7 @@ export class WorkflowService {
     const cancel = this.clock.after(Math.max(0, Date.parse(cmd.at) - this.clock.now()), () => {
       if (e.timers.get(cmd.stepId) !== cancel) return;
       e.timers.delete(cmd.stepId);
-      void this.send(runId, { type: 'RETRY_DUE', stepId: cmd.stepId, attempt: cmd.attempt, at: this.nowIso() });
+      this.deliver(runId, { type: 'RETRY_DUE', stepId: cmd.stepId, attempt: cmd.attempt, at: this.nowIso() });
     });
     e.timers.set(cmd.stepId, cancel);
   }
@@ -590,15 +609,15 @@ export class WorkflowService {
     await Promise.resolve(); // never answer inside the transition that asked
     let event: RunEvent;
     try {
-      const output = await this.perform(runId, cmd, token.abort.signal);
-      event = { type: 'STEP_DONE', stepId: cmd.stepId, attempt: cmd.attempt, output: output ?? null, at: this.nowIso() };
+      const output = await this.keep(runId, e, await this.perform(runId, cmd, token.abort.signal));
+      event = { type: 'STEP_DONE', stepId: cmd.stepId, attempt: cmd.attempt, output, at: this.nowIso() };
     } catch (err) {
       const retryable = err instanceof StepFailure ? err.retryable : true;
       event = {
         type: 'STEP_FAILED',
         stepId: cmd.stepId,
         attempt: cmd.attempt,
-        error: describeError(err),
+        error: clip(describeError(err)),
         retryable,
         backoffMs: this.backoffMs(cmd.attempt),
         at: this.nowIso(),
@@ -607,6 +626,24 @@ export class WorkflowService {
     if (e.inflight.get(cmd.stepId) !== token || token.abort.signal.aborted) return; // the run ended or moved on
     e.inflight.delete(cmd.stepId);
     await this.send(runId, event);
+  }
+
+  /**
+   * What the run keeps of a step's output: bounded by the step's limit and what is left of the
+   * run's budget (docs/workflows.md). The bytes are counted at once, before the next await, so
+   * steps that finish together share the budget.
+   */
+  private async keep(runId: string, e: Execution, output: unknown): Promise<unknown> {
+    const { workflowStepOutputMaxBytes: stepMax, workflowRunOutputMaxBytes: runMax } = this.ctx.config;
+    const run = e.outputBytes === undefined ? await this.runContext(runId) : undefined;
+    if (run && e.outputBytes === undefined) {
+      e.outputBytes = 0;
+      for (const st of Object.values(run.steps)) if (st.output !== null) e.outputBytes += jsonBytes(st.output);
+    }
+    const limit = Math.max(0, Math.min(stepMax, runMax - e.outputBytes!));
+    const kept = output instanceof BroadcastOutput ? boundBroadcast(output.results, limit) : boundOutput(output, limit);
+    e.outputBytes! += kept.bytes;
+    return kept.output;
   }
 
   /** One attempt of a step; its value is the step's output, a throw its failure. */
@@ -685,7 +722,7 @@ export class WorkflowService {
     if (results.every(([, r]) => !r.ok)) {
       throw new StepFailure(`every agent failed: ${results.map(([did, r]) => `${did}: ${r.error}`).join('; ')}`.slice(0, 2000), true);
     }
-    return Object.fromEntries(results);
+    return new BroadcastOutput(Object.fromEntries(results));
   }
 
   private async runContext(runId: string): Promise<WorkflowRunContext> {
@@ -716,6 +753,13 @@ function unknownAction(action: string, forAgent: boolean): string {
   return forAgent
     ? `unknown action '${action}': an agent step's action is a capability (${CAPABILITIES.join(', ')})`
     : `unknown action '${action}': use a capability (${CAPABILITIES.join(', ')}) to ask agents, or a server action (${SERVER_ACTIONS.join(', ')})`;
+}
+
+/** The longest error text a step keeps (an agent's error may be as long as a frame). */
+const ERROR_MAX_CHARS = 4000;
+
+function clip(text: string): string {
+  return text.length <= ERROR_MAX_CHARS ? text : `${text.slice(0, ERROR_MAX_CHARS)}… (${text.length} characters)`;
 }
 
 function describeError(err: unknown): string {

@@ -609,7 +609,12 @@ export function collections(store: Store): Collections {
   };
 }
 
-export async function ensureIndexes(c: Collections): Promise<void> {
+/**
+ * The indexes Steward's queries use. `kind` picks where the backends differ: the embedded store
+ * sorts in memory and looks compound indexes up by equality only, so an index that serves a sort
+ * is made for MongoDB alone.
+ */
+export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embedded'): Promise<void> {
   await Promise.all([
     c.users.createIndex({ fields: { did: 1 } }),
     c.userDids.createIndex({ fields: { userId: 1 } }),
@@ -623,7 +628,8 @@ export async function ensureIndexes(c: Collections): Promise<void> {
     c.sessions.createIndex({ fields: { subject: 1 } }),
     c.invitations.createIndex({ fields: { emailLower: 1 } }),
     c.grants.createIndex({ fields: { userId: 1 } }),
-    c.audit.createIndex({ fields: { at: -1 } }),
+    // The audit list's sort (newest first, ties by id); the embedded store keeps `at` for its time range.
+    kind === 'mongodb' ? c.audit.createIndex({ fields: { at: -1, _id: -1 }, name: 'at_id' }) : c.audit.createIndex({ fields: { at: -1 } }),
     c.registrations.createIndex({ fields: { agentDid: 1 } }),
     c.registrations.createIndex({ fields: { status: 1 } }),
     c.policies.createIndex({ fields: { agentDid: 1 } }),

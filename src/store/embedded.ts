@@ -19,13 +19,17 @@ import nedb from '@seald-io/nedb';
 import { checkObject, serialize } from '@seald-io/nedb/lib/model.js';
 import { installKeyedIndexes } from './nedb-index.js';
 import { JsonLineWriter } from './json-lines.js';
+import { bsonDocumentSize } from './bson-size.js';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, open, rename, type FileHandle } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { nanoid } from 'nanoid';
 import {
+  BulkUpdateError,
+  DocumentTooLargeError,
   DuplicateKeyError,
   InvalidQueryError,
+  MAX_DOCUMENT_BYTES,
   StoreError,
   StoreUnavailableError,
   type BulkUpdateOp,
@@ -1078,10 +1082,18 @@ function isScalar(v: unknown): v is string | number | boolean | null {
 }
 
 /**
+ * The longest string `updateScalarsInPlace` writes. Its writes are not measured against the
+ * document limit, so each can grow a document by a few KiB at most; a longer one goes through
+ * the general path, which measures.
+ */
+const IN_PLACE_STRING_MAX = 1024;
+
+/**
  * Whether an update is one `updateScalarsInPlace` may apply to `doc`: only `$set` and `$inc`, of
  * valid paths (their parts are kept, so a path seen before costs a lookup) that do not overlap one another, `_id`
  * or an indexed field, each naming a field the document already has, through plain objects, holding
- * a scalar (a number, for `$inc`), set to a scalar or incremented by a number. Allocates nothing.
+ * a scalar (a number, for `$inc`), set to a scalar (a string of at most IN_PLACE_STRING_MAX) or
+ * incremented by a number. Allocates nothing.
  */
 function inPlaceApplicable(doc: StoredDoc, update: Obj, indexedFields: readonly string[]): boolean {
   let steps = 0;
@@ -1093,6 +1105,7 @@ function inPlaceApplicable(doc: StoredDoc, update: Obj, indexedFields: readonly 
       if (!Object.hasOwn(arg, path)) return false;
       const value = arg[path];
       if (op === '$inc' ? typeof value !== 'number' : !isScalar(value)) return false;
+      if (typeof value === 'string' && value.length > IN_PLACE_STRING_MAX) return false;
       const parts = updatePathParts(path);
       if (parts === undefined || parts[0] === '_id') return false;
       for (const field of indexedFields) if (touchesField(path, field)) return false;
@@ -1280,43 +1293,54 @@ function idOnlyFilter(filter: unknown): string | undefined {
   return typeof id === 'string' ? id : undefined;
 }
 
+/** A gathered change of one stored document, with the index of the bulkUpdate op that made it. */
+interface GatheredChange {
+  oldDoc: StoredDoc;
+  newDoc: StoredDoc;
+  op: number;
+}
+
 /**
  * Writes `bulkUpdate` gathers before handing them to nedb at once: replacements of documents
  * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`), documents
  * `updateScalarsInPlace` already changed (they only need writing), and upserted new documents.
- * Each `_id` appears at most once.
+ * Each `_id` appears at most once; each entry remembers its op, so a failure is reported for it.
  */
 class WriteBatch {
-  readonly replacements: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
-  readonly merges: Array<{ oldDoc: StoredDoc; newDoc: StoredDoc }> = [];
-  /** Documents `updateScalarsInPlace` changed. */
+  readonly replacements: GatheredChange[] = [];
+  readonly merges: GatheredChange[] = [];
+  /** Documents `updateScalarsInPlace` changed, and their ops. */
   readonly updated: StoredDoc[] = [];
+  readonly updatedOps: number[] = [];
   readonly inserts: StoredDoc[] = [];
+  readonly insertOps: number[] = [];
   private readonly ids = new Set<string>();
 
   touches(id: string): boolean {
     return this.ids.has(id);
   }
 
-  replace(oldDoc: StoredDoc, newDoc: StoredDoc): void {
+  replace(oldDoc: StoredDoc, newDoc: StoredDoc, op: number): void {
     this.ids.add(oldDoc._id);
-    this.replacements.push({ oldDoc, newDoc });
+    this.replacements.push({ oldDoc, newDoc, op });
   }
 
-  merge(oldDoc: StoredDoc, newDoc: StoredDoc): void {
+  merge(oldDoc: StoredDoc, newDoc: StoredDoc, op: number): void {
     this.ids.add(oldDoc._id);
-    this.merges.push({ oldDoc, newDoc });
+    this.merges.push({ oldDoc, newDoc, op });
   }
 
   /** A stored document already updated in place (`updateScalarsInPlace`): it only needs writing. */
-  changed(doc: StoredDoc): void {
+  changed(doc: StoredDoc, op: number): void {
     this.ids.add(doc._id);
     this.updated.push(doc);
+    this.updatedOps.push(op);
   }
 
-  insert(doc: StoredDoc): void {
+  insert(doc: StoredDoc, op: number): void {
     this.ids.add(doc._id);
     this.inserts.push(doc);
+    this.insertOps.push(op);
   }
 
   get empty(): boolean {
@@ -1328,7 +1352,26 @@ class WriteBatch {
     this.replacements.length = 0;
     this.merges.length = 0;
     this.updated.length = 0;
+    this.updatedOps.length = 0;
     this.inserts.length = 0;
+    this.insertOps.length = 0;
+  }
+}
+
+/**
+ * The outcome of a bulkUpdate as it goes: the counts of the ops applied and the failed ops. A
+ * gathered op is counted when it is gathered and taken back out if writing it fails.
+ */
+class BulkOutcome {
+  readonly total: UpdateResult = { matched: 0, modified: 0, upserted: 0 };
+  readonly failures: Array<{ index: number; error: StoreError }> = [];
+
+  fail(index: number, error: StoreError, counted?: 'modified' | 'upserted'): void {
+    this.failures.push({ index, error });
+    if (counted === 'modified') {
+      this.total.matched--;
+      this.total.modified--;
+    } else if (counted === 'upserted') this.total.upserted--;
   }
 }
 
@@ -1384,7 +1427,7 @@ function defaultIndexName(fields: Array<[string, number]>): string {
   return fields.map(([f, d]) => `${f}_${d}`).join('_');
 }
 
-/** Values an index keys a document by: array elements individually, missing as undefined. */
+/** Values an index keys a document by: array elements individually, missing as undefined (keyed as null). */
 function indexKeyValues(doc: Obj, field: string): unknown[] {
   const out: unknown[] = [];
   collectValues(doc, field.split('.'), 0, out);
@@ -1833,6 +1876,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
       }
       const next = withIdFirst(replacement, target._id);
       if (valuesEqual(next, target)) return { matched: 1, modified: 0, upserted: 0 };
+      this.checkSize(next);
       await this.replaceLocked(ds, target, next);
       return { matched: 1, modified: 1, upserted: 0 };
     });
@@ -1847,8 +1891,8 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
   }
 
   /**
-   * Unordered like MongoDB's bulkWrite: every op is attempted, all under one mutex acquisition;
-   * the first error (if any) is thrown after the others have been applied.
+   * In order, all under one mutex acquisition: each op sees the ones before it. An op that fails
+   * fails alone; once every other op is applied, a BulkUpdateError lists the failed ones.
    *
    * Ops whose filter is exactly `{_id}` (what the actor host, the token roll-up and the lastSeen
    * flush send) are gathered and written together: one all-or-nothing index update and one file
@@ -1859,11 +1903,8 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
   bulkUpdate(ops: BulkUpdateOp[]): Promise<UpdateResult> {
     return this.write(async (ds) => {
       if (!Array.isArray(ops)) throw new InvalidQueryError('bulkUpdate needs an array');
-      const total: UpdateResult = { matched: 0, modified: 0, upserted: 0 };
-      let firstError: unknown;
-      const fail = (err: unknown): void => {
-        firstError ??= err;
-      };
+      const out = new BulkOutcome();
+      const total = out.total;
       const batch = new WriteBatch();
       const indexedFields = nedbIndexes(ds).flatMap((def) => (def.key === '_id' ? [] : def.fields));
       for (let i = 0; i < ops.length; i++) {
@@ -1878,41 +1919,46 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
             if (inPlace !== undefined) {
               total.matched++;
               if (inPlace) {
-                batch.changed(old!);
+                batch.changed(old!, i);
                 total.modified++;
               }
               continue;
             }
             const plan = compileUpdate(op.update);
             if (old) {
-              total.matched++;
               const next = applyUpdate(old, plan, false) as StoredDoc;
               if (!valuesEqual(old, next)) {
                 checkObject(next);
-                if (canMergeInPlace(old, next, indexedFields)) batch.merge(old, next);
-                else batch.replace(old, next);
+                this.checkSize(next);
+                if (canMergeInPlace(old, next, indexedFields)) batch.merge(old, next, i);
+                else batch.replace(old, next, i);
                 total.modified++;
               }
+              total.matched++;
             } else if (op.upsert) {
               const doc = buildUpsertDoc(op.filter, plan);
               checkObject(doc);
-              batch.insert(doc);
+              this.checkSize(doc);
+              batch.insert(doc, i);
               total.upserted++;
             }
             continue;
           }
           const plan = compileUpdate(op.update);
-          await this.applyBatch(ds, batch, fail);
+          await this.applyBatch(ds, batch, out);
           const { result } = await this.updateLocked(ds, op.filter, plan, { upsert: Boolean(op.upsert), multi: false });
           total.matched += result.matched;
           total.modified += result.modified;
           total.upserted += result.upserted;
         } catch (err) {
-          fail(this.failure(err));
+          out.fail(i, this.failure(err));
         }
       }
-      await this.applyBatch(ds, batch, fail);
-      if (firstError !== undefined) throw firstError;
+      await this.applyBatch(ds, batch, out);
+      if (out.failures.length > 0) {
+        out.failures.sort((x, y) => x.index - y.index);
+        throw new BulkUpdateError(this.name, out.failures, total);
+      }
       return total;
     });
   }
@@ -1922,9 +1968,9 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
    * inserts an array all or nothing; when a unique index refuses the batch, the documents are
    * written one by one so only the offending ones fail.
    */
-  private async applyBatch(ds: NedbStore, batch: WriteBatch, fail: (err: unknown) => void): Promise<void> {
+  private async applyBatch(ds: NedbStore, batch: WriteBatch, out: BulkOutcome): Promise<void> {
     if (batch.empty) return;
-    const { replacements, merges, updated, inserts } = batch;
+    const { replacements, merges, updated, updatedOps, inserts, insertOps } = batch;
     if (replacements.length > 0 || merges.length > 0 || updated.length > 0) {
       try {
         await internals(ds).executor.pushAsync(async () => {
@@ -1946,13 +1992,18 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
           if (refused !== undefined) throw refused;
         });
       } catch (err) {
-        if (!isUniqueViolation(err)) fail(this.failure(err));
-        else {
-          for (const { oldDoc, newDoc } of replacements) {
+        if (!isUniqueViolation(err)) {
+          // The append failed: none of the gathered changes is known to be on disk.
+          const error = this.failure(err);
+          for (const op of updatedOps) out.fail(op, error, 'modified');
+          for (const m of merges) out.fail(m.op, error, 'modified');
+          for (const r of replacements) out.fail(r.op, error, 'modified');
+        } else {
+          for (const r of replacements) {
             try {
-              await this.replaceLocked(ds, oldDoc, newDoc);
+              await this.replaceLocked(ds, r.oldDoc, r.newDoc);
             } catch (inner) {
-              fail(inner);
+              out.fail(r.op, this.failure(inner), 'modified');
             }
           }
         }
@@ -1962,13 +2013,15 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
       try {
         await insertPrepared(ds, inserts);
       } catch (err) {
-        if (!isUniqueViolation(err)) fail(this.failure(err));
-        else {
-          for (const doc of inserts) {
+        if (!isUniqueViolation(err)) {
+          const error = this.failure(err);
+          for (const op of insertOps) out.fail(op, error, 'upserted');
+        } else {
+          for (let k = 0; k < inserts.length; k++) {
             try {
-              await insertPrepared(ds, [doc]);
+              await insertPrepared(ds, [inserts[k]!]);
             } catch (inner) {
-              fail(this.writeError(ds, inner, doc, true));
+              out.fail(insertOps[k]!, this.writeError(ds, inner, inserts[k]!, true), 'upserted');
             }
           }
         }
@@ -2066,6 +2119,7 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
     for (const old of targets) {
       const next = applyUpdate(old, plan, false) as StoredDoc;
       if (!valuesEqual(old, next)) {
+        this.checkSize(next);
         await this.replaceLocked(ds, old, next);
         modified++;
       }
@@ -2075,6 +2129,12 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
   }
 
   private async insertLocked(ds: NedbStore, docs: StoredDoc[]): Promise<void> {
+    const tooLarge = docs.findIndex((doc) => bsonDocumentSize(doc) > MAX_DOCUMENT_BYTES);
+    if (tooLarge >= 0) {
+      // Like MongoDB's ordered insertMany: the documents before the offending one are inserted.
+      if (tooLarge > 0) await this.insertLocked(ds, docs.slice(0, tooLarge));
+      this.checkSize(docs[tooLarge]!);
+    }
     try {
       // One nedb call (one append) for the whole batch; nedb rolls the batch back on a violation.
       await insertPrepared(ds, docs);
@@ -2116,6 +2176,12 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
     }
   }
 
+  /** Refuses a document larger than MongoDB would store, so both backends refuse the same writes. */
+  private checkSize(doc: StoredDoc): void {
+    const bytes = bsonDocumentSize(doc);
+    if (bytes > MAX_DOCUMENT_BYTES) throw new DocumentTooLargeError(this.name, bytes);
+  }
+
   private writeError(ds: NedbStore, err: unknown, doc: StoredDoc, inserting: boolean): StoreError {
     if (isUniqueViolation(err)) return new DuplicateKeyError(this.name, this.violatedIndex(ds, doc, inserting), { cause: err });
     return this.failure(err);
@@ -2144,13 +2210,15 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
         if (inserting && all.some((o) => o._id === doc._id)) return '_id_';
         continue;
       }
+      const unindexed = (keys: unknown[][]) => def.sparse && keys.every((vs) => vs.length === 1 && vs[0] === undefined);
       const mine = def.fields.map((f) => indexKeyValues(doc, f));
-      if (def.sparse && mine.every((vs) => vs.length === 1 && vs[0] === undefined)) continue;
-      const clash = all.some(
-        (other) =>
-          other._id !== doc._id &&
-          def.fields.every((f, i) => indexKeyValues(other, f).some((v) => mine[i].some((m) => (m === undefined ? v === undefined : v !== undefined && valuesEqual(m, v))))),
-      );
+      if (unindexed(mine)) continue;
+      const clash = all.some((other) => {
+        if (other._id === doc._id) return false;
+        const theirs = def.fields.map((f) => indexKeyValues(other, f));
+        // A missing field is keyed as null (see nedb-index.ts).
+        return !unindexed(theirs) && theirs.every((vs, i) => vs.some((v) => mine[i]!.some((m) => valuesEqual(m ?? null, v ?? null))));
+      });
       if (clash) return this.indexNames.get(def.key) ?? defaultIndexName(def.fields.map((f) => [f, 1]));
     }
     return undefined;

@@ -23,8 +23,11 @@ import {
 } from 'mongodb';
 import { nanoid } from 'nanoid';
 import {
+  BulkUpdateError,
+  DocumentTooLargeError,
   DuplicateKeyError,
   InvalidQueryError,
+  MAX_DOCUMENT_BYTES,
   StoreError,
   StoreUnavailableError,
   type BulkUpdateOp,
@@ -73,16 +76,29 @@ export function parseMongoUri(uri: string): ParsedMongoUri {
 
 /**
  * Defaults applied only when the URI does not set the option (constructor options would
- * otherwise override the URI): a bounded pool that sheds idle connections, and timeouts short
- * enough that startup and /readyz fail in seconds rather than the driver's 30 s.
+ * otherwise override the URI); docs/mongodb.md explains them. A bounded pool that sheds idle
+ * connections; writes acknowledged by a majority of the replica set (an acknowledged write
+ * survives a failover) and retried once by the driver after a failover or a dropped connection,
+ * reads too; and a server selection timeout for operations long enough to wait out an election
+ * (MongoDB's manual gives up to 12 s as the usual time to elect a new primary, and the driver
+ * must then find it), so a failover delays writes instead of failing them. Start-up and /readyz
+ * do not wait that long: they have timeouts of their own (STARTUP_TIMEOUT_MS, PING_TIMEOUT_MS).
  */
 const CLIENT_DEFAULTS = {
   maxPoolSize: 50,
   minPoolSize: 0,
   maxIdleTimeMS: 60_000,
-  serverSelectionTimeoutMS: 10_000,
+  serverSelectionTimeoutMS: 30_000,
   connectTimeoutMS: 10_000,
+  retryWrites: true,
+  retryReads: true,
+  w: 'majority',
 } as const satisfies MongoClientOptions;
+
+/** How long start-up waits for a server before it gives up (less when the URI's serverSelectionTimeoutMS is shorter). */
+export const STARTUP_TIMEOUT_MS = 10_000;
+/** How long a ping (/readyz) waits for an answer. */
+export const PING_TIMEOUT_MS = 5_000;
 
 export function clientOptions(uri: string): MongoClientOptions {
   const { optionNames } = parseMongoUri(uri);
@@ -135,32 +151,66 @@ const INVALID_QUERY_CODES = new Set([
   51108, // invalid regex flags
 ]);
 
+/**
+ * Server codes meaning "the document would be too large": BSONObjectTooLarge (a command or a
+ * document over the limit), the result of an update or an upsert over 16 MiB (older servers).
+ * BadValue (2) says so too, for an insert just over the limit ("object to insert too large").
+ */
+const TOO_LARGE_CODES = new Set([10334, 17419, 17420]);
+const isTooLargeBadValue = (code: number | undefined, message: string | undefined) => code === 2 && /too large/i.test(message ?? '');
+
 /** Index name from an E11000 message: `... index: email_1 dup key: { ... }`. */
 function duplicateIndexName(message: string | undefined): string | undefined {
   return message ? /index: (\S+) dup key/.exec(message)?.[1] : undefined;
 }
 
-function writeErrorsOf(err: MongoBulkWriteError): Array<{ code?: number; errmsg?: string }> {
+/** Maps one write error of the server (its code and message) to a Store error. */
+function mapServerCode(code: number | undefined, message: string, collection: string, cause: unknown): StoreError | undefined {
+  if (code === undefined) return undefined;
+  if (DUPLICATE_KEY_CODES.has(code)) return new DuplicateKeyError(collection, duplicateIndexName(message), { cause });
+  if (TOO_LARGE_CODES.has(code) || isTooLargeBadValue(code, message)) return new DocumentTooLargeError(collection, undefined, { cause });
+  if (INVALID_QUERY_CODES.has(code)) return new InvalidQueryError(message, { cause });
+  return undefined;
+}
+
+function writeErrorsOf(err: MongoBulkWriteError): Array<{ code?: number; errmsg?: string; index?: number }> {
   const w = err.writeErrors as unknown;
-  if (Array.isArray(w)) return w as Array<{ code?: number; errmsg?: string }>;
-  return w ? [w as { code?: number; errmsg?: string }] : [];
+  if (Array.isArray(w)) return w as Array<{ code?: number; errmsg?: string; index?: number }>;
+  return w ? [w as { code?: number; errmsg?: string; index?: number }] : [];
+}
+
+/**
+ * The driver refuses a document over the limit before sending it: MongoInvalidArgumentError
+ * ("Document is larger than the maximum size"), or, over the 17 MiB of its serialisation buffer,
+ * a plain RangeError out of the BSON encoder.
+ */
+function isClientSizeRefusal(err: unknown): boolean {
+  if (err instanceof MongoInvalidArgumentError) return /larger than the maximum size|too large/i.test(err.message);
+  return err instanceof RangeError && /out of range|outside (the )?buffer|offset/i.test(err.message);
+}
+
+/**
+ * An error the driver raises while it checks and encodes operations, before it sends anything
+ * (inside a bulk write, the errors of sending come wrapped in a MongoBulkWriteError).
+ */
+function isClientRefusal(err: unknown): boolean {
+  return isClientSizeRefusal(err) || err instanceof MongoInvalidArgumentError || BSON.BSONError.isBSONError(err);
 }
 
 /** Maps driver and server errors to the Store's typed errors. Non-driver errors pass through. */
 export function mapMongoError(err: unknown, collection = ''): unknown {
   if (err instanceof StoreError) return err;
+  if (isClientSizeRefusal(err)) return new DocumentTooLargeError(collection, undefined, { cause: err });
   if (err instanceof MongoBulkWriteError) {
-    const dup = writeErrorsOf(err).find((w) => w.code !== undefined && DUPLICATE_KEY_CODES.has(w.code));
-    if (dup) return new DuplicateKeyError(collection, duplicateIndexName(dup.errmsg), { cause: err });
-    const invalid = writeErrorsOf(err).find((w) => w.code !== undefined && INVALID_QUERY_CODES.has(w.code));
-    if (invalid) return new InvalidQueryError(invalid.errmsg ?? err.message, { cause: err });
+    for (const w of writeErrorsOf(err)) {
+      const mapped = mapServerCode(w.code, w.errmsg ?? err.message, collection, err);
+      if (mapped) return mapped;
+    }
   }
   if (err instanceof MongoServerError) {
     const code = typeof err.code === 'number' ? err.code : undefined;
-    if (code !== undefined && DUPLICATE_KEY_CODES.has(code)) {
-      return new DuplicateKeyError(collection, duplicateIndexName(err.errmsg ?? err.message), { cause: err });
-    }
-    if (code !== undefined && INVALID_QUERY_CODES.has(code)) return new InvalidQueryError(err.message, { cause: err });
+    const mapped = mapServerCode(code, err.errmsg ?? err.message, collection, err);
+    if (mapped) return mapped;
   }
   // Driver-side validation (e.g. "Update document requires atomic operators") and BSON encoding.
   if (err instanceof MongoInvalidArgumentError || BSON.BSONError.isBSONError(err)) {
@@ -175,6 +225,31 @@ export function mapMongoError(err: unknown, collection = ''): unknown {
     return new StoreUnavailableError(`MongoDB${collection ? ` (${collection})` : ''}: ${err.message}`, { cause: err });
   }
   return err;
+}
+
+/** A Store error for one failed op of a bulk write: mapped when known, else the store failed. */
+function storeErrorOf(err: unknown, collection: string): StoreError {
+  const mapped = mapMongoError(err, collection);
+  return mapped instanceof StoreError ? mapped : new StoreUnavailableError(`MongoDB (${collection}): ${(mapped as Error)?.message ?? String(mapped)}`, { cause: err });
+}
+
+/**
+ * Where an ordered bulk write stopped: the index (in the ops it was given) of the op the server
+ * refused, when that is all that went wrong. Undefined for anything else (a network error, a
+ * write concern not met), after which it is unknown what was applied.
+ */
+function refusedOp(err: unknown): { index: number; code?: number; errmsg?: string } | undefined {
+  if (!(err instanceof MongoBulkWriteError)) return undefined;
+  const writeErrors = writeErrorsOf(err);
+  if (writeErrors.length !== 1 || typeof writeErrors[0]!.index !== 'number') return undefined;
+  if (err.result?.getWriteConcernError?.()) return undefined;
+  return writeErrors[0] as { index: number; code?: number; errmsg?: string };
+}
+
+/** Refuses, before it is sent, a document (or an update, or a bulk statement) larger than the limit. */
+function checkSize(collection: string, value: Document): void {
+  const bytes = BSON.calculateObjectSize(value, { ignoreUndefined: true });
+  if (bytes > MAX_DOCUMENT_BYTES) throw new DocumentTooLargeError(collection, bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,6 +309,14 @@ function findOptions(options: FindOptions): Document {
 
 const COLLECTION_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,119}$/;
 
+/** Adds what (part of) a bulk write did to a running total. */
+function add(total: UpdateResult, r: { matchedCount: number; modifiedCount: number; upsertedCount: number } | undefined): void {
+  if (!r) return;
+  total.matched += r.matchedCount;
+  total.modified += r.modifiedCount;
+  total.upserted += r.upsertedCount;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Collection and store
 // ---------------------------------------------------------------------------------------------
@@ -242,7 +325,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
   constructor(
     readonly name: string,
     private readonly coll: DriverCollection<Document>,
-    private readonly owner: MongoStore,
+    private readonly owner: Pick<MongoStore, 'track'>,
   ) {}
 
   /** Runs one driver call: registered for close(), errors mapped to Store errors. */
@@ -259,6 +342,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
   insertOne(doc: T): Promise<T> {
     return this.run(async () => {
       requireStringId(doc);
+      checkSize(this.name, doc);
       await this.coll.insertOne(doc as Document);
       return doc;
     });
@@ -269,7 +353,14 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
       if (!Array.isArray(docs)) throw new InvalidQueryError('insertMany needs an array');
       if (docs.length === 0) return; // the driver rejects empty batches
       docs.forEach(requireStringId);
-      await this.coll.insertMany(docs as Document[], { ordered: true });
+      const tooLarge = docs.findIndex((doc) => BSON.calculateObjectSize(doc, { ignoreUndefined: true }) > MAX_DOCUMENT_BYTES);
+      if (tooLarge < 0) {
+        await this.coll.insertMany(docs as Document[], { ordered: true });
+        return;
+      }
+      // Ordered, as the server would have done it: the documents before the oversized one go in.
+      if (tooLarge > 0) await this.coll.insertMany(docs.slice(0, tooLarge) as Document[], { ordered: true });
+      checkSize(this.name, docs[tooLarge]!);
     });
   }
 
@@ -294,6 +385,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
 
   updateOne(filter: Filter, update: Update, options: UpdateOptions = {}): Promise<UpdateResult> {
     return this.run(async () => {
+      checkSize(this.name, update as Document);
       const upsert = Boolean(options.upsert);
       const r = await this.coll.updateOne(filter as Document, (upsert ? ensureUpsertId(filter, update) : update) as Document, {
         upsert,
@@ -304,6 +396,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
 
   updateMany(filter: Filter, update: Update): Promise<UpdateResult> {
     return this.run(async () => {
+      checkSize(this.name, update as Document);
       const r = await this.coll.updateMany(filter as Document, update as Document);
       return { matched: r.matchedCount, modified: r.modifiedCount, upserted: r.upsertedCount };
     });
@@ -311,6 +404,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
 
   findOneAndUpdate(filter: Filter, update: Update, options: FindOneAndUpdateOptions = {}): Promise<T | null> {
     return this.run(async () => {
+      checkSize(this.name, update as Document);
       const upsert = Boolean(options.upsert);
       const doc = await this.coll.findOneAndUpdate(filter as Document, (upsert ? ensureUpsertId(filter, update) : update) as Document, {
         upsert,
@@ -325,6 +419,7 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
   replaceOne(filter: Filter, doc: T, options: UpdateOptions = {}): Promise<UpdateResult> {
     return this.run(async () => {
       if (!isPlainObject(doc)) throw new InvalidQueryError('replacement must be an object');
+      checkSize(this.name, doc);
       const r = await this.coll.replaceOne(filter as Document, doc as Document, { upsert: Boolean(options.upsert) });
       return { matched: r.matchedCount, modified: r.modifiedCount, upserted: r.upsertedCount };
     });
@@ -338,21 +433,78 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
     return this.run(async () => (await this.coll.deleteMany(filter as Document)).deletedCount);
   }
 
-  /** One unordered bulkWrite: every op is attempted; the first failure is reported after. */
+  /**
+   * Ordered bulk writes, so each op sees the ones before it (an unordered bulk write may run its
+   * ops in any order). An ordered bulk write stops at the first op the server refuses; the write
+   * goes on from the op after it, so that op fails alone. An op too large to send fails alone
+   * too, before anything is sent; so does one the driver refuses while building the batch (it
+   * would refuse the whole call), as the ops are then sent one at a time.
+   */
   bulkUpdate(ops: BulkUpdateOp[]): Promise<UpdateResult> {
     return this.run(async () => {
       if (!Array.isArray(ops)) throw new InvalidQueryError('bulkUpdate needs an array');
-      if (ops.length === 0) return { matched: 0, modified: 0, upserted: 0 };
-      const models: AnyBulkWriteOperation<Document>[] = ops.map((op) => ({
-        updateOne: {
-          filter: op.filter as Document,
-          update: (op.upsert ? ensureUpsertId(op.filter, op.update) : op.update) as Document,
-          upsert: Boolean(op.upsert),
-        },
-      }));
-      const r = await this.coll.bulkWrite(models, { ordered: false });
-      return { matched: r.matchedCount, modified: r.modifiedCount, upserted: r.upsertedCount };
+      const total: UpdateResult = { matched: 0, modified: 0, upserted: 0 };
+      const failures: Array<{ index: number; error: StoreError }> = [];
+      const pending: Array<{ index: number; model: AnyBulkWriteOperation<Document> }> = [];
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i]!;
+        try {
+          const upsert = Boolean(op.upsert);
+          const update = (upsert ? ensureUpsertId(op.filter, op.update) : op.update) as Document;
+          // The statement the driver sends and measures.
+          checkSize(this.name, { q: op.filter, u: update, upsert, multi: false });
+          pending.push({ index: i, model: { updateOne: { filter: op.filter as Document, update, upsert } } });
+        } catch (err) {
+          failures.push({ index: i, error: storeErrorOf(err, this.name) });
+        }
+      }
+      for (let from = 0; from < pending.length; ) {
+        const part = from === 0 ? pending : pending.slice(from);
+        try {
+          add(total, await this.coll.bulkWrite(part.map((p) => p.model), { ordered: true }));
+          break;
+        } catch (err) {
+          if (isClientRefusal(err)) {
+            // Refused by the driver while it built the batch, before anything was sent: each op
+            // on its own, so only the offending one fails.
+            await this.updateEach(part, total, failures);
+            break;
+          }
+          const refused = refusedOp(err);
+          if (!refused) throw err; // unknown what was applied: the caller retries the whole
+          add(total, (err as MongoBulkWriteError).result);
+          const at = part[refused.index]!;
+          failures.push({ index: at.index, error: mapServerCode(refused.code, refused.errmsg ?? '', this.name, err) ?? storeErrorOf(err, this.name) });
+          from += refused.index + 1;
+        }
+      }
+      if (failures.length > 0) {
+        failures.sort((a, b) => a.index - b.index);
+        throw new BulkUpdateError(this.name, failures, total);
+      }
+      return total;
     });
+  }
+
+  /** Runs bulk ops one at a time, in order, recording each failure. */
+  private async updateEach(
+    part: Array<{ index: number; model: AnyBulkWriteOperation<Document> }>,
+    total: UpdateResult,
+    failures: Array<{ index: number; error: StoreError }>,
+  ): Promise<void> {
+    for (const { index, model } of part) {
+      const { filter, update, upsert } = (model as { updateOne: { filter: Document; update: Document; upsert: boolean } }).updateOne;
+      try {
+        const r = await this.coll.updateOne(filter, update, { upsert });
+        total.matched += r.matchedCount;
+        total.modified += r.modifiedCount;
+        total.upserted += r.upsertedCount;
+      } catch (err) {
+        const mapped = storeErrorOf(err, this.name);
+        if (mapped instanceof StoreUnavailableError) throw err;
+        failures.push({ index, error: mapped });
+      }
+    }
   }
 
   distinct(field: string, filter: Filter = {}): Promise<unknown[]> {
@@ -373,6 +525,14 @@ class MongoStoreCollection<T extends Doc> implements Collection<T> {
   }
 }
 
+/**
+ * A Store collection over a driver collection, outside any store: the tests give it a stand-in
+ * that answers as the driver does, to go through the paths a server's refusals take.
+ */
+export function collectionOver<T extends Doc>(name: string, coll: DriverCollection<Document>): Collection<T> {
+  return new MongoStoreCollection<T>(name, coll, { track: (fn) => fn() });
+}
+
 /** How long close() waits for in-flight operations before closing the pool under them. */
 const CLOSE_GRACE_MS = 10_000;
 
@@ -382,6 +542,7 @@ class MongoStore implements Store {
   private readonly inflight = new Set<Promise<unknown>>();
   private closed = false;
   private closing: Promise<void> | undefined;
+  private pinging: Promise<void> | undefined;
 
   constructor(
     private readonly client: MongoClient,
@@ -399,16 +560,25 @@ class MongoStore implements Store {
     return coll as unknown as Collection<T>;
   }
 
-  async ping(): Promise<void> {
-    if (this.closed) throw new StoreUnavailableError('store is closed');
-    try {
-      await this.db.command({ ping: 1 });
-    } catch (err) {
-      const mapped = mapMongoError(err);
-      throw mapped instanceof StoreUnavailableError
-        ? mapped
-        : new StoreUnavailableError(`MongoDB ping failed: ${(err as Error).message}`, { cause: err });
-    }
+  /**
+   * One ping at a time, answered within PING_TIMEOUT_MS: a ping still waiting for a server after
+   * that (operations wait out an election) is left to finish, and the next callers share it.
+   */
+  ping(): Promise<void> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('store is closed'));
+    this.pinging ??= this.db
+      .command({ ping: 1 })
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          const mapped = mapMongoError(err);
+          throw mapped instanceof StoreUnavailableError ? mapped : new StoreUnavailableError(`MongoDB ping failed: ${(err as Error).message}`, { cause: err });
+        },
+      )
+      .finally(() => {
+        this.pinging = undefined;
+      });
+    return withTimeout(this.pinging, PING_TIMEOUT_MS, () => new StoreUnavailableError(`MongoDB did not answer a ping within ${PING_TIMEOUT_MS} ms`));
   }
 
   close(): Promise<void> {
@@ -439,6 +609,32 @@ class MongoStore implements Store {
   }
 }
 
+/**
+ * `p`, or a rejection with `timeout()` once `ms` have passed; `p` is still handled when it
+ * settles later (its rejection is not left unhandled).
+ */
+function withTimeout<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(timeout()), ms);
+    timer.unref();
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
+
+/**
+ * Connects and pings within STARTUP_TIMEOUT_MS (the client's own server selection timeout is
+ * longer, for operations to wait out an election; a server that cannot be found at start-up is
+ * a configuration problem to report at once).
+ */
 export async function openMongoStore(opts: { uri: string; dbName?: string }): Promise<Store> {
   const where = redactUri(opts.uri);
   const dbName = opts.dbName || parseMongoUri(opts.uri).dbName || 'steward';
@@ -448,10 +644,13 @@ export async function openMongoStore(opts: { uri: string; dbName?: string }): Pr
   } catch (err) {
     throw new StoreUnavailableError(`invalid MongoDB URI ${where}: ${(err as Error).message}`, { cause: err });
   }
+  const db = client.db(dbName);
   try {
-    await client.connect();
-    const db = client.db(dbName);
-    await db.command({ ping: 1 });
+    await withTimeout(
+      client.connect().then(() => db.command({ ping: 1 })),
+      STARTUP_TIMEOUT_MS,
+      () => new Error(`no server answered within ${STARTUP_TIMEOUT_MS} ms`),
+    );
     return new MongoStore(client, db);
   } catch (err) {
     await client.close().catch(() => undefined);

@@ -8,9 +8,12 @@
  * bytes per entry): a key maps to its one document, or to an array when several share it.
  *
  * The index keeps nedb's meaning: keys are equal exactly when nedb's `compareThings` says so
- * (strings, numbers, booleans, null and a missing field by value, dates by time, arrays and
- * objects deeply), a unique index refuses a second document with the same `uniqueViolated` error,
- * and range look-ups return documents in key order. What changes is the order of a full walk
+ * (strings, numbers, booleans and null by value, dates by time, arrays and objects deeply), a
+ * unique index refuses a second document with the same `uniqueViolated` error, and range look-ups
+ * return documents in key order. One departure, MongoDB's: a missing field is keyed as null (nedb
+ * keys it as undefined, apart from null), so a unique index refuses a document without the field
+ * beside one holding null, as MongoDB does; nedb still leaves a document out of a sparse index
+ * before its key gets here. What changes is the order of a full walk
  * (nedb's candidate order when no index narrows a query): insertion order instead of key order.
  * Neither order is part of the store contract, which like MongoDB promises no order without a
  * sort. An update that keeps a document's key keeps its place (and costs one `Map.set`).
@@ -41,6 +44,17 @@ interface RangeQuery {
 
 const isPrimitiveKey = (key: unknown): boolean =>
   key === null || key === undefined || typeof key === 'string' || typeof key === 'number' || typeof key === 'boolean';
+
+/** The key MongoDB indexes: a missing field (undefined) is null, also inside a compound key. */
+function asIndexed(key: unknown): unknown {
+  if (key === undefined) return null;
+  if (typeof key !== 'object' || key === null || Array.isArray(key) || key instanceof Date) return key;
+  let out: Record<string, unknown> | undefined;
+  for (const field in key) {
+    if ((key as Record<string, unknown>)[field] === undefined) (out ??= { ...(key as Record<string, unknown>) })[field] = null;
+  }
+  return out ?? key;
+}
 
 function uniqueViolation(key: unknown): Error {
   const err = new Error(`Can't insert key ${JSON.stringify(key)}, it violates the unique constraint`) as Error & {
@@ -89,7 +103,8 @@ export class KeyedTree {
     return parts;
   }
 
-  insert(key: unknown, doc: IndexedDoc): void {
+  insert(rawKey: unknown, doc: IndexedDoc): void {
+    const key = asIndexed(rawKey);
     const cur = this.get(key);
     if (cur === undefined) return this.set(key, doc);
     if (this.unique) throw uniqueViolation(key);
@@ -97,7 +112,8 @@ export class KeyedTree {
     else this.set(key, [cur, doc]);
   }
 
-  delete(key: unknown, doc: IndexedDoc): void {
+  delete(rawKey: unknown, doc: IndexedDoc): void {
+    const key = asIndexed(rawKey);
     const cur = this.get(key);
     if (cur === undefined) return;
     if (!Array.isArray(cur)) {
@@ -112,7 +128,8 @@ export class KeyedTree {
   }
 
   /** Swaps `oldDoc` for `newDoc` under `key`, in place; false when `oldDoc` is not there. */
-  replace(key: unknown, oldDoc: IndexedDoc, newDoc: IndexedDoc): boolean {
+  replace(rawKey: unknown, oldDoc: IndexedDoc, newDoc: IndexedDoc): boolean {
+    const key = asIndexed(rawKey);
     const cur = this.get(key);
     if (cur === oldDoc) {
       this.set(key, newDoc);
@@ -127,8 +144,8 @@ export class KeyedTree {
     return true;
   }
 
-  search(key: unknown): IndexedDoc[] {
-    const cur = this.get(key);
+  search(rawKey: unknown): IndexedDoc[] {
+    const cur = this.get(asIndexed(rawKey));
     if (cur === undefined) return [];
     return Array.isArray(cur) ? cur : [cur];
   }

@@ -87,8 +87,17 @@ export interface BulkUpdateOp {
 export interface IndexSpec {
   /** Field paths with their order. */
   fields: Record<string, 1 | -1>;
+  /**
+   * No two documents share a key. A missing field counts as null, so a document without the
+   * field and one holding null collide (unless `sparse` leaves the first out).
+   */
   unique?: boolean;
-  /** Unique only among documents that have the fields (documents without them do not collide). */
+  /**
+   * MongoDB's sparse index: a document is left out only when it has none of the index's fields
+   * (so documents without any of them never collide). A document with some of the fields of a
+   * compound index is indexed, its missing fields counting as null; a field holding null is
+   * present.
+   */
   sparse?: boolean;
   name?: string;
 }
@@ -110,7 +119,12 @@ export interface Collection<T extends Doc> {
   replaceOne(filter: Filter, doc: T, options?: UpdateOptions): Promise<UpdateResult>;
   deleteOne(filter: Filter): Promise<number>;
   deleteMany(filter: Filter): Promise<number>;
-  /** Many single-document updates in one round trip (one disk append or one bulkWrite). */
+  /**
+   * Many single-document updates in one round trip (one disk append or one bulkWrite), in order:
+   * each op sees the effect of every op before it. An op that fails fails alone: the others are
+   * applied, and then a BulkUpdateError lists the failed ops. Any other error (the store
+   * unavailable, a malformed call) means the ops may have been applied in part.
+   */
   bulkUpdate(ops: BulkUpdateOp[]): Promise<UpdateResult>;
   /** Distinct values of a field among matching documents. */
   distinct(field: string, filter?: Filter): Promise<unknown[]>;
@@ -149,3 +163,38 @@ export class InvalidQueryError extends StoreError {}
 
 /** The backend could not be reached or failed. */
 export class StoreUnavailableError extends StoreError {}
+
+/** The largest document a collection holds: MongoDB's BSON document limit, kept by every backend. */
+export const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
+
+/** A write would make a document larger than MAX_DOCUMENT_BYTES (as BSON); nothing of it is applied. */
+export class DocumentTooLargeError extends StoreError {
+  constructor(
+    readonly collection: string,
+    /** The document's size in bytes as BSON, when known. */
+    readonly bytes?: number,
+    options?: { cause?: unknown },
+  ) {
+    super(`a document in ${collection} would exceed ${MAX_DOCUMENT_BYTES} bytes${bytes !== undefined ? ` (${bytes})` : ''}`, options);
+  }
+}
+
+/** Some ops of a bulkUpdate failed; every other op was applied. */
+export class BulkUpdateError extends StoreError {
+  constructor(
+    readonly collection: string,
+    /** The failed ops by their index in the call, in order, each with its typed error. */
+    readonly failures: ReadonlyArray<{ index: number; error: StoreError }>,
+    /** What the applied ops did. */
+    readonly result: UpdateResult,
+  ) {
+    super(`${failures.length} update(s) of a bulk update of ${collection} failed; the first (op ${failures[0]?.index}): ${failures[0]?.error.message}`, {
+      cause: failures[0]?.error,
+    });
+  }
+
+  /** The first failure's error: what a single update would have thrown. */
+  get first(): StoreError {
+    return this.failures[0]!.error;
+  }
+}

@@ -376,7 +376,7 @@ export class AgentGateway implements AgentPush {
     private readonly fleet: FleetService,
   ) {
     this.heartbeatIntervalMs = ctx.config.agentHeartbeatIntervalMs;
-    fleet.onDecision((did, d) => void this.onDecision(did, d));
+    fleet.onDecision((did, d) => this.onDecision(did, d).catch((err: unknown) => this.ctx.log.error({ err, did }, 'answering a registration decision failed')));
     fleet.dropConnection = (did, code, reason) => this.drop(did, code, reason);
     const conns = this.conns;
     fleet.collectLiveSeen = () => {

@@ -17,7 +17,8 @@
  * only while someone is subscribed. Channel subscriptions plug in through `channelAccess`.
  *
  * Close codes: 4401 no valid session, 4403 not a person, 4408 no auth frame within 5 s, 1008 after
- * repeated invalid frames.
+ * repeated invalid frames, 1011 when authentication failed on the server's side (the store
+ * unavailable): reconnect with back-off.
  */
 import type { AppContext } from '../server.js';
 import type { WebSocket } from '../http/uws.js';
@@ -90,9 +91,12 @@ export class Feed {
         ctx.sockets.add('feed', ws as WebSocket<unknown>);
         conn.timer = setTimeout(() => this.end(conn, 4408, 'authentication timeout'), FEED_AUTH_TIMEOUT_MS);
         conn.timer.unref();
-        if (conn.cookieToken) void this.authenticate(conn, conn.cookieToken, true);
+        if (conn.cookieToken) this.guard(conn, this.authenticate(conn, conn.cookieToken, true));
       },
-      message: (ws, data, isBinary) => void this.onMessage(ws.getUserData().conn, data, isBinary),
+      message: (ws, data, isBinary) => {
+        const conn = ws.getUserData().conn;
+        this.guard(conn, this.onMessage(conn, data, isBinary));
+      },
       close: (ws) => {
         const conn = ws.getUserData().conn;
         conn.closed = true;
@@ -119,7 +123,7 @@ export class Feed {
 
   private async authenticate(conn: FeedConn, token: string, viaCookie: boolean): Promise<void> {
     const { ctx } = this;
-    const session = await ctx.sessions.resolve(token).catch(() => null);
+    const session = await ctx.sessions.resolve(token);
     if (conn.closed) return;
     if (!session) return this.end(conn, 4401, viaCookie ? 'the session cookie is not valid' : 'the token is not valid');
     if (session.kind !== 'user') return this.end(conn, 4403, 'the feed is for people');
@@ -222,6 +226,21 @@ export class Feed {
     const subs = this.channelSubs.get(channelId);
     subs?.delete(conn);
     if (subs?.size === 0) this.channelSubs.delete(channelId);
+  }
+
+  /**
+   * Runs a frame's (or the cookie's) handling; a failure there (the store unavailable, a bug) is
+   * logged and answered `{type: "error", code: "unavailable"}`. A socket not yet authenticated
+   * is closed with 1011 (reconnect with back-off); an authenticated one stays open, and the
+   * frame may be sent again.
+   */
+  private guard(conn: FeedConn, p: Promise<void>): void {
+    p.catch((err: unknown) => {
+      const authenticating = !conn.user;
+      this.ctx.log.error({ err, did: conn.user?.did }, authenticating ? 'feed authentication failed' : 'feed frame handling failed');
+      this.send(conn, { type: 'error', code: 'unavailable', message: 'the server could not answer; try again' });
+      if (authenticating) this.end(conn, 1011, 'server error; reconnect');
+    });
   }
 
   /** Answers an error frame; malformed frames count towards the 1008 close, refusals do not. */

@@ -14,6 +14,8 @@
  * Interpolation walks objects and arrays; keys are never interpolated.
  */
 
+import { isTruncatedOutput } from './output-limit.js';
+
 export type Root = 'variables' | 'params' | 'steps';
 export type PathSegment = string | number;
 
@@ -145,10 +147,20 @@ function walkStrings(value: unknown, at: string, fn: (s: string, at: string) => 
 
 const own = (o: object, k: string) => Object.prototype.hasOwnProperty.call(o, k);
 
+/** A step's output (or part of one) that was too large to keep cannot be passed on: say so. */
+function refuseTruncated(ref: Reference, v: unknown): void {
+  if (ref.root === 'steps' && ref.path[1] === 'output' && isTruncatedOutput(v)) {
+    throw new InterpolationError(
+      `{{${ref.source}}}: the output of step '${String(ref.path[0])}' was too large to keep (${v.bytes} bytes, over the limit of ${v.limit}) and is truncated`,
+    );
+  }
+}
+
 /** The value an expression names; InterpolationError when it names nothing. */
 export function resolveReference(ref: Reference, scope: Scope): unknown {
   let cur: unknown = scope[ref.root];
   for (const seg of ref.path) {
+    refuseTruncated(ref, cur);
     if (typeof seg === 'number' && Array.isArray(cur) && seg < cur.length) cur = cur[seg];
     else if (typeof seg === 'string' && cur !== null && typeof cur === 'object' && !Array.isArray(cur) && own(cur, seg)) {
       cur = (cur as Record<string, unknown>)[seg];
@@ -156,6 +168,7 @@ export function resolveReference(ref: Reference, scope: Scope): unknown {
       throw new InterpolationError(`{{${ref.source}}} refers to nothing`);
     }
   }
+  refuseTruncated(ref, cur);
   return cur;
 }
 

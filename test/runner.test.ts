@@ -1,0 +1,46 @@
+/**
+ * The test runner: a file in which a promise rejection goes unhandled fails, even when its tests
+ * pass and the code under test has a net of its own that keeps the process alive.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+function runRunner(file: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'test', 'run.ts'), join(root, 'test', 'runner-fixtures', file)], {
+      cwd: root,
+      env: { ...process.env, TEST_TYPECHECK: '0', TEST_VERBOSE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, out }));
+  });
+}
+
+const lastLine = (out: string) => out.trim().split('\n').pop();
+
+test('a file whose tests pass but which leaves a rejection unhandled fails, with the rejection shown', async () => {
+  const { code, out } = await runRunner('unhandled-rejection.fixture.ts');
+  assert.is(code, 1, out);
+  assert.is(lastLine(out), '2 passed, 1 failed', out);
+  assert.match(out, '[unhandled rejection] StoreUnavailableError: injected: the store went away');
+  assert.match(out, /unhandled-rejection\.fixture\.ts:\d+/, 'the stack names where it came from');
+  assert.match(out, '1 unhandled promise rejection(s)');
+});
+
+test('a clean file passes', async () => {
+  const { code, out } = await runRunner('clean.fixture.ts');
+  assert.is(lastLine(out), '1 passed, 0 failed', out);
+  assert.is(code, 0, out);
+  assert.not.match(out, '[unhandled rejection]');
+});
+
+test.run();
