@@ -23,7 +23,7 @@ const COLUMNS: Column<Entry>[] = [
   { header: 'ACTOR', value: (e) => e.actor },
   { header: 'ACTION', value: (e) => e.action },
   { header: 'TARGET', value: (e) => (e.target ? `${e.targetType ?? ''} ${e.target}`.trim() : '') },
-  { header: 'DETAILS', value: (e) => (e.details && Object.keys(e.details).length > 0 ? compact(e.details) : ''), max: 80 },
+  { header: 'DETAILS', value: (e) => (e.details && Object.keys(e.details).length > 0 ? compact(e.details) : ''), max: 60 },
 ];
 
 export function registerAudit(program: Command, ctx: Context): void {
