@@ -7,6 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readFile, stat, writeFile, mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { generateKeyPair } from '../src/domain/did.js';
@@ -169,6 +170,33 @@ test('errors from the server in words with exit 1 (403 here); unreachable server
   assert.match(forced.stderr, /cannot reach .*the session may still be valid on the server/);
   assert.is(forced.stdout, `Logged out of http://127.0.0.1:${port} here only.\n`);
   assert.not.ok(await stat(join(gone.xdg!, 'steward', 'session.json')).catch(() => null));
+});
+
+test('something else answers: a connection closed mid-request (exit 5), an error page or a page that is not JSON (exit 1), in words', async () => {
+  const h = await home(owner.keys);
+  // A server that takes the request and closes the connection without an answer.
+  const dropper = createServer((sock) => sock.once('data', () => sock.destroy()));
+  await new Promise<void>((r) => dropper.listen(0, '127.0.0.1', r));
+  const dropUrl = `http://127.0.0.1:${(dropper.address() as { port: number }).port}`;
+  const dropped = await h.run('login', dropUrl);
+  dropper.close();
+  fails(dropped, 5, `cannot reach ${dropUrl}: the connection was closed before an answer came`);
+
+  // A proxy whose upstream is down, then a web server that is not Steward.
+  let status = 502;
+  const other = createHttpServer((_req, res) => {
+    res.writeHead(status, { 'content-type': 'text/html' });
+    res.end('<html><body>Bad Gateway</body></html>');
+  });
+  await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+  const otherUrl = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  const errorPage = await h.run('login', otherUrl);
+  status = 200;
+  const notJson = await h.run('login', otherUrl);
+  other.close();
+  fails(errorPage, 1, `${otherUrl} answered 502 Bad Gateway without Steward's error body (is this a Steward server?)`);
+  fails(notJson, 1, `${otherUrl} answered POST /api/auth/challenge with 200 but no JSON (is this a Steward server?)`);
+  assert.not.ok(await stat(join(h.xdg!, 'steward', 'session.json')).catch(() => null), 'no session saved');
 });
 
 test('logout ends the session on the server and removes the file', async () => {

@@ -61,20 +61,22 @@ export class Api {
     } catch {
       json = undefined;
     }
-    if (!res.ok) throw this.failure(res.status, json);
-    if (json === undefined) throw new CliError(EXIT.failed, `${method} ${path}: the server answered ${res.status} without JSON`);
+    if (!res.ok) throw this.failure(res, json);
+    if (json === undefined) throw new CliError(EXIT.failed, `${this.server} answered ${method} ${path} with ${res.status} but no JSON (is this a Steward server?)`);
     return json as T;
   }
 
-  private failure(status: number, body: unknown): CliError {
+  private failure(res: Response, body: unknown): CliError {
+    const { status } = res;
     const e = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
-    const message = typeof e?.message === 'string' ? e.message : `HTTP ${status}`;
+    // Something other than Steward answered (a proxy's error page, another web server): say so.
+    const message = typeof e?.message === 'string' ? e.message : `${this.server} answered ${status} ${res.statusText} without Steward's error body (is this a Steward server?)`;
     if (status === 401) {
       return new CliError(EXIT.session, `not logged in to ${this.server} (${message}): the session has expired or was ended; log in again with 'steward login ${this.server}'`);
     }
     if (status === 404) return new CliError(EXIT.notFound, message);
-    const code = typeof e?.code === 'string' ? e.code : null;
-    return new CliError(EXIT.failed, `${message} (${status}${code ? ` ${code}` : ''})`);
+    if (typeof e?.code !== 'string') return new CliError(EXIT.failed, message);
+    return new CliError(EXIT.failed, `${message} (${status} ${e.code})`);
   }
 }
 
@@ -88,7 +90,8 @@ function causeOf(err: unknown): string {
     case 'EAI_AGAIN':
       return 'host not found';
     case 'ECONNRESET':
-      return 'connection reset';
+    case 'UND_ERR_SOCKET':
+      return 'the connection was closed before an answer came';
     case 'ETIMEDOUT':
     case 'UND_ERR_CONNECT_TIMEOUT':
       return 'timed out connecting';
