@@ -159,7 +159,7 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
     if (!config.allowUwsFallback) throw new StartupError(uwsRefusal(uws));
     log.warn({ uws: 'fallback', build: uws.build, detail: uws.detail }, 'running on the uWebSockets.js JavaScript fallback (slow)');
   } else {
-    log.info({ uws: 'native', build: uws.build, binary: uws.detail, skipped: uws.skipped }, `uWebSockets.js ${uws.build} (native)`);
+    log.info({ uws: 'native', build: uws.build, binary: uws.detail, skipped: uws.skipped }, `uWebSockets.js native binary loaded: ${uws.build}`);
   }
   let ed;
   try {

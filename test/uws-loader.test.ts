@@ -104,15 +104,18 @@ test('the log says which build serves', async () => {
   });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
-  await waitFor(() => out.includes('Steward listening'), 30_000);
   const closed = new Promise((resolve) => child.on('close', resolve));
-  child.kill('SIGTERM');
-  await closed;
+  try {
+    await waitFor(() => out.includes('Steward listening'), 30_000);
+  } finally {
+    child.kill('SIGTERM');
+    await closed;
+  }
   const line = out.split('\n').map((l) => (l.startsWith('{') ? JSON.parse(l) : {})).find((l) => l.uws);
   assert.ok(line, out);
   assert.is(line.uws, 'native');
   assert.is(line.build, '@trufflesuite/uws-js-unofficial@20.30.0-unofficial.0');
-  assert.is(line.msg, 'uWebSockets.js @trufflesuite/uws-js-unofficial@20.30.0-unofficial.0 (native)');
+  assert.is(line.msg, 'uWebSockets.js native binary loaded: @trufflesuite/uws-js-unofficial@20.30.0-unofficial.0');
 });
 
 test.run();
