@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
+# Node.js 24 on Debian 13 (trixie, glibc 2.41): the uWebSockets.js build for Node 22 and 24
+# (@btc-vision/uwebsockets.js, an optional dependency) needs glibc 2.38 or later. src/http/uws.ts
+# picks the first build that loads and logs which.
 # Build stage: compile TypeScript and build the dashboard (dist/web) with the dev dependencies.
-FROM node:20-bookworm-slim AS build
+FROM node:24-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -8,10 +11,12 @@ COPY tsconfig.json ./
 COPY src ./src
 COPY schemas ./schemas
 COPY web ./web
+COPY scripts/build-web.mjs ./scripts/
 RUN npm run build
 
-# Final stage: production dependencies and compiled JavaScript only, as a non-root user.
-FROM node:20-bookworm-slim
+# Final stage: production dependencies (optional ones included) and compiled JavaScript only,
+# as a non-root user.
+FROM node:24-trixie-slim
 ENV NODE_ENV=production \
     MALLOC_ARENA_MAX=2 \
     DATA_DIR=/data \

@@ -6,7 +6,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
-import { loadUws, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
+import { loadUws, refusal as uwsRefusal, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
 import { Router } from './http/router.js';
 import { selectEd25519 } from './domain/ed25519.js';
 import { startCryptoWorker } from './domain/crypto-worker.js';
@@ -165,15 +165,10 @@ export interface StartOptions {
 export async function startSteward(config: Config, log: Logger, options: StartOptions = {}): Promise<Steward> {
   const uws = loadUws();
   if (!uws.native) {
-    if (!config.allowUwsFallback) {
-      throw new StartupError(
-        `uWebSockets.js native binary is not in use (${uws.detail}); refusing to start on the slow JavaScript fallback. ` +
-          'Set STEWARD_ALLOW_UWS_FALLBACK=1 to start anyway.',
-      );
-    }
-    log.warn({ uws: 'fallback', detail: uws.detail }, 'running on the uWebSockets.js JavaScript fallback (slow)');
+    if (!config.allowUwsFallback) throw new StartupError(uwsRefusal(uws));
+    log.warn({ uws: 'fallback', build: uws.build, detail: uws.detail }, 'running on the uWebSockets.js JavaScript fallback (slow)');
   } else {
-    log.info({ uws: 'native', binary: uws.detail }, 'uWebSockets.js native binary loaded');
+    log.info({ uws: 'native', build: uws.build, binary: uws.detail, skipped: uws.skipped }, `uWebSockets.js native binary loaded: ${uws.build}`);
   }
   let ed;
   try {

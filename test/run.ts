@@ -95,8 +95,7 @@ function runFile(file: string): Promise<Result> {
 
 // The browser suites (test/ui-*.test.ts) drive the built dashboard: build it once, first.
 if (files.some((f) => /[\\/]ui-[^\\/]*\.test\.ts$/.test(f)) && process.env.TEST_SKIP_WEB_BUILD !== '1') {
-  const vite = join(root, '..', 'node_modules', 'vite', 'bin', 'vite.js');
-  const built = spawnSync(process.execPath, [vite, 'build', '--config', join(root, '..', 'web', 'vite.config.ts')], { stdio: 'inherit' });
+  const built = spawnSync(process.execPath, [join(root, '..', 'scripts', 'build-web.mjs')], { stdio: 'inherit' });
   if (built.status !== 0) {
     console.log('\nthe dashboard did not build (npm run build:web)\n0 passed, 1 failed');
     process.exit(1);

@@ -36,7 +36,7 @@ interface WalletFile {
   createdAt: string;
 }
 
-class WalletError extends Error {}
+export class WalletError extends Error {}
 
 interface Io {
   out: (s: string) => void;
@@ -50,7 +50,7 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
   try {
     const { positional, flags } = parseArgs(argv, ['file', 'name'], ['force', 'help']);
     const [cmd, ...args] = positional;
-    const file = resolve(flags.file ?? env.STEWARD_WALLET_FILE ?? join(homedir(), '.steward', 'wallet.json'));
+    const file = walletPath(env, flags.file);
     if (!cmd || cmd === 'help' || flags.help) {
       io.out(WALLET_USAGE);
       return cmd || flags.help ? 0 : 1;
@@ -85,6 +85,11 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
     io.err(`steward wallet: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
+}
+
+/** The wallet file: `--file`, else $STEWARD_WALLET_FILE, else ~/.steward/wallet.json. */
+export function walletPath(env: NodeJS.ProcessEnv, flag?: string): string {
+  return resolve(flag || env.STEWARD_WALLET_FILE || join(env.HOME || homedir(), '.steward', 'wallet.json'));
 }
 
 function parseArgs(argv: string[], valued: string[], booleans: string[]) {

@@ -1,0 +1,51 @@
+/**
+ * `npm run build` (which `npm start` runs first) compiles only what changed since the last
+ * build: a second build with nothing changed writes nothing, and a changed source is compiled
+ * again. Run on a copy of the sources, so that the working tree's dist/ is left alone.
+ */
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { execFileSync } from 'node:child_process';
+import { cp, readFile, readdir, stat, symlink, appendFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { tempDir } from './helpers.js';
+
+const test = suite('npm run build: incremental');
+const root = new URL('..', import.meta.url).pathname;
+
+/** Path -> modification time (ns) of every file under dir. */
+async function mtimes(dir: string): Promise<Map<string, bigint>> {
+  const out = new Map<string, bigint>();
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const p = join(entry.parentPath, entry.name);
+    out.set(p, (await stat(p, { bigint: true })).mtimeNs);
+  }
+  return out;
+}
+
+const build = (cwd: string) => execFileSync('npm', ['run', '--silent', 'build'], { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+
+test('npm start builds first; a second build with nothing changed writes nothing; a changed file is compiled again', async () => {
+  const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  assert.is(pkg.scripts.prestart, 'npm run build');
+
+  const dir = await tempDir('steward-build-');
+  for (const p of ['src', 'schemas', 'package.json', 'tsconfig.json']) await cp(join(root, p), join(dir, p), { recursive: true });
+  await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
+
+  build(dir);
+  const first = await mtimes(join(dir, 'dist'));
+  assert.ok(first.has(join(dir, 'dist/src/cli/index.js')), 'the first build compiled src/');
+
+  build(dir);
+  const second = await mtimes(join(dir, 'dist'));
+  const rewritten = [...second].filter(([p, t]) => first.get(p) !== t).map(([p]) => p);
+  assert.equal(rewritten, [], 'nothing was written by a build with nothing to do');
+
+  await appendFile(join(dir, 'src/cli/node-flags.ts'), '\nexport const BUILD_PROBE = 41 + 1;\n');
+  build(dir);
+  assert.match(await readFile(join(dir, 'dist/src/cli/node-flags.js'), 'utf8'), /BUILD_PROBE = 41 \+ 1/);
+});
+
+test.run();
