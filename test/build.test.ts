@@ -1,7 +1,7 @@
 /**
  * `npm run build` (which `npm start` runs first) compiles only what changed since the last
  * build: a second build with nothing changed writes nothing, and a changed source is compiled
- * again. Run on a copy of the sources, so that the working tree's dist/ is left alone.
+ * again (the dashboard likewise: rebuilt only when web/ changed). Run on a copy of the sources, so that the working tree's dist/ is left alone.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -31,12 +31,13 @@ test('npm start builds first; a second build with nothing changed writes nothing
   assert.is(pkg.scripts.prestart, 'npm run build');
 
   const dir = await tempDir('steward-build-');
-  for (const p of ['src', 'schemas', 'package.json', 'tsconfig.json']) await cp(join(root, p), join(dir, p), { recursive: true });
+  for (const p of ['src', 'schemas', 'web', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json']) await cp(join(root, p), join(dir, p), { recursive: true });
   await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
 
   build(dir);
   const first = await mtimes(join(dir, 'dist'));
   assert.ok(first.has(join(dir, 'dist/src/cli/index.js')), 'the first build compiled src/');
+  assert.ok(first.has(join(dir, 'dist/web/index.html')), 'the first build built the dashboard');
 
   build(dir);
   const second = await mtimes(join(dir, 'dist'));
@@ -46,6 +47,11 @@ test('npm start builds first; a second build with nothing changed writes nothing
   await appendFile(join(dir, 'src/cli/node-flags.ts'), '\nexport const BUILD_PROBE = 41 + 1;\n');
   build(dir);
   assert.match(await readFile(join(dir, 'dist/src/cli/node-flags.js'), 'utf8'), /BUILD_PROBE = 41 \+ 1/);
+
+  // A changed dashboard source builds the dashboard again.
+  await appendFile(join(dir, 'web/index.html'), '\n<!-- build probe -->\n');
+  build(dir);
+  assert.match(await readFile(join(dir, 'dist/web/index.html'), 'utf8'), /build probe/);
 });
 
 test.run();
