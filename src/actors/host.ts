@@ -146,7 +146,10 @@ export class ActorHost {
       epoch: 0,
       sweeper: undefined,
     };
-    (k as { root: AnyActor }).root = createKindRoot(kind, (ev) => this.onInspect(k, ev));
+    (k as { root: AnyActor }).root = createKindRoot(kind, {
+      inspect: (ev) => this.onInspect(k, ev),
+      stopFailed: (actor, err) => this.log.warn({ kind, actorId: actor.id, err: errInfo(err) }, 'error while stopping actor'),
+    });
     this.kinds.set(kind, k);
   }
 
@@ -499,18 +502,14 @@ export class ActorHost {
     this.writer.markDirty(e);
   }
 
-  /** Stops an actor the host drops (passivation, remove, host stop). */
+  /** Stops an actor the host drops (passivation, remove, host stop); its root logs a failure to stop. */
   private retire(e: Entry): void {
     if (e.retired) return;
     const k = e.kind;
     e.retired = true;
     e.passivating = false;
     if (k.live.get(e.id) === e) k.live.delete(e.id);
-    try {
-      if (e.actor) stopHosted(e.actor);
-    } catch (err) {
-      this.log.warn({ kind: k.name, actorId: e.id, err: errInfo(err) }, 'error while stopping actor');
-    }
+    if (e.actor) stopHosted(k.root, e.actor);
   }
 
   private emit(k: KindState, actorId: string, state: unknown, event: string): void {

@@ -1,17 +1,43 @@
 /**
- * How the actor host uses XState v5, in one place. Its actors of a kind are children of one inert
- * root actor, so that they share the root's actor system: XState builds a system (a scheduler,
- * registries, a score of closures) for every root actor, too much per agent.
+ * How the actor host uses XState v5, in one place (checked on 5.33.3). Its actors of a kind are
+ * children of one inert root actor, so that they share the root's actor system: XState builds a
+ * system (a scheduler, registries, a score of closures) for every root actor, too much per agent.
+ * Public API only; what each function leans on is said beside it.
  */
 import { createActor, fromTransition } from 'xstate';
-import type { AnyActor, AnyStateMachine, InspectionEvent } from 'xstate';
+import type { AnyActor, AnyActorRef, AnyStateMachine, EventObject, InspectionEvent } from 'xstate';
+
+const STOP_CHILD = 'steward.host.stopChild';
+
+interface StopChildEvent extends EventObject {
+  type: typeof STOP_CHILD;
+  actor: AnyActorRef;
+}
+
+export interface KindRootHooks {
+  /** The kind's one inspection callback: XState calls it for every actor of the system. */
+  inspect(ev: InspectionEvent): void;
+  /** Stopping an actor threw (logged by the host; the root itself must not fail). */
+  stopFailed(actor: AnyActorRef, err: unknown): void;
+}
 
 /**
- * The started root of a kind. It ignores the done and error events XState relays to a parent; its
- * system carries the kind's one inspection callback.
+ * The started root of a kind. It ignores the done and error events XState relays to a parent, and
+ * stops a child on request: XState lets only an actor's parent stop it (`stop()` refuses an actor
+ * that has one), through `actorScope.stopChild`.
  */
-export function createKindRoot(kind: string, inspect: (ev: InspectionEvent) => void): AnyActor {
-  const root = createActor(fromTransition((state: null) => state, null), { id: `${kind}-host`, inspect });
+export function createKindRoot(kind: string, hooks: KindRootHooks): AnyActor {
+  const logic = fromTransition((state: null, event: EventObject, scope) => {
+    if (event.type === STOP_CHILD) {
+      try {
+        scope.stopChild((event as StopChildEvent).actor);
+      } catch (err) {
+        hooks.stopFailed((event as StopChildEvent).actor, err); // a throw here would fail the root, and the kind with it
+      }
+    }
+    return state;
+  }, null);
+  const root = createActor(logic, { id: `${kind}-host`, inspect: (ev) => hooks.inspect(ev) });
   root.start();
   return root;
 }
@@ -36,17 +62,10 @@ export function startHosted(actor: AnyActor): void {
   (actor as unknown as { options: object }).options = STARTED_OPTIONS;
 }
 
-/**
- * Stops a hosted actor. It has a parent (its kind's root), and XState's `stop()` refuses actors
- * with a parent; a parent stops its children through `_stop()`, which is what this calls. The
- * check at start-up below fails loudly if an XState upgrade renames it.
- */
-export function stopHosted(actor: AnyActor): void {
-  (actor as unknown as { _stop(): void })._stop();
-}
-{
-  const probe = createActor(fromTransition((state: null) => state, null)) as unknown as { _stop?: unknown };
-  if (typeof probe._stop !== 'function') throw new Error('this XState version has no Actor._stop: the actor host cannot stop its actors');
+/** Stops a hosted actor, through its parent (the kind's root); synchronous unless the root is busy. */
+export function stopHosted(root: AnyActor, actor: AnyActor): void {
+  const stop: StopChildEvent = { type: STOP_CHILD, actor };
+  root.send(stop);
 }
 
 /** Whether stopping the actor now would lose work that is not in its persisted snapshot. */
