@@ -7,6 +7,7 @@
  * live actors, inspect one and follow transitions. How it uses XState (one shared actor system per
  * kind) is in xstate-adapter.ts; what it keeps per actor, one `Entry`, in hosted.ts.
  */
+import { waitFor } from 'xstate';
 import type { ActorRefFrom, AnyActor, AnyStateMachine, EventObject, InputFrom, InspectionEvent } from 'xstate';
 import type { Store } from '../store/types.js';
 import { Entry, errInfo, type ActorFailureSink, type ActorHostLog, type KindState } from './hosted.js';
@@ -190,6 +191,7 @@ export class ActorHost {
     actor.send(event as never);
   }
 
+  /** Sends `event`, then resolves with the first snapshot that satisfies `predicate` (xstate's `waitFor`). */
   async sendAndWait(
     kind: string,
     id: string,
@@ -197,53 +199,16 @@ export class ActorHost {
     predicate: (snapshot: any) => boolean,
     timeoutMs = 10_000,
   ): Promise<any> {
-    const actor = (await this.get(kind, id)) as unknown as AnyActor;
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      let sub: { unsubscribe(): void } | undefined;
-      const settle = (ok: boolean, value: unknown): void => {
-        if (settled) return;
-        settled = true;
-        if (timer) clearTimeout(timer);
-        sub?.unsubscribe();
-        if (ok) resolve(value);
-        else reject(value);
-      };
-      const check = (snapshot: unknown): boolean => {
-        try {
-          if (predicate(snapshot)) {
-            settle(true, snapshot);
-            return true;
-          }
-        } catch (err) {
-          settle(false, err);
-          return true;
-        }
-        return false;
-      };
-      sub = actor.subscribe({
-        next: (snapshot: unknown) => {
-          if (!settled) check(snapshot);
-        },
-        error: (err: unknown) => settle(false, err),
-        complete: () => {
-          if (settled) return;
-          if (!check(actor.getSnapshot())) {
-            settle(false, new Error(`actor ${kind}:${id} stopped before the awaited state`));
-          }
-        },
-      });
-      if (settled) {
-        sub.unsubscribe();
-        return;
-      }
-      timer = setTimeout(
-        () => settle(false, new Error(`timed out after ${timeoutMs} ms waiting for actor ${kind}:${id}`)),
-        timeoutMs,
-      );
-      actor.send(event);
-    });
+    const actor = await this.get(kind, id);
+    actor.send(event as never);
+    // A deadline of our own because waitFor's timeout error does not say which actor it waited for.
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new Error(`timed out after ${timeoutMs} ms waiting for actor ${kind}:${id}`)), timeoutMs);
+    try {
+      return await waitFor(actor, predicate, { signal: deadline.signal });
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async restoreAll(kind: string, filter?: (persisted: unknown) => boolean): Promise<string[]> {
