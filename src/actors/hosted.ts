@@ -42,8 +42,8 @@ interface Waiter {
 }
 
 /**
- * One hosted actor. Also the actor's observer (only `error`): XState reports a failing actor
- * with no error observer as an uncaught exception, which would crash the process.
+ * One hosted actor. Also the actor's observer, for `error` only: that is how the host learns that
+ * the actor failed (a `next` or `complete` method would cost a bound function per actor).
  */
 export class Entry {
   actor: AnyActor | undefined = undefined;
