@@ -1,0 +1,422 @@
+/**
+ * The actor host's snapshot collection: the writer that keeps each actor's stored snapshot up to
+ * date, and the reads that restore actors from it.
+ *
+ * Writes are coalesced: a change only marks the actor dirty, and one round per host (on the next
+ * turn of the event loop, or within the kind's write delay) writes every dirty actor, up to
+ * `BATCH_MAX` per `bulkUpdate`, so a burst of events costs one write per actor. One actor never has
+ * two writes in flight: a change during a write is written once more, with the latest snapshot,
+ * after it finishes. A snapshot the store refuses fails alone (the rest of the batch is written)
+ * and is retried with back-off, unless it is larger than the store's document limit: that one is
+ * logged and left until the actor changes again (the store keeps the last snapshot it took).
+ *
+ * Storage: one collection (default `actor_snapshots`) of
+ * `{_id: "<kind>:<id>", kind, actorId, snapshot, status, stateValue, updatedAt}`, where `snapshot`
+ * is the JSON text of `actor.getPersistedSnapshot()`: text, because persisted snapshots carry keys
+ * with dots and other characters (invoke ids, history keys, context keys) that document stores
+ * refuse as field names.
+ */
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import { BulkUpdateError, DocumentTooLargeError, type Collection, type Doc, type Store } from '../store/types.js';
+import { errInfo, snapshotKey, type ActorHostLog, type Entry, type KindState } from './hosted.js';
+
+export interface SnapshotDoc extends Doc {
+  kind: string;
+  actorId: string;
+  /** JSON text of `actor.getPersistedSnapshot()`. */
+  snapshot: string;
+  status: string;
+  stateValue: unknown;
+  updatedAt: string;
+}
+
+/** The writer's counters (part of the host's stats). */
+export interface SnapshotStats {
+  /** Snapshot documents written (one per actor per write). */
+  writes: number;
+  /** Store round trips used for those writes (`bulkUpdate` calls). */
+  writeBatches: number;
+  /** Snapshot documents deleted. */
+  deletes: number;
+  /** Failed store operations (each retried later). */
+  failures: number;
+  /**
+   * Snapshots the store refused as larger than its document limit. Such a snapshot is not
+   * retried; the actor's next change is written again (the store keeps the last one it took).
+   */
+  tooLarge: number;
+}
+
+export interface SnapshotWriterOptions {
+  store: Store;
+  collection: string;
+  /** Create the index on `kind` (see the constructor). */
+  indexKind: boolean;
+  log: ActorHostLog;
+  stats: SnapshotStats;
+  /**
+   * Called when a store operation of `e` ended and nothing newer is being written for it (or it
+   * failed), before its waiters are answered.
+   */
+  afterStore(e: Entry, ok: boolean): void;
+}
+
+type WriteOp = { filter: { _id: string }; update: { $set: Omit<SnapshotDoc, '_id'> }; upsert: true };
+
+const BATCH_MAX = 500;
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 30_000;
+const FLUSH_MAX_ROUNDS = 1_000;
+/** Event-loop utilisation above which a delayed round waits another window (the loop is serving a burst). */
+const BUSY_LOOP_UTILISATION = 0.5;
+/** How many windows in a row a delayed round may wait for a saturated loop. */
+const MAX_DEFERRALS = 10;
+
+export class SnapshotWriter {
+  private readonly col: Collection<SnapshotDoc>;
+  private readonly log: ActorHostLog;
+  private readonly stats: SnapshotStats;
+  private readonly afterStore: (e: Entry, ok: boolean) => void;
+  /** Entries waiting for a store operation (also those whose operation failed, until retried). */
+  private readonly dirty = new Set<Entry>();
+  /** Store operations in flight; each resolves to whether nothing of it is left to retry (never rejects). */
+  private readonly inflight = new Set<Promise<boolean>>();
+  private immediate: NodeJS.Immediate | undefined;
+  /** A round due later, for kinds with a write delay; its window and the loop's use when armed. */
+  private delayed: NodeJS.Timeout | undefined;
+  private delayedMs = 0;
+  private delayedFrom: EventLoopUtilization | undefined;
+  private deferrals = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryMs = RETRY_MIN_MS;
+  private stopped = false;
+  private readonly runRound = (): void => this.round();
+  private readonly runDelayedRound = (): void => this.delayedRound();
+
+  constructor(opts: SnapshotWriterOptions) {
+    this.col = opts.store.collection<SnapshotDoc>(opts.collection);
+    this.log = opts.log;
+    this.stats = opts.stats;
+    this.afterStore = opts.afterStore;
+    // nedb keeps every document of one index key in one tree node and rewrites that node's array
+    // on each update, so a low-cardinality index makes every write O(actors of the kind)
+    // (docs/performance.md); the embedded store scans its documents quickly without it.
+    if (opts.indexKind) {
+      this.col.createIndex({ fields: { kind: 1 }, name: 'kind' }).catch((err: unknown) => {
+        this.log.warn({ err: errInfo(err), collection: this.col.name }, 'could not create the actor snapshot index');
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reads
+
+  find(k: KindState, id: string): Promise<SnapshotDoc | null> {
+    return this.col.findById(snapshotKey(k, id));
+  }
+
+  /** The stored active snapshots of a kind, each parsed as it is reached (an unreadable one is logged and skipped). */
+  async findActive(k: KindState): Promise<Iterable<{ doc: SnapshotDoc; persisted: unknown }>> {
+    return this.parseActive(k, await this.col.find({ kind: k.name }));
+  }
+
+  private *parseActive(k: KindState, docs: SnapshotDoc[]): Generator<{ doc: SnapshotDoc; persisted: unknown }> {
+    for (const doc of docs) {
+      if (doc.status !== 'active') continue;
+      let persisted: unknown;
+      try {
+        persisted = JSON.parse(doc.snapshot);
+      } catch (err) {
+        this.log.error({ kind: k.name, actorId: doc.actorId, err: errInfo(err) }, 'unreadable actor snapshot');
+        continue;
+      }
+      yield { doc, persisted };
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Writes
+
+  /**
+   * Wants a store operation for `e`. An entry whose write is in flight is flagged but kept out of
+   * the dirty set until that write ends (completed() puts it back), so a round never walks
+   * thousands of busy entries.
+   */
+  markDirty(e: Entry): void {
+    if (e.busy) {
+      e.dirty = true;
+      return;
+    }
+    if (!e.dirty) {
+      e.dirty = true;
+      this.dirty.add(e);
+      this.schedule(e.retired ? 0 : e.kind.writeDelayMs);
+    } else if (e.retired) {
+      this.writeSoon(); // already waiting, then retired: written at once, not after its window
+    }
+  }
+
+  /** A round on the next turn of the event loop, unless a failed write is waiting for its retry. */
+  writeSoon(): void {
+    if (this.retryTimer === undefined) this.schedule(0);
+  }
+
+  /** A round on the next turn of the event loop, or within `delayMs` (one timer for all). */
+  schedule(delayMs = 0): void {
+    if (this.immediate !== undefined) return;
+    if (delayMs === 0) {
+      this.immediate = setImmediate(this.runRound);
+    } else if (this.delayed === undefined) {
+      this.delayedMs = delayMs;
+      this.delayedFrom = performance.eventLoopUtilization();
+      this.delayed = setTimeout(this.runDelayedRound, delayMs);
+      this.delayed.unref(); // stop() flushes whatever is still waiting
+    }
+  }
+
+  /** Keeps the snapshot as it is now, for a write after the actor is stopped (which turns its own into `stopped`). */
+  freeze(e: Entry): void {
+    e.frozen = this.persisted(e);
+  }
+
+  /** Snapshots waiting to be written or deleted (including failed ones awaiting retry). */
+  pending(): number {
+    return this.dirty.size + this.inflight.size;
+  }
+
+  /** Resolves when nothing is pending for `e`; rejects when its pending operation fails. */
+  waitClean(e: Entry): Promise<void> {
+    if (!e.dirty && !e.busy) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      (e.waiters ??= []).push({ resolve, reject });
+    });
+  }
+
+  /** Writes what is pending until nothing is, or a store operation failed (it is retried later). */
+  async flush(): Promise<void> {
+    for (let i = 0; i < FLUSH_MAX_ROUNDS; i++) {
+      this.round();
+      if (this.inflight.size === 0) return; // nothing left, or only entries that cannot be written
+      const results = await Promise.all([...this.inflight]);
+      if (results.includes(false)) return; // failures are logged and retried later
+      if (this.dirty.size === 0 && this.inflight.size === 0) return;
+    }
+  }
+
+  /** The host is stopping: no more retries or deferrals; what is pending is flushed by the host. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** After the last flush: clears the timers, and says what was left unwritten. */
+  close(): void {
+    if (this.immediate) clearImmediate(this.immediate);
+    this.immediate = undefined;
+    if (this.delayed) clearTimeout(this.delayed);
+    this.delayed = undefined;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    if (this.dirty.size > 0) {
+      this.log.error({ pending: this.dirty.size }, 'actor host stopped with unwritten snapshots');
+    }
+  }
+
+  /** The delayed round: waits another window while the loop was saturated during this one. */
+  private delayedRound(): void {
+    this.delayed = undefined;
+    const used = performance.eventLoopUtilization(this.delayedFrom).utilization;
+    if (used > BUSY_LOOP_UTILISATION && this.deferrals < MAX_DEFERRALS && !this.stopped) {
+      this.deferrals++;
+      this.schedule(this.delayedMs);
+      return;
+    }
+    this.deferrals = 0;
+    this.round();
+  }
+
+  private persisted(e: Entry): unknown {
+    return e.frozen ?? e.actor!.getPersistedSnapshot();
+  }
+
+  /** Starts one store operation per dirty actor that has none in flight. */
+  private round(): void {
+    if (this.immediate !== undefined) clearImmediate(this.immediate);
+    this.immediate = undefined;
+    if (this.delayed !== undefined) clearTimeout(this.delayed);
+    this.delayed = undefined;
+    this.deferrals = 0;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    if (this.dirty.size === 0) return;
+    const now = new Date().toISOString();
+    let writes: Entry[] = [];
+    let ops: WriteOp[] = [];
+    const deletes: Entry[] = [];
+    for (const e of this.dirty) {
+      this.dirty.delete(e);
+      e.dirty = false;
+      if (e.deleteOnFlush) {
+        e.busy = true;
+        deletes.push(e);
+        continue;
+      }
+      let text: string;
+      let status: string;
+      let stateValue: unknown;
+      try {
+        const snap = this.persisted(e) as { status?: string; value?: unknown };
+        text = JSON.stringify(snap, jsonReplacer);
+        status = snap.status ?? 'active';
+        stateValue = snap.value === undefined ? null : JSON.parse(JSON.stringify(snap.value));
+      } catch (err) {
+        // Not serialisable: retrying will not help until the actor changes again.
+        this.log.error({ kind: e.kind.name, actorId: e.id, err: errInfo(err) }, 'cannot serialise actor snapshot');
+        if (e.retired && e.kind.draining.get(e.id) === e) e.kind.draining.delete(e.id);
+        this.settle(e, false, err);
+        continue;
+      }
+      e.busy = true;
+      writes.push(e);
+      ops.push({
+        filter: { _id: snapshotKey(e.kind, e.id) },
+        update: { $set: { kind: e.kind.name, actorId: e.id, snapshot: text, status, stateValue, updatedAt: now } },
+        upsert: true,
+      });
+      if (writes.length >= BATCH_MAX) {
+        this.track(this.writeBatch(writes, ops));
+        writes = [];
+        ops = [];
+      }
+    }
+    if (writes.length > 0) this.track(this.writeBatch(writes, ops));
+    if (deletes.length > 0) this.track(this.deleteBatch(deletes));
+  }
+
+  private track(p: Promise<boolean>): void {
+    // writeBatch and deleteBatch report failures as false; anything thrown is a defect, logged here.
+    const tracked: Promise<boolean> = p.then(
+      (ok) => {
+        this.inflight.delete(tracked);
+        return ok;
+      },
+      (err: unknown) => {
+        this.inflight.delete(tracked);
+        this.log.error({ err: errInfo(err) }, 'persisting actor snapshots failed unexpectedly');
+        return false;
+      },
+    );
+    this.inflight.add(tracked);
+  }
+
+  /**
+   * One bulkUpdate for a batch of snapshots. A snapshot the store refuses fails alone (the
+   * others are written): one too large for the store is dropped until its actor changes again,
+   * any other failure is retried.
+   */
+  private async writeBatch(entries: Entry[], ops: WriteOp[]): Promise<boolean> {
+    let error: unknown;
+    let failed: Map<number, unknown> | undefined;
+    try {
+      await this.col.bulkUpdate(ops);
+    } catch (err) {
+      if (err instanceof BulkUpdateError) failed = new Map(err.failures.map((f) => [f.index, f.error]));
+      else error = err ?? new Error('store write failed');
+    }
+    const written = error !== undefined ? 0 : entries.length - (failed?.size ?? 0);
+    this.stats.writes += written;
+    if (written > 0) this.stats.writeBatches++;
+    if (error !== undefined || failed) {
+      this.stats.failures++;
+      if (error !== undefined) this.log.error({ err: errInfo(error), actors: entries.length }, 'writing actor snapshots failed; will retry');
+      for (const [i, err] of failed ?? []) {
+        const e = entries[i]!;
+        if (err instanceof DocumentTooLargeError) {
+          this.stats.tooLarge++;
+          this.log.error(
+            { kind: e.kind.name, actorId: e.id, bytes: err.bytes, err: errInfo(err) },
+            'actor snapshot is too large for the store; it keeps the last one written until the actor changes',
+          );
+        } else {
+          this.log.error({ kind: e.kind.name, actorId: e.id, err: errInfo(err) }, 'writing an actor snapshot failed; will retry');
+        }
+      }
+    }
+    this.completed(entries, (i) => error ?? failed?.get(i));
+    // Whether nothing is left to retry (a snapshot too large is not retried).
+    return error === undefined && [...(failed?.values() ?? [])].every((err) => err instanceof DocumentTooLargeError);
+  }
+
+  private async deleteBatch(entries: Entry[]): Promise<boolean> {
+    let error: unknown;
+    try {
+      const ids = entries.map((e) => snapshotKey(e.kind, e.id));
+      await (ids.length === 1 ? this.col.deleteOne({ _id: ids[0] }) : this.col.deleteMany({ _id: { $in: ids } }));
+      this.stats.deletes += entries.length;
+    } catch (err) {
+      error = err ?? new Error('store delete failed');
+      this.stats.failures++;
+      this.log.error({ err: errInfo(err), actors: entries.length }, 'deleting actor snapshots failed; will retry');
+    }
+    this.completed(entries, () => error);
+    return error === undefined;
+  }
+
+  /** After a batch: `errorAt(i)` is the i-th entry's failure, undefined when it was stored. */
+  private completed(entries: Entry[], errorAt: (i: number) => unknown): void {
+    let retry = false;
+    let again = Infinity; // the shortest write delay among entries that changed during the write
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      const error = errorAt(i);
+      e.busy = false;
+      if (error instanceof DocumentTooLargeError && !e.dirty) {
+        // Writing it again cannot help: given up until the actor changes (markDirty), or dropped if it is gone.
+        const k = e.kind;
+        if (e.retired && k.draining.get(e.id) === e) k.draining.delete(e.id);
+        this.settle(e, false, error);
+      } else if (error !== undefined && !(error instanceof DocumentTooLargeError)) {
+        e.dirty = true; // retried later, with whatever is latest by then
+        this.dirty.add(e);
+        this.settle(e, false, error);
+        retry = true;
+      } else if (e.dirty) {
+        this.dirty.add(e); // changed during the write (or refused as too large and changed since): written once more
+        again = Math.min(again, e.retired || e.waiters ? 0 : e.kind.writeDelayMs); // someone waits: now
+      } else {
+        this.settle(e, true);
+      }
+    }
+    if (retry) this.scheduleRetry();
+    else {
+      this.retryMs = RETRY_MIN_MS;
+      if (again !== Infinity) this.schedule(again);
+    }
+  }
+
+  /** After a store operation of `e` ended and nothing newer is being written for it (or it failed). */
+  private settle(e: Entry, ok: boolean, error?: unknown): void {
+    const k = e.kind;
+    if (ok && e.retired && k.draining.get(e.id) === e) k.draining.delete(e.id);
+    this.afterStore(e, ok);
+    const waiters = e.waiters;
+    if (waiters) {
+      e.waiters = undefined;
+      for (const w of waiters) {
+        if (ok) w.resolve();
+        else w.reject(error);
+      }
+    }
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer !== undefined || this.stopped) return;
+    this.retryTimer = setTimeout(this.runRound, this.retryMs);
+    this.retryTimer.unref();
+    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+  }
+}
+
+export function jsonReplacer(_key: string, value: unknown): unknown {
+  if (value instanceof Error) return { name: value.name, message: value.message };
+  return value;
+}
