@@ -21,6 +21,7 @@ import { installKeyedIndexes } from './nedb-index.js';
 import { JsonLineWriter } from './json-lines.js';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, open, rename, type FileHandle } from 'node:fs/promises';
+import { lockDirectory, type DirectoryLock } from './dir-lock.js';
 import { dirname, join, resolve } from 'node:path';
 import { nanoid } from 'nanoid';
 import {
@@ -1397,6 +1398,10 @@ function indexKeyValues(doc: Obj, field: string): unknown[] {
  * makes one, when others are in use) and puts it back when written, so a steady stream of writes
  * allocates no buffers. A buffer grown beyond APPEND_BUFFER_KEPT is left to the collector.
  */
+/** Datafiles are the owner's alone: they hold sealed secrets, token hashes and everything else. */
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
+
 const appendBuffers: Buffer[] = [];
 const APPEND_BUFFER_MIN = 64 * 1024;
 const APPEND_BUFFER_KEPT = 256 * 1024;
@@ -1453,7 +1458,7 @@ class AppendLog {
     const out = new JsonLineWriter(appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN));
     try {
       for (const doc of docs) writeDocLine(out, doc);
-      this.handle ??= open(this.filename, 'a', 0o644);
+      this.handle ??= open(this.filename, 'a', FILE_MODE);
       let fh: FileHandle;
       try {
         fh = await this.handle;
@@ -1491,7 +1496,7 @@ class AppendLog {
     const temp = `${this.filename}~`;
     let written: number;
     try {
-      const fh = await open(temp, 'w', 0o644);
+      const fh = await open(temp, 'w', FILE_MODE);
       try {
         written = await writeCopy(fh, docs, lines);
         await fh.sync();
@@ -1524,7 +1529,7 @@ class AppendLog {
       return take();
     });
     try {
-      const fh = await open(temp, 'w', 0o644);
+      const fh = await open(temp, 'w', FILE_MODE);
       let copyOpen = true;
       try {
         let written = await writeCopy(fh, docs, lines);
@@ -1649,7 +1654,7 @@ function holdsDate(v: unknown): boolean {
  * than `_id`, which the next load re-creates.
  */
 async function openDatastore(filename: string, log: AppendLog): Promise<NedbStore> {
-  const ds = new Datastore({ filename });
+  const ds = new Datastore({ filename, modes: { fileMode: FILE_MODE, dirMode: DIR_MODE } });
   const nd = internals(ds);
   const indexLines = (): string[] => {
     const lines: string[] = [];
@@ -2217,6 +2222,7 @@ class EmbeddedStore implements Store {
   constructor(
     private readonly dir: string,
     readonly compactMinBytes: number,
+    private readonly lock: DirectoryLock,
   ) {}
 
   collection<T extends Doc>(name: string): Collection<T> {
@@ -2248,6 +2254,7 @@ class EmbeddedStore implements Store {
       await Promise.allSettled([...this.inflight]);
       await Promise.allSettled([...this.collections.values()].map((c) => c.settle()));
       this.collections.clear();
+      await this.lock.release();
       openDirectories.delete(this.dir);
     })();
     return this.closing;
@@ -2268,14 +2275,32 @@ class EmbeddedStore implements Store {
 const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
 
 export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<Store> {
-  const dir = resolve(opts.dataDir, 'store');
+  const root = resolve(opts.dataDir);
+  const dir = join(root, 'store');
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
-  try {
-    await mkdir(dir, { recursive: true });
-  } catch (err) {
-    throw new StoreUnavailableError(`cannot create store directory ${dir}: ${(err as Error).message}`, { cause: err });
-  }
+  await ensurePrivateDirectory(root, `DATA_DIR ${root}`);
+  await ensurePrivateDirectory(dir, `store directory ${dir}`);
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
   openDirectories.add(dir);
-  return new EmbeddedStore(dir, opts.compactMinBytes ?? COMPACT_MIN_BYTES);
+  let lock: DirectoryLock;
+  try {
+    lock = await lockDirectory(dir, `DATA_DIR ${root}`);
+  } catch (err) {
+    openDirectories.delete(dir);
+    throw err;
+  }
+  return new EmbeddedStore(dir, opts.compactMinBytes ?? COMPACT_MIN_BYTES, lock);
+}
+
+/** A directory only its owner may enter (created so when missing); a clear error when the path is a file. */
+async function ensurePrivateDirectory(path: string, what: string): Promise<void> {
+  try {
+    await mkdir(path, { recursive: true, mode: DIR_MODE });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') {
+      throw new StoreUnavailableError(`${what} is not a directory (a file is in the way); point DATA_DIR at a directory, which is created when missing`, { cause: err });
+    }
+    throw new StoreUnavailableError(`cannot create ${what}: ${(err as Error).message}`, { cause: err });
+  }
 }
