@@ -29,6 +29,7 @@ import { auditRoutes } from './http/routes/audit.js';
 import { collections, ensureIndexes, type Collections } from './store/collections.js';
 import { ServerIdentity } from './services/server-identity.js';
 import { Sessions } from './services/sessions.js';
+import { hashClearTokens } from './services/token-migration.js';
 import { AuditLog } from './services/audit.js';
 import { UserService } from './services/users.js';
 import { WorkspaceService } from './services/workspaces.js';
@@ -274,6 +275,7 @@ async function build(
 
   const c = collections(store);
   await ensureIndexes(c);
+  await hashClearTokens(c, store, log);
   const secrets = new SecretBox(secretKey.key);
   const identity = await ServerIdentity.load(c, secrets, secretKey.source);
   const defaultWorkspace = await ensureDefaultWorkspace(c);

@@ -1572,6 +1572,24 @@ class AppendLog {
     this.compactionAsked = false;
   }
 
+  /**
+   * Compacts now, whatever the file's size: after a migration replaced documents whose old lines
+   * must not stay on disk. Waits for a compaction already under way; never runs two at once.
+   */
+  async compactNow(): Promise<void> {
+    while (this.compaction) await this.compaction;
+    if (!this.onOversize) return;
+    // No await between the check above and these two lines: an append cannot start another one.
+    this.compactionAsked = true;
+    const run = this.onOversize();
+    this.compaction = run
+      .catch(() => undefined)
+      .finally(() => {
+        this.compaction = null;
+      });
+    await run;
+  }
+
   /** Resolves once no compaction this log asked for is pending. */
   async idle(): Promise<void> {
     while (this.compaction) await this.compaction;
@@ -2023,6 +2041,14 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
   // -- internals ------------------------------------------------------------------------------
 
+  /** Rewrites the datafile now (Store.compact). */
+  compactNow(): Promise<void> {
+    return this.owner.track(async () => {
+      await this.datastore();
+      await this.log.compactNow();
+    });
+  }
+
   /** Waits for the collection's load, writes and compaction, then closes its datafile. */
   async settle(): Promise<void> {
     await this.loaded.catch(() => undefined);
@@ -2236,6 +2262,10 @@ class EmbeddedStore implements Store {
       this.collections.set(name, coll);
     }
     return coll as unknown as Collection<T>;
+  }
+
+  compact(name: string): Promise<void> {
+    return (this.collection(name) as unknown as EmbeddedCollection<Doc>).compactNow();
   }
 
   async ping(): Promise<void> {
