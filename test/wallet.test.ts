@@ -165,7 +165,7 @@ test('failures exit 1 with the reason on stderr and nothing on stdout', async ()
   const login = await wallet(w.file, 'login', s.url);
   assert.is(login.code, 1);
   assert.is(login.stdout, '');
-  assert.match(login.stderr, /401 invalid_login/);
+  assert.match(login.stderr, /401 no_account/);
 
   const done = await wallet(w.file, 'claim', `${s.ctx.config.publicUrl}/api/user/claim/no-such-token`);
   assert.is(done.code, 1);
