@@ -151,14 +151,15 @@ export class AgentViews {
       ? { certificate: stored.certificate, serverSignature: stored.serverSignature, agentSignature: stored.agentSignature, acceptedAt: stored.acceptedAt }
       : null;
     const online = this.gateway.isOnline(did);
+    // Its other workspaces are listed where the caller may see them; the primary one always is (it is the list item's `workspace`).
+    const seen = await visibleWorkspaceIds(c, principal);
+    const shown = memberships.filter((m) => byId.has(m.workspaceId) && (m.isPrimary || seen === 'all' || seen.includes(m.workspaceId)));
     return {
       ...this.item(agent, online, this.lastSeenOf(agent), primary && byId.has(primary.workspaceId) ? wsRef(byId.get(primary.workspaceId)!) : null),
       llmSystemPrompt: agent.llmSystemPrompt ?? '',
       publicKey: agent.publicKey,
       version: agent.version,
-      workspaces: memberships
-        .filter((m) => byId.has(m.workspaceId))
-        .map((m) => ({ ...wsRef(byId.get(m.workspaceId)!), isPrimary: m.isPrimary })),
+      workspaces: shown.map((m) => ({ ...wsRef(byId.get(m.workspaceId)!), isPrimary: m.isPrimary })),
       policy: policy ? policyRef(policy) : null,
       certificate,
       tokenUsage,

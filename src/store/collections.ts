@@ -211,6 +211,8 @@ export interface RegistrationDoc {
   requestedCapabilities: Capability[];
   /** The workspace named at registration, else the default workspace; primary at approval. */
   workspaceId: string;
+  /** A workspace named at registration that does not exist (the agent then waits in the default one); absent on older records. */
+  requestedWorkspace?: string | null;
   requestedAt: string;
   via: 'websocket' | 'http';
   status: 'pending' | 'approved' | 'rejected';
