@@ -2041,6 +2041,11 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
   // -- internals ------------------------------------------------------------------------------
 
+  /** Resolves once no compaction of this collection is under way. */
+  compactionIdle(): Promise<void> {
+    return this.log.idle();
+  }
+
   /** Rewrites the datafile now (Store.compact). */
   compactNow(): Promise<void> {
     return this.owner.track(async () => {
@@ -2238,7 +2243,13 @@ const COLLECTION_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,119}$/;
 /** Store directories open in this process: two nedb instances on one file would corrupt it. */
 const openDirectories = new Set<string>();
 
-class EmbeddedStore implements Store {
+/** The embedded store, with what only it has. */
+export interface EmbeddedStoreHandle extends Store {
+  /** Resolves once no collection has a compaction under way (tests wait on it between writes). */
+  compactionsIdle(): Promise<void>;
+}
+
+class EmbeddedStore implements EmbeddedStoreHandle {
   readonly kind = 'embedded' as const;
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
   private readonly inflight = new Set<Promise<unknown>>();
@@ -2266,6 +2277,10 @@ class EmbeddedStore implements Store {
 
   compact(name: string): Promise<void> {
     return (this.collection(name) as unknown as EmbeddedCollection<Doc>).compactNow();
+  }
+
+  async compactionsIdle(): Promise<void> {
+    await Promise.all([...this.collections.values()].map((c) => c.compactionIdle()));
   }
 
   async ping(): Promise<void> {
@@ -2304,7 +2319,7 @@ class EmbeddedStore implements Store {
 /** A datafile is compacted once it has reached twice its size after the last compaction and this (the default; the server passes STORE_COMPACT_MIN_MB). */
 const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
 
-export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<Store> {
+export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<EmbeddedStoreHandle> {
   const root = resolve(opts.dataDir);
   const dir = join(root, 'store');
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
