@@ -225,12 +225,6 @@ async function build(
   rawStore: Store,
   onCloseReady: (close: () => Promise<void>) => void,
 ): Promise<Steward> {
-  if (embedded) {
-    const tightened = await tightenDataDir(config.dataDir);
-    if (tightened.length > 0) {
-      log.warn({ dataDir: config.dataDir, tightened }, `permissions tightened on ${tightened.length} path(s) in DATA_DIR: only its owner may read it (directories 0700, files 0600)`);
-    }
-  }
   const secretKey = await loadSecretKey({
     configured: config.secretKey,
     dataDir: config.dataDir,
@@ -275,9 +269,16 @@ async function build(
 
   const c = collections(store);
   await ensureIndexes(c);
-  await hashClearTokens(c, store, log);
   const secrets = new SecretBox(secretKey.key);
   const identity = await ServerIdentity.load(c, secrets, secretKey.source);
+  // Once the start can no longer be refused for its key: a refused start changes nothing on disk.
+  await hashClearTokens(c, store, log);
+  if (embedded) {
+    const tightened = await tightenDataDir(config.dataDir);
+    if (tightened.length > 0) {
+      log.warn({ dataDir: config.dataDir, tightened }, `permissions tightened on ${tightened.length} path(s) in DATA_DIR: only its owner may read it (directories 0700, files 0600)`);
+    }
+  }
   const defaultWorkspace = await ensureDefaultWorkspace(c);
   const bootstrappedOwner = await ensureOwner(c, defaultWorkspace, config.ownerDid);
   log.info({ serverDid: identity.did }, 'server identity loaded');
