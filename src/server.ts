@@ -191,7 +191,7 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   let started = false;
   let closeStarted: (() => Promise<void>) | undefined;
   try {
-    const steward = await build(config, log, options, uws, embedded, metrics, rawStore, (close) => (closeStarted = close));
+    const steward = await build({ config, log, options, uws, embedded, metrics, rawStore, onCloseReady: (close) => (closeStarted = close) });
     started = true;
     return steward;
   } catch (err) {
@@ -215,16 +215,18 @@ async function ensurePortFree(uws: LoadedUws, host: string, port: number): Promi
 const portRefused = (host: string, port: number) =>
   `port ${port} on ${host} is in use by another process (or the address cannot be bound here); stop that process, or set PORT (or HOST) to a free one`;
 
-async function build(
-  config: Config,
-  log: Logger,
-  options: StartOptions,
-  uws: LoadedUws,
-  embedded: boolean,
-  metrics: Metrics,
-  rawStore: Store,
-  onCloseReady: (close: () => Promise<void>) => void,
-): Promise<Steward> {
+/** Everything after the store is open; `onCloseReady` receives the close that undoes it, once there is one. */
+async function build(b: {
+  config: Config;
+  log: Logger;
+  options: StartOptions;
+  uws: LoadedUws;
+  embedded: boolean;
+  metrics: Metrics;
+  rawStore: Store;
+  onCloseReady: (close: () => Promise<void>) => void;
+}): Promise<Steward> {
+  const { config, log, options, uws, embedded, metrics, rawStore, onCloseReady } = b;
   const secretKey = await loadSecretKey({
     configured: config.secretKey,
     dataDir: config.dataDir,
