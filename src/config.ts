@@ -79,7 +79,11 @@ interface VariableSpec {
 }
 
 export const VARIABLES = {
-  PORT: { schema: int(0, 65535), default: '8080', description: 'TCP port for HTTP and WebSocket (0 picks a free port).' },
+  PORT: {
+    schema: int(0, 65535),
+    default: '8080',
+    description: 'TCP port for HTTP and WebSocket (0 picks a free port). Not shared: a port another process listens on is refused at start.',
+  },
   HOST: { schema: z.string().min(1), default: '0.0.0.0', description: 'Address to listen on.' },
   PUBLIC_URL: {
     schema: httpUrl,
@@ -89,7 +93,8 @@ export const VARIABLES = {
   DATA_DIR: {
     schema: z.string().min(1),
     default: './data',
-    description: 'Directory of the embedded store and, in embedded mode, of the generated secret key.',
+    description:
+      'Directory of the embedded store and, in embedded mode, of the generated secret key. Created 0700 with its files 0600 (older ones are tightened at start); one Steward process at a time (a lock file in DATA_DIR/store).',
   },
   MONGODB_URI: {
     schema: z.string().regex(/^mongodb(\+srv)?:\/\//, { message: 'expected a mongodb:// or mongodb+srv:// URI' }),

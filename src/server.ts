@@ -3,10 +3,10 @@
  * uWS app. `startSteward` returns a handle with the bound port and `close()` (graceful:
  * stop listening, close sockets with 1001, flush snapshots, close the store).
  */
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
-import { loadUws, refusal as uwsRefusal, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
+import { listenExclusive, loadUws, refusal as uwsRefusal, type LoadedUws, type TemplatedApp, type us_listen_socket, type WebSocket } from './http/uws.js';
 import { Router } from './http/router.js';
 import { selectEd25519 } from './domain/ed25519.js';
 import { startCryptoWorker } from './domain/crypto-worker.js';
@@ -17,9 +17,10 @@ import { createRateLimits, memoryStore, type RateLimits } from './http/rate-limi
 import { ClientAddresses } from './http/client-address.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { openStore, instrumentStore } from './store/index.js';
-import type { Store } from './store/types.js';
+import { StoreUnavailableError, type Store } from './store/types.js';
+import { embeddedStoreHoldsData, tightenDataDir } from './store/data-dir.js';
 import { ActorHost } from './actors/host.js';
-import { SecretBox, loadSecretKey } from './domain/secrets.js';
+import { SecretBox, SecretKeyError, loadSecretKey } from './domain/secrets.js';
 import { systemRoutes } from './http/routes/system.js';
 import { authRoutes } from './http/routes/auth.js';
 import { claimRoutes } from './http/routes/claims.js';
@@ -31,6 +32,7 @@ import { auditRoutes } from './http/routes/audit.js';
 import { collections, ensureIndexes, type Collections } from './store/collections.js';
 import { ServerIdentity } from './services/server-identity.js';
 import { Sessions } from './services/sessions.js';
+import { hashClearTokens } from './services/token-migration.js';
 import { AuditLog } from './services/audit.js';
 import { UserService } from './services/users.js';
 import { WorkspaceService } from './services/workspaces.js';
@@ -181,10 +183,60 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   startCryptoWorker();
 
   const embedded = !config.mongodbUri;
-  if (embedded) await mkdir(config.dataDir, { recursive: true });
-  const secretKey = await loadSecretKey({ configured: config.secretKey, dataDir: config.dataDir, embedded });
+  // A port in use is refused before anything touches the disk (a failed start changes nothing).
+  if (config.port !== 0) await ensurePortFree(uws, config.host, config.port);
   const metrics = createMetrics();
-  const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes });
+  // Embedded: the store creates DATA_DIR (0700) and locks it against a second process.
+  const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes }).catch(
+    (err: unknown) => {
+      throw err instanceof StoreUnavailableError && embedded ? new StartupError(err.message) : err;
+    },
+  );
+  let started = false;
+  let closeStarted: (() => Promise<void>) | undefined;
+  try {
+    const steward = await build({ config, log, options, uws, embedded, metrics, rawStore, onCloseReady: (close) => (closeStarted = close) });
+    started = true;
+    return steward;
+  } catch (err) {
+    if (err instanceof SecretKeyError) throw new StartupError(err.message);
+    throw err;
+  } finally {
+    // Whatever was started goes again, and the store's lock with it.
+    if (!started) await (closeStarted ? closeStarted() : rawStore.close()).catch((err: unknown) => log.error({ err }, 'closing after a failed start failed'));
+  }
+}
+
+/** Refuses a port another process listens on (exclusive listen, then let go at once). */
+async function ensurePortFree(uws: LoadedUws, host: string, port: number): Promise<void> {
+  const probe = uws.uws.App();
+  const socket = await listenExclusive(uws.uws, probe, host, port);
+  if (!socket) throw new StartupError(portRefused(host, port));
+  uws.uws.us_listen_socket_close(socket);
+  (probe as unknown as { close?: () => void }).close?.();
+}
+
+const portRefused = (host: string, port: number) =>
+  `port ${port} on ${host} is in use by another process (or the address cannot be bound here); stop that process, or set PORT (or HOST) to a free one`;
+
+/** Everything after the store is open; `onCloseReady` receives the close that undoes it, once there is one. */
+async function build(b: {
+  config: Config;
+  log: Logger;
+  options: StartOptions;
+  uws: LoadedUws;
+  embedded: boolean;
+  metrics: Metrics;
+  rawStore: Store;
+  onCloseReady: (close: () => Promise<void>) => void;
+}): Promise<Steward> {
+  const { config, log, options, uws, embedded, metrics, rawStore, onCloseReady } = b;
+  const secretKey = await loadSecretKey({
+    configured: config.secretKey,
+    dataDir: config.dataDir,
+    embedded,
+    mayCreate: !embedded || !(await embeddedStoreHoldsData(config.dataDir)),
+  });
   const store = instrumentStore(options.wrapStore ? options.wrapStore(rawStore) : rawStore, metrics.storeRecorder);
   log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
 
@@ -205,11 +257,39 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   const sockets = new SocketRegistry();
   metrics.setSocketSource(() => sockets.counts());
   const closeHooks: Array<() => Promise<void> | void> = [];
+  let listenSocket: us_listen_socket | undefined;
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      if (listenSocket) uws.uws.us_listen_socket_close(listenSocket);
+      sockets.endAll(1001, 'server shutting down');
+      for (const fn of closeHooks.reverse()) {
+        try {
+          await fn();
+        } catch (err) {
+          log.error({ err }, 'close hook failed');
+        }
+      }
+      await actors.stop();
+      await store.close();
+      // Let the close frames go out, then drop every remaining connection (idle keep-alives).
+      await new Promise((r) => setTimeout(r, 20));
+      (app as unknown as { close?: () => void }).close?.();
+    })());
+  onCloseReady(close);
 
   const c = collections(store);
   await ensureIndexes(c, store.kind);
-  const secrets = new SecretBox(secretKey);
-  const identity = await ServerIdentity.load(c, secrets);
+  const secrets = new SecretBox(secretKey.key);
+  const identity = await ServerIdentity.load(c, secrets, secretKey.source);
+  // Once the start can no longer be refused for its key: a refused start changes nothing on disk.
+  await hashClearTokens(c, store, log);
+  if (embedded) {
+    const tightened = await tightenDataDir(config.dataDir);
+    if (tightened.length > 0) {
+      log.warn({ dataDir: config.dataDir, tightened }, `permissions tightened on ${tightened.length} path(s) in DATA_DIR: only its owner may read it (directories 0700, files 0600)`);
+    }
+  }
   const defaultWorkspace = await ensureDefaultWorkspace(c);
   const bootstrappedOwner = await ensureOwner(c, defaultWorkspace, config.ownerDid);
   log.info({ serverDid: identity.did }, 'server identity loaded');
@@ -323,30 +403,10 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   // The dashboard: GET/HEAD handlers uWS tries before the router's, yielding every API path to it.
   attachStatic(app, { dir: options.uiDir, log });
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (s) => (s ? resolve(s) : reject(new StartupError(`cannot listen on ${config.host}:${config.port}`))));
-  });
+  listenSocket = (await listenExclusive(uws.uws, app, config.host, config.port)) || undefined;
+  if (!listenSocket) throw new StartupError(portRefused(config.host, config.port));
   const port = uws.uws.us_socket_local_port(listenSocket as never);
   if (config.publicUrlDefaulted) config.publicUrl = `http://localhost:${port}`;
-
-  let closing: Promise<void> | undefined;
-  const close = () =>
-    (closing ??= (async () => {
-      uws.uws.us_listen_socket_close(listenSocket);
-      sockets.endAll(1001, 'server shutting down');
-      for (const fn of closeHooks.reverse()) {
-        try {
-          await fn();
-        } catch (err) {
-          log.error({ err }, 'close hook failed');
-        }
-      }
-      await actors.stop();
-      await store.close();
-      // Let the close frames go out, then drop every remaining connection (idle keep-alives).
-      await new Promise((r) => setTimeout(r, 20));
-      (app as unknown as { close?: () => void }).close?.();
-    })());
 
   return { ctx, port, url: `http://127.0.0.1:${port}`, close };
 }

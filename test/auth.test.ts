@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { readFile } from 'node:fs/promises';
 import { didKeyFromPublicKey, generateKeyPair, signMessage } from '../src/domain/did.js';
 import { loginMessage } from '../src/domain/claims.js';
+import { hashToken } from '../src/services/sessions.js';
 import { http, startServer, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { addWhoami, auditText, login } from './identity-helpers.js';
@@ -81,60 +82,88 @@ test('only the token hash is stored', async () => {
   assert.not.ok(sessions.includes(r.body.token));
 });
 
-test('every refused login is the same 401', async () => {
-  const bodies: string[] = [];
-  const attempt = async (challengeId: string, did: string, signature: string) => {
+test('a refused login says what is wrong and what to do', async () => {
+  const refused = async (challengeId: string, did: string, signature: string, code: string, message: string) => {
     const r = await http(s.url, 'POST', '/api/auth/login', { json: { challengeId, did, signature } });
     assert.is(r.status, 401, `refused: ${r.text}`);
     assert.not.ok(r.headers['set-cookie'], 'no cookie on a refusal');
-    bodies.push(r.text);
+    assert.is(r.body.error.code, code, r.text);
+    assert.match(r.body.error.message, message);
+    return r.text;
   };
 
-  // Wrong signature (signed by another key).
+  // Wrong signature (signed by another key), or for another purpose.
   let ch = await challenge(alice.keys.did);
-  await attempt(ch.challengeId, alice.keys.did, signMessage(generateKeyPair(), loginMessage(ch.nonce)));
-
-  // Signature for another purpose.
+  const wrongKnown = await refused(ch.challengeId, alice.keys.did, signMessage(generateKeyPair(), loginMessage(ch.nonce)), 'invalid_signature', 'does not verify');
   ch = await challenge(alice.keys.did);
-  await attempt(ch.challengeId, alice.keys.did, signMessage(alice.keys, `steward-claim:${ch.nonce}`));
+  await refused(ch.challengeId, alice.keys.did, signMessage(alice.keys, `steward-claim:${ch.nonce}`), 'invalid_signature', 'ask for a new challenge');
 
-  // Unknown DID, correctly signed: the challenge looks the same as for a known one.
+  // Unknown DID, correctly signed with its own key: it is told it has no account, and how to get one.
   const stranger = generateKeyPair();
   ch = await challenge(stranger.did);
-  await attempt(ch.challengeId, stranger.did, signMessage(stranger, loginMessage(ch.nonce)));
+  await refused(ch.challengeId, stranger.did, signMessage(stranger, loginMessage(ch.nonce)), 'no_account', `no account holds ${stranger.did}`);
+  // Without its key, nobody learns whether a DID has an account: a wrong signature answers alike.
+  ch = await challenge(stranger.did);
+  const wrongUnknown = await refused(ch.challengeId, stranger.did, signMessage(generateKeyPair(), loginMessage(ch.nonce)), 'invalid_signature', 'does not verify');
+  assert.is(wrongUnknown, wrongKnown, 'a DID with an account and one without answer a wrong signature identically');
+  ch = await challenge('did:web:nobody.example.test');
+  assert.is(await refused(ch.challengeId, 'did:web:nobody.example.test', signMessage(stranger, loginMessage(ch.nonce)), 'invalid_signature', 'does not verify'), wrongKnown);
 
   // Reused challenge: the first use succeeds, the second is refused.
   ch = await challenge(alice.keys.did);
   const sig = signMessage(alice.keys, loginMessage(ch.nonce));
   const first = await http(s.url, 'POST', '/api/auth/login', { json: { challengeId: ch.challengeId, did: alice.keys.did, signature: sig } });
   assert.is(first.status, 200);
-  await attempt(ch.challengeId, alice.keys.did, sig);
+  await refused(ch.challengeId, alice.keys.did, sig, 'invalid_challenge', 'unknown, used or expired');
 
   // A challenge burnt by a wrong attempt cannot be retried with the right signature.
   ch = await challenge(alice.keys.did);
-  await attempt(ch.challengeId, alice.keys.did, signMessage(generateKeyPair(), loginMessage(ch.nonce)));
-  await attempt(ch.challengeId, alice.keys.did, signMessage(alice.keys, loginMessage(ch.nonce)));
+  await refused(ch.challengeId, alice.keys.did, signMessage(generateKeyPair(), loginMessage(ch.nonce)), 'invalid_signature', 'this challenge is used up');
+  await refused(ch.challengeId, alice.keys.did, signMessage(alice.keys, loginMessage(ch.nonce)), 'invalid_challenge', 'ask for a new challenge');
 
   // Expired challenge (moved into the past in the store).
   ch = await challenge(alice.keys.did);
   await s.ctx.c.challenges.updateOne({ _id: ch.challengeId }, { $set: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
-  await attempt(ch.challengeId, alice.keys.did, signMessage(alice.keys, loginMessage(ch.nonce)));
+  await refused(ch.challengeId, alice.keys.did, signMessage(alice.keys, loginMessage(ch.nonce)), 'invalid_challenge', 'lasts 5 minutes');
 
   // Unclaimed user: the key they hold is not theirs on the server yet.
   const unclaimed = await makeUser(s, { unclaimed: true });
   ch = await challenge(unclaimed.keys.did);
-  await attempt(ch.challengeId, unclaimed.keys.did, signMessage(unclaimed.keys, loginMessage(ch.nonce)));
+  await refused(ch.challengeId, unclaimed.keys.did, signMessage(unclaimed.keys, loginMessage(ch.nonce)), 'no_account', 'Claim one first');
 
   // A challenge issued for another DID, answered by Bob with his own key.
   const bob = await makeUser(s, { name: 'Bob' });
   ch = await challenge(alice.keys.did);
-  await attempt(ch.challengeId, bob.keys.did, signMessage(bob.keys, loginMessage(ch.nonce)));
+  await refused(ch.challengeId, bob.keys.did, signMessage(bob.keys, loginMessage(ch.nonce)), 'challenge_mismatch', `ask for a challenge for ${bob.keys.did}`);
 
   // Unknown challenge id.
-  await attempt('no-such-challenge', alice.keys.did, signMessage(alice.keys, loginMessage('x')));
+  await refused('no-such-challenge', alice.keys.did, signMessage(alice.keys, loginMessage('x')), 'invalid_challenge', 'POST /api/auth/challenge');
+});
 
-  assert.is(new Set(bodies).size, 1, 'identical bodies');
-  assert.equal(JSON.parse(bodies[0]!).error.code, 'invalid_login');
+test('a request without a valid session says why: missing, malformed, unknown, expired', async () => {
+  const whoami = (headers: Record<string, string>) => http(s.url, 'GET', '/test/whoami', { headers });
+  const expect = async (r: Promise<{ status: number; body: any }>, code: string, message: string) => {
+    const got = await r;
+    assert.is(got.status, 401);
+    assert.is(got.body.error.code, code);
+    assert.match(got.body.error.message, message);
+  };
+  await expect(whoami({}), 'unauthorized', 'send `Authorization: Bearer <token>`');
+  await expect(whoami({ authorization: 'Token abc' }), 'malformed_token', 'must be `Bearer <token>`');
+  await expect(whoami({ authorization: 'Bearer not-a-token' }), 'malformed_token', 'not a session token');
+  await expect(whoami({ cookie: 'steward_session=short' }), 'malformed_token', 'not a session token');
+  const unknown = 'A'.repeat(43);
+  await expect(whoami({ authorization: `Bearer ${unknown}` }), 'invalid_session', 'log in again');
+  const { body } = await login(s.url, alice.keys);
+  await http(s.url, 'POST', '/api/auth/logout', { json: {}, token: body.token });
+  await expect(whoami({ authorization: `Bearer ${body.token}` }), 'invalid_session', 'ended (logout');
+  const live = (await login(s.url, alice.keys)).body.token as string;
+  const past = new Date(Date.now() - 1000).toISOString();
+  await s.ctx.c.sessions.updateOne({ tokenHash: hashToken(live) }, { $set: { expiresAt: past } });
+  await expect(whoami({ authorization: `Bearer ${live}` }), 'session_expired', `your session expired at ${past}; log in again`);
+  await expect(whoami({ cookie: `steward_session=${live}` }), 'session_expired', 'log in again');
+  // A public route does not care about a stale token.
+  assert.is((await http(s.url, 'GET', '/healthz', { token: live })).status, 200);
 });
 
 test('challenge answers look the same for known and unknown DIDs', async () => {

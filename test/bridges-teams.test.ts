@@ -83,7 +83,7 @@ const messagesOf = async (channelId: string) => (await alice.api.get(`/api/chann
 
 test('incoming: an activity becomes a message; <at>…</at> markup becomes plain @names; answers {ok: true, messageId}', async () => {
   const { ch } = await teamsChannel('from-teams', CHANNEL, { syncDirection: 'incoming' });
-  const agent = await makeAgent(s, 'deploy bot');
+  const agent = await makeAgent(s, 'deploy bot', undefined, ws.id);
   await addMember(alice, ch.id, agent._id, 'agent');
   const r = await incoming(activity(CHANNEL, '<at>Steward</at> ask <at>deploy bot</at> to ship &amp; tell me<br>thanks'));
   assert.is(r.status, 200, r.text);

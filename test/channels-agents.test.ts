@@ -31,7 +31,7 @@ test.after(async () => {
 });
 
 async function agentNamed(name: string, onChannelMessage?: (ctx: ChannelMessageContext) => void | Promise<void>): Promise<StewardAgent> {
-  const a = await readyAgent(s, owner, { name, onChannelMessage });
+  const a = await readyAgent(s, owner, { name, onChannelMessage, workspace: ws.slug });
   agents.push(a);
   return a;
 }
@@ -61,7 +61,7 @@ test('a mentioned agent receives channel_message_send and its reply (the SDK hel
 
 test('the channel_message_send frame matches its schema and carries the documented fields', async () => {
   const ch = await makeChannel(alice, { name: 'Frames', workspaceId: ws.id });
-  const sink = await RawAgentSink.ready(s, owner, 'framebot');
+  const sink = await RawAgentSink.ready(s, owner, 'framebot', ws.slug);
   await addMember(alice, ch.id, sink.did, 'agent');
   const parent = await post(alice, ch.id, 'a parent');
   const m = await post(alice, ch.id, '@FrameBot please look', { threadId: parent.id, metadata: { ticket: 7 } });
@@ -165,7 +165,8 @@ test("a message arriving through a bridge with an agent's @name reaches that age
 });
 
 test('an agent creates a channel with its handshake session: only in a workspace it belongs to, never a global one; it owns the channel; audited', async () => {
-  const creator = await agentNamed('channel-maker');
+  const creator = await readyAgent(s, owner, { name: 'channel-maker' }); // of the default workspace only
+  agents.push(creator);
   const token = creator.session!.token;
   const api = client(s.url, token);
   // Not (yet) an agent of this workspace: 404, as for a person outside it. A global channel: 403.

@@ -47,9 +47,9 @@ export interface SessionAgent {
   api: ReturnType<typeof client>;
 }
 
-/** An active agent with an HTTP session (what the handshake's `ready` hands out). */
-export async function sessionAgent(s: TestServer, name: string): Promise<SessionAgent> {
-  const doc = await makeAgent(s, name);
+/** An active agent (of `workspaceId`, when given) with an HTTP session (what the handshake's `ready` hands out). */
+export async function sessionAgent(s: TestServer, name: string, workspaceId?: string): Promise<SessionAgent> {
+  const doc = await makeAgent(s, name, undefined, workspaceId);
   const token = (await s.ctx.sessions.create('agent', doc._id)).token;
   return { doc, did: doc._id, token, api: client(s.url, token) };
 }
@@ -174,9 +174,9 @@ export class RawAgentSink {
     readonly session: { token: string },
   ) {}
 
-  static async ready(s: TestServer, admin: TestUser, name: string): Promise<RawAgentSink> {
+  static async ready(s: TestServer, admin: TestUser, name: string, workspace?: string): Promise<RawAgentSink> {
     const agent = new RawAgent(s.url);
-    await agent.authenticate({ name });
+    await agent.authenticate(workspace ? { name, workspace } : { name });
     const pending = await agent.next('registration');
     const r = await admin.api.post(`/api/registrations/${pending.registrationId}/approve`, { capabilities: ['file_access'] });
     assert.is(r.status, 200, r.text);

@@ -247,9 +247,9 @@ test('delete: the author, a channel owner or moderator, or a global admin; the m
 
 test('mentions: @names of agent members are recorded in metadata.mentions (case-insensitive, names with spaces); others are not', async () => {
   const c = await makeChannel(chOwner, { name: 'Mentions', workspaceId: ws.id });
-  const helper = await sessionAgent(s, 'Helper Bot');
-  const ops = await sessionAgent(s, 'ops');
-  const stranger = await sessionAgent(s, 'stranger');
+  const helper = await sessionAgent(s, 'Helper Bot', ws.id);
+  const ops = await sessionAgent(s, 'ops', ws.id);
+  const stranger = await sessionAgent(s, 'stranger', ws.id);
   await addMember(chOwner, c.id, helper.did, 'agent');
   await addMember(chOwner, c.id, ops.did, 'agent');
   const m1 = await post(chOwner, c.id, 'hey @helper bot and @OPS, not @stranger', { metadata: { mentions: ['forged'], keep: true } });
@@ -276,7 +276,7 @@ test('findMentions: boundaries, longest name first, each agent once', () => {
 test('agent-response: for agent members with their session; authorType agent; people and non-members are refused', async () => {
   const c = await makeChannel(chOwner, { name: 'Agent Replies', workspaceId: ws.id });
   await addMember(chOwner, c.id, alice.user.did!);
-  const bot = await sessionAgent(s, 'replier');
+  const bot = await sessionAgent(s, 'replier', ws.id);
   const outsiderBot = await sessionAgent(s, 'outsider-bot');
   await addMember(chOwner, c.id, bot.did, 'agent');
   const q = await post(alice, c.id, '@replier what time is it?');

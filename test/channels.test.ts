@@ -327,12 +327,12 @@ test('members add: 201 {member}; owner, moderator or global admin; roles owner a
 
 test('members add: agents by DID; 400 for an unknown DID, a wrong memberType, a bad role or DID', async () => {
   const ch = await staffed({ name: 'Bots Allowed' });
-  const agent = await makeAgent(s, 'helper');
+  const agent = await makeAgent(s, 'helper', undefined, ws.id);
   const r = await creator.api.post(`/api/channels/${ch.id}/members`, { memberDid: agent._id, memberType: 'agent' });
   assert.is(r.status, 201, r.text);
   assert.is(r.body.member.memberType, 'agent');
   isError(await creator.api.post(`/api/channels/${ch.id}/members`, { memberDid: 'did:key:z6MkNobody', memberType: 'user' }), 400, 'unknown_member');
-  const agent2 = await makeAgent(s, 'helper2');
+  const agent2 = await makeAgent(s, 'helper2', undefined, ws.id);
   isError(await creator.api.post(`/api/channels/${ch.id}/members`, { memberDid: agent2._id, memberType: 'user' }), 400, 'unknown_member');
   isError(await creator.api.post(`/api/channels/${ch.id}/members`, { memberDid: member.user.did, memberType: 'agent' }), 400, 'unknown_member');
   isError(await creator.api.post(`/api/channels/${ch.id}/members`, { memberDid: agent2._id, memberType: 'robot' }), 400, 'validation_failed');

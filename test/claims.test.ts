@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { claimMessage, walletQrText } from '../src/domain/claims.js';
 import { claimServiceOf } from '../src/services/claims.js';
+import { hashToken } from '../src/services/sessions.js';
 import { http, startServer, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { auditText, claimWith, login } from './identity-helpers.js';
@@ -41,7 +42,7 @@ test('send-qr opens a session for an unclaimed user', async () => {
   assert.is(r.serverDid, s.ctx.identity.did);
   assert.is(r.emailSent, false, 'no SMTP configured');
   assert.is(r.qrUrl, `${s.ctx.config.publicUrl}/api/user/claim/${r.token}/qr.svg`);
-  const doc = await s.ctx.c.claimSessions.findById(r.token);
+  const doc = await s.ctx.c.claimSessions.findById(hashToken(r.token));
   assert.is(doc?.kind, 'send-qr');
   assert.is(doc?.userId, u.user._id);
   const ttl = Date.parse(doc!.expiresAt) - Date.parse(doc!.createdAt);
@@ -133,7 +134,7 @@ test('listen: -1 then -2 when the session expires', async () => {
   const u = await makeUser(s, { unclaimed: true });
   const { token } = await sendQr(u.user._id);
   assert.is((await listen(token)).status, -1);
-  await s.ctx.c.claimSessions.updateOne({ _id: token }, { $set: { expiresAt: new Date(Date.now() - 1).toISOString() } });
+  await s.ctx.c.claimSessions.updateOne({ _id: hashToken(token) }, { $set: { expiresAt: new Date(Date.now() - 1).toISOString() } });
   const l = await listen(token);
   assert.is(l.status, -2);
   assert.is(l.did, undefined);
@@ -159,7 +160,7 @@ test('a DID held by another user: 409 and the session fails (-2)', async () => {
   assert.is((await listen(token)).status, -2);
   assert.is((await s.ctx.c.users.findById(u.user._id))!.did, null);
   assert.is((await s.ctx.c.userDids.findById(holder.keys.did))!.userId, holder.user._id);
-  const doc = await s.ctx.c.claimSessions.findById(token);
+  const doc = await s.ctx.c.claimSessions.findById(hashToken(token));
   assert.is(doc!.failure, 'did_taken');
 });
 
@@ -257,7 +258,7 @@ test('no answer carries a secret: nonces only from GET claim (and as `key`), nev
   const texts: string[] = [];
   const sq = await admin.api.post('/api/server/directory/send-qr', { userId: u.user._id, sendByEmail: false });
   texts.push(sq.text);
-  const session = (await s.ctx.c.claimSessions.findById(sq.body.token))!;
+  const session = (await s.ctx.c.claimSessions.findById(hashToken(sq.body.token)))!;
   const keys = generateKeyPair();
   texts.push((await http(s.url, 'GET', `/api/user/listen/${sq.body.token}`)).text);
   texts.push((await http(s.url, 'GET', `/api/user/claim/${sq.body.token}/qr.svg`)).text);

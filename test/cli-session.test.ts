@@ -145,7 +145,7 @@ test('a session that has expired or was ended elsewhere: exit 3 naming the serve
   const { token } = await sessionOf(h);
   remember(token);
   await s.ctx.sessions.end(token);
-  fails(await h.run('agents', 'list'), 3, `not logged in to ${s.url} (authentication required): the session has expired or was ended; log in again with 'steward login ${s.url}'`);
+  fails(await h.run('agents', 'list'), 3, `not logged in to ${s.url}: the session has expired or was ended; log in again with 'steward login ${s.url}'`);
 });
 
 test('errors from the server in words with exit 1 (403 here); unreachable server exit 5', async () => {

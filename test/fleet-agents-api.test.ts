@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { makeUser, type TestUser } from './fixtures.js';
 import { client, sleep, waitFor } from './helpers.js';
 import { fleet, isError, makeWorkspace, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { makeAgent } from './people-helpers.js';
 import type { StewardAgent } from '../src/agent/index.js';
 
 const test = suite('fleet agents API');
@@ -49,7 +50,7 @@ test('a global admin lists every active agent with the list fields and the onlin
   assert.is(r.body.pageSize, 20);
   assert.is(r.body.totalPages, 1);
   const a = r.body.agents[0];
-  assert.equal(Object.keys(a).sort(), ['capabilities', 'id', 'isOnline', 'lastSeen', 'llmModel', 'llmProvider', 'name', 'registeredAt', 'workspace']);
+  assert.equal(Object.keys(a).sort(), ['capabilities', 'capabilitiesInForce', 'id', 'isOnline', 'lastSeen', 'llmModel', 'llmProvider', 'name', 'registeredAt', 'workspace']);
   assert.is(a.id, ctx.alpha.did);
   assert.equal(a.capabilities, ['file_access', 'api_call']);
   assert.is(a.isOnline, true);
@@ -148,6 +149,43 @@ test('search: did, name and capabilities of matching agents', async () => {
   assert.equal(r.body, { agents: [{ did: ctx.gamma.did, name: 'Gamma', capabilities: ['api_call', 'mail_send'] }] });
   const byDid = await ctx.owner.api.get(`/api/agents/search?q=${encodeURIComponent(ctx.alpha.did)}`);
   assert.equal(byDid.body.agents.map((a: any) => a.did), [ctx.alpha.did]);
+});
+
+test('list and detail show the capabilities approved and, beside them, those in force (the current certificate)', async () => {
+  const { s, owner } = ctx;
+  const inForce = async () => {
+    const list = await owner.api.get('/api/agents');
+    return Object.fromEntries(list.body.agents.map((a: any) => [a.name, [a.capabilities, a.capabilitiesInForce]]));
+  };
+  assert.equal(await inForce(), {
+    'Alpha-bot': [['file_access', 'api_call'], ['file_access', 'api_call']],
+    'beta-bot': [['api_call'], ['api_call']],
+    Gamma: [['api_call', 'mail_send'], ['api_call', 'mail_send']],
+  });
+
+  // A policy narrows what Alpha may do: approved stays as it was, in force follows the certificate.
+  const pol = await owner.api.post('/api/policies', { agentDid: ctx.alpha.did, capabilities: ['file_access'] });
+  assert.is(pol.status, 201, pol.text);
+  await waitFor(async () => (await fleet(s).service.certificates.current(ctx.alpha.did))?.certificate.policyId === pol.body.policy.id);
+  assert.equal((await inForce())['Alpha-bot'], [['file_access', 'api_call'], ['file_access']]);
+  const detail = (await owner.api.get(`/api/agents/${encodeURIComponent(ctx.alpha.did)}`)).body.agent;
+  assert.equal(detail.capabilities, ['file_access', 'api_call']);
+  assert.equal(detail.capabilitiesInForce, ['file_access']);
+  assert.equal(detail.certificate.certificate.capabilities, detail.capabilitiesInForce);
+
+  // Once the policy a certificate carries has expired, the agent refuses everything: nothing is in force.
+  const expiresAt = new Date(Date.now() + 1500).toISOString();
+  const short = await owner.api.post('/api/policies', { agentDid: ctx.gamma.did, capabilities: ['mail_send'], expiresAt });
+  assert.is(short.status, 201, short.text);
+  await waitFor(async () => (await fleet(s).service.certificates.current(ctx.gamma.did))?.certificate.policyId === short.body.policy.id, 20_000);
+  await waitFor(async () => (await inForce()).Gamma[1].length === 0, 20_000);
+  assert.equal((await inForce()).Gamma, [['api_call', 'mail_send'], []]);
+
+  // An approved agent without a certificate yet: null.
+  const bare = await makeUser(s, { isAdmin: true });
+  const noCert = await makeAgent(s, 'uncertified', ['api_call'], ctx.wsA.id);
+  const row = (await bare.api.get('/api/agents?q=uncertified')).body.agents[0];
+  assert.equal([row.id, row.capabilities, row.capabilitiesInForce], [noCert._id, ['api_call'], null]);
 });
 
 test.run();

@@ -66,7 +66,7 @@ test('others need operator (or higher) in one of the agent\'s workspaces AND a g
   isError(await member.api.post(path(ctx.agent), body), 403); // role too low
 
   await grant(outsider.user.did!, null, ['api_call']);
-  isError(await outsider.api.post(path(ctx.agent), body), 403); // not in the agent's workspaces
+  isError(await outsider.api.post(path(ctx.agent), body), 404, 'not_found'); // not in the agent's workspaces: as if unknown
 
   // A grant on all agents (agentDid null) covers every agent; an expired grant covers none.
   const manager = await makeUser(s, { workspaces: { [ctx.ws.id]: 'manager' } });

@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { generateKeyPair } from '../src/domain/did.js';
+import { hashToken } from '../src/services/sessions.js';
 import { http, startServer, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { auditText, claimWith, login, startSmtp } from './identity-helpers.js';
@@ -99,9 +100,9 @@ test('an invitation of a claimed user is refused (409)', async () => {
 
 test('invitations expire at 7 days', async () => {
   const r = await invite('jay@example.test');
-  await s.ctx.c.invitations.updateOne({ _id: r.token }, { $set: { createdAt: new Date(Date.now() - 7 * DAY + 60_000).toISOString() } });
+  await s.ctx.c.invitations.updateOne({ _id: hashToken(r.token) }, { $set: { createdAt: new Date(Date.now() - 7 * DAY + 60_000).toISOString() } });
   assert.is((await http(s.url, 'GET', `/api/invitations/${r.token}`)).status, 200, 'a minute short of 7 days');
-  await s.ctx.c.invitations.updateOne({ _id: r.token }, { $set: { createdAt: new Date(Date.now() - 7 * DAY).toISOString() } });
+  await s.ctx.c.invitations.updateOne({ _id: hashToken(r.token) }, { $set: { createdAt: new Date(Date.now() - 7 * DAY).toISOString() } });
   assert.is((await http(s.url, 'GET', `/api/invitations/${r.token}`)).status, 404);
   assert.is((await http(s.url, 'POST', '/api/users/invite/from-email', { json: { token: r.token } })).status, 404);
   assert.is((await http(s.url, 'GET', '/api/invitations/6f0c2a43-39b4-4b55-9f3a-9f5a7b7f0d00')).status, 404);
@@ -109,11 +110,11 @@ test('invitations expire at 7 days', async () => {
 
 test('a claim opened from an invitation ends when the invitation does: one opened a minute before 7 days expires with it', async () => {
   const r = await invite('lee@example.test');
-  await s.ctx.c.invitations.updateOne({ _id: r.token }, { $set: { createdAt: new Date(Date.now() - 7 * DAY + 60_000).toISOString() } });
+  await s.ctx.c.invitations.updateOne({ _id: hashToken(r.token) }, { $set: { createdAt: new Date(Date.now() - 7 * DAY + 60_000).toISOString() } });
   const opened = await http(s.url, 'POST', '/api/users/invite/from-email', { json: { token: r.token } });
   assert.is(opened.status, 200, opened.text);
-  const session = await s.ctx.c.claimSessions.findById(opened.body.inviteToken);
-  const invitation = await s.ctx.c.invitations.findById(r.token);
+  const session = await s.ctx.c.claimSessions.findById(hashToken(opened.body.inviteToken));
+  const invitation = await s.ctx.c.invitations.findById(hashToken(r.token));
   const invitationEnds = Date.parse(invitation!.createdAt) + 7 * DAY;
   assert.is(Date.parse(session!.expiresAt), invitationEnds, 'not CLAIM_TTL_MINUTES after its opening, past the 7 days');
   // Once the invitation is 7 days old, the claim can no longer complete.
@@ -132,9 +133,9 @@ test('from-email opens a claim session; the claim deletes the invitation', async
   assert.is(r.body.connectionString, `${s.ctx.config.publicUrl}/api/user/claim/${r.body.inviteToken}`);
   assert.is(r.body.qrUrl, `${r.body.connectionString}/qr.svg`);
   assert.is(r.body.serverDid, s.ctx.identity.did);
-  const session = await s.ctx.c.claimSessions.findById(r.body.inviteToken);
+  const session = await s.ctx.c.claimSessions.findById(hashToken(r.body.inviteToken));
   assert.is(session!.kind, 'invitation');
-  assert.is(session!.invitationToken, inv.token);
+  assert.is(session!.invitationToken, hashToken(inv.token));
   assert.is((await http(s.url, 'GET', `/api/user/listen/${r.body.inviteToken}`)).body.status, -1);
 
   const keys = generateKeyPair();

@@ -177,7 +177,7 @@ test('PUT: bad bodies are 400 naming the field or the modes, and change nothing'
   }
   isError(await adminA.put(path(betaKeys.did), { workspaceId: wsB.id, workspaceModelId: models.gpt }), 400, 'agent_not_in_workspace');
   isError(await adminA.put(path(alpha.did), { registryModelId: '00000000-0000-4000-8000-000000000000' }), 404, 'model_not_found');
-  isError(await adminA.put(path(alpha.did), { workspaceId: 'nowhere', workspaceModelId: models.gpt }), 404);
+  isError(await adminA.put(path(alpha.did), { workspaceId: 'nowhere', workspaceModelId: models.gpt }), 400, 'agent_not_in_workspace'); // as for a workspace it is not in
   isError(await adminA.put(path(alpha.did), { registryModelId: models.retired }), 409, 'model_inactive');
   isError(await adminA.put(path(alpha.did), { workspaceId: wsA.id, workspaceModelId: models.retired }), 409, 'model_inactive');
   assert.equal((await adminA.get(path(alpha.did))).body, before);

@@ -21,8 +21,8 @@ export async function startWithOwner(env: Record<string, string> = {}): Promise<
   return { s, owner };
 }
 
-/** An active agent record, as the fleet leaves it after approval. */
-export async function makeAgent(s: TestServer, name: string, capabilities: Capability[] = ['file_access']): Promise<AgentDoc> {
+/** An active agent record, as the fleet leaves it after approval; with `workspaceId`, a member (primary) of that workspace. */
+export async function makeAgent(s: TestServer, name: string, capabilities: Capability[] = ['file_access'], workspaceId?: string): Promise<AgentDoc> {
   const keys = generateKeyPair();
   const now = new Date().toISOString();
   const agent: AgentDoc = {
@@ -38,6 +38,7 @@ export async function makeAgent(s: TestServer, name: string, capabilities: Capab
     isOnline: false,
   };
   await s.ctx.c.agents.insertOne(agent);
+  if (workspaceId) await s.ctx.c.workspaceAgents.insertOne({ _id: `${workspaceId}:${agent._id}`, workspaceId, agentDid: agent._id, isPrimary: true, joinedAt: now });
   return agent;
 }
 

@@ -92,7 +92,13 @@ const ENDPOINTS: Partial<Record<WorkspaceAction, Array<[string, (who: Who) => Pr
       'POST /api/workspaces/{workspace}/agents',
       async (who) => {
         const { ws, caller } = await arena(who);
-        const agent = await makeAgent(s, `agent-${n}`);
+        // The agent comes from another workspace, where the caller has the same role: an agent of
+        // no workspace of theirs would be 404 (docs/api.md), one managed elsewhere 403.
+        const home = await makeWorkspace(owner, `Home ${++n}`);
+        const agent = await makeAgent(s, `agent-${n}`, undefined, home.id);
+        if (who !== 'global admin') {
+          await s.ctx.c.workspaceMembers.insertOne({ _id: `home-${n}`, workspaceId: home.id, userId: caller.user._id, role: who, isPrimary: false, joinedAt: new Date().toISOString() });
+        }
         return (await caller.api.post(`/api/workspaces/${ws.id}/agents`, { agentDid: agent._id })).status;
       },
     ],

@@ -85,7 +85,9 @@ test('login requests are limited per DID as well: wrong signatures for one DID a
   const ch = await challenge(s, victim.did);
   assert.is(ch.status, 200);
   const wrong = () => http(s.url, 'POST', '/api/auth/login', { json: { challengeId: ch.body.challengeId, did: victim.did, signature: 'A'.repeat(86) } });
-  for (let i = 0; i < 3; i++) isError(await wrong(), 401, 'invalid_login');
+  // The first wrong signature uses up the challenge (one attempt each); the next two name it used.
+  isError(await wrong(), 401, 'invalid_signature');
+  for (let i = 0; i < 2; i++) isError(await wrong(), 401, 'invalid_challenge');
   const r = await wrong();
   isRateLimited(r, 60);
   assert.match(r.body.error.message, /for this DID/);

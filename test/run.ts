@@ -1,16 +1,17 @@
 /**
  * Test runner: runs every test/**\/*.test.ts file in its own Node process (each suite starts its
- * own server and data directory), prints each file's uvu output, and ends with one line
- * `N passed, N failed`. Exit code 1 when anything failed. A full run (no pattern) also
- * type-checks src/, test/ and bench/ (tsconfig.check.json) and the dashboard (web/tsconfig.json),
- * counted as one more test; tsx runs the suites without checking types, so that is what catches a
- * test calling a helper wrongly. When browser suites (test/ui-*.test.ts) are to run, the
- * dashboard is built first (TEST_SKIP_WEB_BUILD=1 skips that, for a build already made).
- * Every test process loads test/preload.ts: a promise rejection nothing handled fails its file
- * (counted as one failure each), even when its tests passed.
+ * own server and data directory), prints each file's uvu output, and ends with the files that
+ * failed (when any) and one line `N passed, N failed`. Exit code 1 when anything failed. A full
+ * run (no pattern) also type-checks src/, test/ and bench/ (tsconfig.check.json) and the dashboard
+ * (web/tsconfig.json), counted as one more test; tsx runs the suites without checking types, so
+ * that is what catches a test calling a helper wrongly. When browser suites (test/ui-*.test.ts) are
+ * to run, the dashboard is built first (TEST_SKIP_WEB_BUILD=1 skips that, for a build already
+ * made). Every test process loads test/preload.ts: a promise rejection nothing handled fails its
+ * file (counted as one failure each), even when its tests passed.
  *
- * Usage: npm test [-- pattern ...]   (patterns filter file paths by substring, or name a file to
- * run, of any name; TEST_TYPECHECK=0 skips the check)
+ * Usage: npm test [-- pattern ...]   (patterns filter the files' paths from the checkout, test/...,
+ * by substring, or name a file to run, of any name; TEST_TYPECHECK=0 skips the check; TEST_RUN_DIR
+ * runs the suites of another directory)
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -18,7 +19,7 @@ import { join, relative, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 
-const root = new URL('.', import.meta.url).pathname;
+const root = process.env.TEST_RUN_DIR ?? new URL('.', import.meta.url).pathname;
 const patterns = process.argv.slice(2);
 
 function walk(dir: string): string[] {
@@ -32,8 +33,10 @@ function walk(dir: string): string[] {
 }
 
 const named = patterns.filter((p) => p.endsWith('.ts') && existsSync(p) && statSync(p).isFile()).map((p) => resolve(p));
-const files = [...new Set([...walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => f.includes(p))), ...named])];
-const preload = join(root, 'preload.ts');
+// Matched on the path from the checkout (test/...): the checkout's own path must not match every file.
+const matched = walk(root).filter((f) => patterns.length === 0 || patterns.some((p) => relative(join(root, '..'), f).includes(p)));
+const files = [...new Set([...matched, ...named])];
+const preload = new URL('./preload.ts', import.meta.url).pathname;
 /** What test/preload.ts writes before each unhandled rejection. */
 const UNHANDLED_REJECTION_MARK = '[unhandled rejection]';
 /** The queue entry that stands for the type-check. */
@@ -118,5 +121,8 @@ await Promise.all(Array.from({ length: parallel }, worker));
 const passed = results.reduce((a, r) => a + r.passed, 0);
 const failed = results.reduce((a, r) => a + r.failed, 0);
 if (files.length === 0) console.log('no test files matched');
+// The files that failed, once more at the end, so a long run's outcome reads in a few lines.
+const failedFiles = results.filter((r) => r.failed > 0).map((r) => (r.file === TYPECHECK ? r.file : relative(root, r.file))).sort();
+if (failedFiles.length > 0) console.log(`\nfailed (${failedFiles.length} ${failedFiles.length === 1 ? 'file' : 'files'}):\n${failedFiles.map((f) => `  ${f}`).join('\n')}`);
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed > 0 || files.length === 0 ? 1 : 0);

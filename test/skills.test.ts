@@ -171,7 +171,7 @@ test('get: 200 {skill} in camelCase without content, field by field; by id or sl
   assert.is((await owner.api.get(`/api/workspaces/${w.id}/skills/${row.id}`)).status, 200);
 });
 
-test('get: 403 for a non-member; 404 when missing or in another workspace; 404 unknown workspace; 401 anonymous', async () => {
+test('get: 403 for a non-member, and for an unknown workspace (but 404 for a global admin); 404 when missing or in another workspace; 401 anonymous', async () => {
   const a = await makeWorkspace(owner, 'Get A');
   const b = await makeWorkspace(owner, 'Get B');
   const inA = await createSkill({ workspaceId: a.id, name: 'In A' });
@@ -182,7 +182,8 @@ test('get: 403 for a non-member; 404 when missing or in another workspace; 404 u
   isError(await memberOfA.api.get(`/api/workspaces/${a.id}/skills/nope`), 404, 'not_found');
   isError(await memberOfA.api.get(`/api/workspaces/${a.id}/skills/${inB.id}`), 404, 'not_found');
   isError(await owner.api.get(`/api/workspaces/${a.id}/skills/${inB.id}`), 404, 'not_found');
-  isError(await memberOfA.api.get(`/api/workspaces/no-such/skills/${inA.id}`), 404, 'not_found');
+  isError(await memberOfA.api.get(`/api/workspaces/no-such/skills/${inA.id}`), 403, 'forbidden');
+  isError(await owner.api.get(`/api/workspaces/no-such/skills/${inA.id}`), 404, 'not_found');
   isError(await http(s.url, 'GET', `/api/workspaces/${a.id}/skills/${inA.id}`), 401, 'unauthorized');
 });
 

@@ -330,7 +330,7 @@ test('delete: removes the user, DID reservation, memberships, grants, sessions; 
   assert.is(await c.workspaceMembers.count({ userId: victim.user._id }), 0);
   assert.is(await c.grants.count({ userId: victim.user._id }), 0);
   assert.is(await c.sessions.count({ subject: victim.user._id }), 0);
-  isError(await victim.api.get('/api/users/me'), 401, 'unauthorized');
+  isError(await victim.api.get('/api/users/me'), 401, 'invalid_session');
   assert.is((await c.users.findById(report.user._id))!.reportsTo, null);
   isError(await admin.api.get(`/api/users/${enc(victim.user.did!)}`), 404, 'not_found');
   isError(await owner.api.del(`/api/users/${enc(victim.user.did!)}`), 404, 'not_found');

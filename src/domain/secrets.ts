@@ -42,22 +42,44 @@ export class SecretBox {
   }
 }
 
-/** The configured key, or (embedded mode only) the one kept in DATA_DIR/secret.key, created once. */
-export async function loadSecretKey(opts: { configured?: Buffer; dataDir: string; embedded: boolean }): Promise<Buffer> {
-  if (opts.configured) return opts.configured;
-  if (!opts.embedded) throw new Error('STEWARD_SECRET_KEY is required with MongoDB');
+/** The secret key cannot be had as configured; the message says what to do. */
+export class SecretKeyError extends Error {
+  override name = 'SecretKeyError';
+}
+
+export interface SecretKey {
+  key: Buffer;
+  /** Where it came from, for messages: `STEWARD_SECRET_KEY`, or the key file's path. */
+  source: string;
+}
+
+/**
+ * The configured key, or (embedded mode only) the one kept in DATA_DIR/secret.key, created once.
+ * `mayCreate` is false when the store already holds data: a key created then could not open what
+ * was sealed with the lost one, so a missing key file is refused and nothing is written.
+ */
+export async function loadSecretKey(opts: { configured?: Buffer; dataDir: string; embedded: boolean; mayCreate: boolean }): Promise<SecretKey> {
+  if (opts.configured) return { key: opts.configured, source: 'STEWARD_SECRET_KEY' };
+  if (!opts.embedded) throw new SecretKeyError('STEWARD_SECRET_KEY is required with MongoDB (the key must not sit beside the data it protects)');
   const file = join(opts.dataDir, 'secret.key');
   try {
     const text = (await readFile(file, 'utf8')).trim();
     const key = Buffer.from(text, 'base64url');
-    if (key.length !== 32) throw new Error(`${file} does not hold a 32-byte key`);
-    return key;
+    if (key.length !== 32) throw new SecretKeyError(`${file} does not hold a 32-byte key (base64url); restore it from a backup, or set STEWARD_SECRET_KEY to the key`);
+    return { key, source: file };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  await mkdir(opts.dataDir, { recursive: true });
+  if (!opts.mayCreate) {
+    throw new SecretKeyError(
+      `${file} is missing, but the store in ${join(opts.dataDir, 'store')} already holds data sealed with a secret key ` +
+        '(the server identity, bridge and model secrets). Restore secret.key from a backup, or set STEWARD_SECRET_KEY to that key; ' +
+        'no new key was written, since it could not open that data.',
+    );
+  }
+  await mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   await writeFile(file, key.toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
   await chmod(file, 0o600);
-  return key;
+  return { key, source: file };
 }

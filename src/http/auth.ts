@@ -5,9 +5,14 @@
  * State-changing requests authenticated by the cookie are refused (403) when their Origin header
  * names another origin than PUBLIC_URL or the Host they were sent to (a cross-site request
  * forgery guard; bearer tokens are not sent by browsers on their own, so they need no check).
+ *
+ * A route that needs a session and gets none says why, and what to do: no token (`unauthorized`),
+ * a token that cannot be one (`malformed_token`), one that is not a live session
+ * (`invalid_session`: never issued, ended by logout or removal), one that expired
+ * (`session_expired`). Only the holder of a token learns anything about it.
  */
 import type { AuthLevel, AuthPolicy, RequestContext } from './router.js';
-import { forbidden, unauthorized } from './errors.js';
+import { forbidden, HttpError, unauthorized } from './errors.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 import type { Collections } from '../store/collections.js';
 import type { Sessions } from '../services/sessions.js';
@@ -28,6 +33,36 @@ export function tokenOf(ctx: Pick<RequestContext, 'headers' | 'cookies'>): { tok
   }
   const cookie = ctx.cookies[SESSION_COOKIE];
   return cookie ? { token: cookie, via: 'cookie' } : null;
+}
+
+/** A session token: 32 random bytes, base64url (src/services/sessions.ts). */
+const SESSION_TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+type Refusal = { kind: 'malformed'; what: 'header' | 'token' } | { kind: 'unknown' } | { kind: 'expired'; at: string };
+
+/** Why a request that presented a token authenticated as nobody (read by `authorize`). */
+const refusals = new WeakMap<object, Refusal>();
+
+function refusalError(r: Refusal | undefined): HttpError {
+  const login = 'log in again (POST /api/auth/challenge, then POST /api/auth/login)';
+  if (!r) {
+    return unauthorized(
+      'this route needs a session: send `Authorization: Bearer <token>` or the steward_session cookie (log in with POST /api/auth/challenge, then POST /api/auth/login)',
+    );
+  }
+  switch (r.kind) {
+    case 'malformed':
+      return unauthorized(
+        r.what === 'header'
+          ? 'the Authorization header must be `Bearer <token>`, with the token from POST /api/auth/login'
+          : `this is not a session token (a session token is 43 base64url characters); ${login}`,
+        'malformed_token',
+      );
+    case 'unknown':
+      return unauthorized(`this session is not valid: it was ended (logout, or its account or agent was removed) or never issued; ${login}`, 'invalid_session');
+    case 'expired':
+      return unauthorized(`your session expired at ${r.at}; ${login}`, 'session_expired');
+  }
 }
 
 export function isSameOrigin(origin: string, publicUrl: string, host: string | undefined): boolean {
@@ -51,18 +86,32 @@ export function createAuthPolicy(deps: {
   return {
     async authenticate(ctx) {
       const presented = tokenOf(ctx);
-      if (!presented) return null;
+      if (!presented) {
+        if (ctx.headers.authorization) refusals.set(ctx, { kind: 'malformed', what: 'header' });
+        return null;
+      }
       if (presented.via === 'cookie' && !SAFE_METHODS.has(ctx.method)) {
         const origin = ctx.headers.origin;
         if (origin && !isSameOrigin(origin, deps.publicUrl(), ctx.headers.host)) {
           throw forbidden('cross-origin request with a session cookie refused', 'cross_origin');
         }
       }
-      const session = await deps.sessions.resolve(presented.token);
-      if (!session) return null;
+      if (!SESSION_TOKEN.test(presented.token)) {
+        refusals.set(ctx, { kind: 'malformed', what: 'token' });
+        return null;
+      }
+      const checked = await deps.sessions.check(presented.token);
+      if (!('session' in checked)) {
+        refusals.set(ctx, checked.refused === 'expired' ? { kind: 'expired', at: checked.expiredAt } : { kind: 'unknown' });
+        return null;
+      }
+      const { session } = checked;
+      // A session whose person or agent is gone is no session (it is ended with them anyway).
+      refusals.set(ctx, { kind: 'unknown' });
       if (session.kind === 'user') {
         const user = await deps.c.users.findById(session.subject);
         if (!user || !user.did) return null;
+        refusals.delete(ctx);
         return {
           kind: 'user',
           userId: user._id,
@@ -77,12 +126,13 @@ export function createAuthPolicy(deps: {
       }
       const agent = await deps.agent()(session.subject);
       if (!agent) return null;
+      refusals.delete(ctx);
       return { kind: 'agent', did: session.subject, name: agent.name, sessionId: session._id, via: presented.via };
     },
 
-    authorize(level: AuthLevel, p: Principal | null) {
+    authorize(level: AuthLevel, p: Principal | null, ctx: RequestContext) {
       if (level === 'public' || level === 'optional') return;
-      if (!p) throw unauthorized();
+      if (!p) throw refusalError(refusals.get(ctx));
       if (level === 'session') return;
       if (p.kind !== 'user') throw forbidden('this endpoint is for people, not agents');
       if (level === 'user') return;

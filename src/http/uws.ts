@@ -166,3 +166,13 @@ function nameOf(main: string, fallbackName: string): string {
   }
   return fallbackName;
 }
+
+/**
+ * Listens on host:port without sharing it: uWS otherwise sets SO_REUSEPORT, so a second process
+ * on the same port starts and takes half of the connections. Resolves to false when the port is
+ * taken (by any process) or the address cannot be bound. The package's typings lack this overload.
+ */
+export function listenExclusive(u: Uws, app: UWS.TemplatedApp, host: string, port: number): Promise<UWS.us_listen_socket | false> {
+  const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: UWS.us_listen_socket | false) => void) => void;
+  return new Promise((resolve) => listen.call(app, host, port, (u as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT, resolve));
+}

@@ -19,6 +19,8 @@ import type { Filter } from '../store/types.js';
 import type { AgentGateway } from '../ws/agent-gateway.js';
 import type { FleetService } from './fleet.js';
 import type { TokenUsage } from './token-usage.js';
+import type { StoredCertificate } from './certificates.js';
+import type { Certificate } from '../domain/certificate.js';
 import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import { toPolicyView } from './policies.js';
 import { notFound } from '../http/errors.js';
@@ -48,7 +50,14 @@ export interface WorkspaceRef {
 export interface AgentListItem {
   id: string;
   name: string;
+  /** Approved at registration (interface §2.5). */
   capabilities: Capability[];
+  /**
+   * What the agent enforces now: the capabilities of its current co-signed certificate (none once
+   * the policy it carries has expired, since the agent then refuses every intent); null before
+   * its first certificate.
+   */
+  capabilitiesInForce: Capability[] | null;
   llmProvider: string | null;
   llmModel: string | null;
   isOnline: boolean;
@@ -127,9 +136,10 @@ export class AgentViews {
     });
     const total = filtered.length;
     const pageRows = filtered.slice((q.page - 1) * q.pageSize, q.page * q.pageSize);
-    const workspaces = await this.primaryWorkspaces(pageRows.map((r) => r.a._id));
+    const dids = pageRows.map((r) => r.a._id);
+    const [workspaces, certificates] = await Promise.all([this.primaryWorkspaces(dids), this.fleet.certificates.currentOf(dids)]);
     return {
-      agents: pageRows.map((r): AgentListItem => this.item(r.a, r.online, r.lastSeen, workspaces.get(r.a._id) ?? null)),
+      agents: pageRows.map((r): AgentListItem => this.item(r.a, r.online, r.lastSeen, workspaces.get(r.a._id) ?? null, certificates.get(r.a._id) ?? null)),
       total,
       page: q.page,
       pageSize: q.pageSize,
@@ -151,14 +161,15 @@ export class AgentViews {
       ? { certificate: stored.certificate, serverSignature: stored.serverSignature, agentSignature: stored.agentSignature, acceptedAt: stored.acceptedAt }
       : null;
     const online = this.gateway.isOnline(did);
+    // Its other workspaces are listed where the caller may see them; the primary one always is (it is the list item's `workspace`).
+    const seen = await visibleWorkspaceIds(c, principal);
+    const shown = memberships.filter((m) => byId.has(m.workspaceId) && (m.isPrimary || seen === 'all' || seen.includes(m.workspaceId)));
     return {
-      ...this.item(agent, online, this.lastSeenOf(agent), primary && byId.has(primary.workspaceId) ? wsRef(byId.get(primary.workspaceId)!) : null),
+      ...this.item(agent, online, this.lastSeenOf(agent), primary && byId.has(primary.workspaceId) ? wsRef(byId.get(primary.workspaceId)!) : null, stored),
       llmSystemPrompt: agent.llmSystemPrompt ?? '',
       publicKey: agent.publicKey,
       version: agent.version,
-      workspaces: memberships
-        .filter((m) => byId.has(m.workspaceId))
-        .map((m) => ({ ...wsRef(byId.get(m.workspaceId)!), isPrimary: m.isPrimary })),
+      workspaces: shown.map((m) => ({ ...wsRef(byId.get(m.workspaceId)!), isPrimary: m.isPrimary })),
       policy: policy ? policyRef(policy) : null,
       certificate,
       tokenUsage,
@@ -183,11 +194,18 @@ export class AgentViews {
     return this.fleet.pendingLastSeen(a._id) ?? a.lastSeen ?? null;
   }
 
-  private item(a: Pick<AgentDoc, '_id' | 'name' | 'capabilities' | 'registeredAt' | 'llmProvider' | 'llmModel'>, online: boolean, lastSeen: string | null, workspace: WorkspaceRef | null): AgentListItem {
+  private item(
+    a: Pick<AgentDoc, '_id' | 'name' | 'capabilities' | 'registeredAt' | 'llmProvider' | 'llmModel'>,
+    online: boolean,
+    lastSeen: string | null,
+    workspace: WorkspaceRef | null,
+    certificate: StoredCertificate | null,
+  ): AgentListItem {
     return {
       id: a._id,
       name: a.name,
       capabilities: a.capabilities,
+      capabilitiesInForce: certificate ? inForce(certificate.certificate) : null,
       llmProvider: a.llmProvider ?? null,
       llmModel: a.llmModel ?? null,
       isOnline: online,
@@ -213,6 +231,11 @@ export class AgentViews {
     }
     return out;
   }
+}
+
+/** A certificate's capabilities while its policy has not expired (the agent's gate 2 refuses everything after). */
+function inForce(cert: Certificate): Capability[] {
+  return cert.policyExpiresAt !== null && Date.parse(cert.policyExpiresAt) <= Date.now() ? [] : cert.capabilities;
 }
 
 function wsRef(w: WorkspaceDoc): WorkspaceRef {

@@ -51,6 +51,15 @@ export class CertificateStore {
     return doc ? toStored(doc) : null;
   }
 
+  /** The current certificates of several agents (one read), by DID; agents without one are absent. */
+  async currentOf(agentDids: readonly string[]): Promise<Map<string, StoredCertificate>> {
+    const out = new Map<string, StoredCertificate>();
+    if (agentDids.length === 0) return out;
+    const docs = await this.c.certificates.find({ agentDid: { $in: [...agentDids] } }, { sort: { acceptedAt: -1, _id: -1 } });
+    for (const doc of docs) if (!out.has(doc.agentDid)) out.set(doc.agentDid, toStored(doc));
+    return out;
+  }
+
   /** Stores a co-signed certificate; resolves once it is durable. `supersedes` is deleted later. */
   save(cert: StoredCertificateWithBytes, supersedes: string | null): Promise<void> {
     const doc: CertificateDoc = {

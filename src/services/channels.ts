@@ -445,6 +445,14 @@ export class ChannelService {
     return (await this.c.workspaceMembers.count({ workspaceId, userId: caller.userId })) > 0;
   }
 
+  /** Whether the caller may see the agent: a global admin, or one of the agent's workspaces is the caller's. */
+  private async seesAgent(caller: Caller, agentDid: string): Promise<boolean> {
+    if (caller.isGlobalAdmin) return true;
+    const workspaceIds = (await this.c.workspaceAgents.find({ agentDid }, { projection: { workspaceId: 1 } })).map((m) => m.workspaceId);
+    for (const id of workspaceIds) if (await this.inWorkspace(caller, id)) return true;
+    return false;
+  }
+
   /** 403 unless the caller owns the channel or is a global admin. */
   requireOwner(a: Access, what: string): void {
     if (!a.caller.isGlobalAdmin && a.member?.role !== 'owner') throw forbidden(`${what} needs the owner role in this channel (or global admin)`);
@@ -556,7 +564,10 @@ export class ChannelService {
       if (!(await this.c.userDids.findById(input.memberDid))) throw badRequest(`no user has the DID ${input.memberDid}`, 'unknown_member');
     } else {
       const agent = await this.c.agents.findById(input.memberDid);
-      if (!agent || agent.status !== 'active') throw badRequest(`no active agent has the DID ${input.memberDid}`, 'unknown_member');
+      // An agent of no workspace the caller is in answers as an unknown one (docs/api.md).
+      if (!agent || agent.status !== 'active' || !(await this.seesAgent(a.caller, agent._id))) {
+        throw badRequest(`no active agent has the DID ${input.memberDid}`, 'unknown_member');
+      }
     }
     const doc: ChannelMemberDoc = {
       _id: nanoid(),

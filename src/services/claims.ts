@@ -7,6 +7,9 @@
  * The wallet reads `{nonce, serverDid, expiresAt}` there and posts `{did, publicKey?, signature}`
  * with the signature over `steward-claim:<token>:<nonce>`.
  *
+ * The token is given out once, when the session opens; the store keeps only its SHA-256, which is
+ * the session's id (whoever reads the datafiles cannot claim with what they find there).
+ *
  * Status: -1 pending, 2 success, -2 failed or expired (a pending session past expiresAt reads -2).
  * A wrong signature leaves the session pending; a DID that someone else holds fails it.
  * Completing is serialised per session by taking it atomically (`claimedDid: null` -> did), and a
@@ -22,6 +25,7 @@ import { claimMessage, connectionStringOf, walletQrText } from '../domain/claims
 import { HttpError, notFound } from '../http/errors.js';
 import { Mailer, claimMail } from '../integrations/mail.js';
 import { actingAs } from './login.js';
+import { hashToken } from './sessions.js';
 import type { AppContext } from '../server.js';
 
 export type ClaimKind = ClaimSessionDoc['kind'];
@@ -70,21 +74,23 @@ export class ClaimService {
 
   /**
    * Opens a pending session for an unclaimed user (or, with userId null, for a new user). It lives
-   * `ttlMs` (default CLAIM_TTL_MINUTES), and ends at `notAfter` (epoch ms) at the latest.
+   * `ttlMs` (default CLAIM_TTL_MINUTES), and ends at `notAfter` (epoch ms) at the latest. The
+   * token is returned here only: the store keeps its hash.
    */
   async open(
     kind: ClaimKind,
-    opts: { userId: string | null; invitationToken?: string | null; ttlMs?: number; notAfter?: number },
-  ): Promise<ClaimSessionDoc> {
+    opts: { userId: string | null; invitationId?: string | null; ttlMs?: number; notAfter?: number },
+  ): Promise<{ session: ClaimSessionDoc; token: string }> {
     const t = this.now();
     const ends = Math.min(t + (opts.ttlMs ?? this.ctx.config.claimTtlMs), opts.notAfter ?? Infinity);
+    const token = randomBytes(24).toString('base64url');
     const doc: ClaimSessionDoc = {
-      _id: randomBytes(24).toString('base64url'),
+      _id: hashToken(token),
       userId: opts.userId,
       nonce: randomBytes(32).toString('base64url'),
       status: -1,
       kind,
-      invitationToken: opts.invitationToken ?? null,
+      invitationToken: opts.invitationId ?? null,
       createdAt: new Date(t).toISOString(),
       expiresAt: new Date(ends).toISOString(),
       completedAt: null,
@@ -92,7 +98,7 @@ export class ClaimService {
       failure: null,
     };
     await this.ctx.c.claimSessions.insertOne(doc);
-    return doc;
+    return { session: doc, token };
   }
 
   /** The status a session reads as now: a pending session past its expiry is -2. */
@@ -102,7 +108,7 @@ export class ClaimService {
 
   async find(token: string): Promise<ClaimSessionDoc | null> {
     if (!token || token.length > 100) return null;
-    return this.ctx.c.claimSessions.findById(token);
+    return this.ctx.c.claimSessions.findById(hashToken(token));
   }
 
   /** The session when it can still be claimed; null when unknown, expired or finished. */
@@ -114,7 +120,7 @@ export class ClaimService {
   async qrSvg(token: string): Promise<string | null> {
     const s = await this.pending(token);
     if (!s) return null;
-    return QRCode.toString(this.qrText(s._id), { type: 'svg', margin: 2 });
+    return QRCode.toString(this.qrText(token), { type: 'svg', margin: 2 });
   }
 
   /**
@@ -133,7 +139,7 @@ export class ClaimService {
         'publicKey (base64url of the raw 32-byte Ed25519 key) is required unless the DID is an Ed25519 did:key, and must match it when given',
       );
     }
-    if (!verifySignature(key, claimMessage(session._id, session.nonce), body.signature)) {
+    if (!verifySignature(key, claimMessage(token, session.nonce), body.signature)) {
       throw new HttpError(401, 'invalid_signature', `the signature does not verify over ${PURPOSE.claim}<token>:<nonce> with this key`);
     }
 
@@ -143,7 +149,7 @@ export class ClaimService {
       { $set: { claimedDid: body.did } },
     );
     if (!taken) {
-      const again = await this.pending(session._id);
+      const again = await this.pending(token);
       if (!again) throw notFound('no pending claim session for this token (unknown, expired or finished)');
       throw new HttpError(409, 'claim_in_progress', 'another claim of this session is in progress');
     }
@@ -233,15 +239,15 @@ export class ClaimService {
     }
   }
 
-  /** Sends the claim mail of a session to the user's address; true when the SMTP server accepted it. */
-  async mailClaim(session: ClaimSessionDoc, user: UserDoc): Promise<boolean> {
+  /** Sends the claim mail of a session (opened with `token`) to the user's address; true when the SMTP server accepted it. */
+  async mailClaim(token: string, session: ClaimSessionDoc, user: UserDoc): Promise<boolean> {
     if (!this.mailer.configured || !user.email) return false;
     const msg = await claimMail({
       to: user.email,
       name: user.name,
       publicUrl: this.ctx.config.publicUrl,
-      connectionString: this.connectionString(session._id),
-      qrText: this.qrText(session._id),
+      connectionString: this.connectionString(token),
+      qrText: this.qrText(token),
       walletUrl: this.ctx.config.walletUrl,
       expiresAt: session.expiresAt,
     });
@@ -262,12 +268,12 @@ export function claimServiceOf(ctx: Deps): ClaimService {
  * Owner bootstrap: while the owner is unclaimed, opens a fresh 'owner-bootstrap' claim session
  * (earlier ones stop working) and prints how to claim it — the connection string (the claim URL),
  * the wallet link and a QR code for the terminal. Called by `steward serve` after every start;
- * returns the session, or null when the owner is already claimed.
+ * returns the session and its token, or null when the owner is already claimed.
  */
 export async function announceOwnerClaim(
   ctx: Deps,
   write: (text: string) => void = (t) => process.stdout.write(t),
-): Promise<ClaimSessionDoc | null> {
+): Promise<{ session: ClaimSessionDoc; token: string } | null> {
   const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
   if (!owner) return null;
   const claims = claimServiceOf(ctx);
@@ -275,7 +281,7 @@ export async function announceOwnerClaim(
     { userId: owner._id, kind: 'owner-bootstrap', status: -1 },
     { $set: { status: -2, failure: 'superseded', completedAt: new Date().toISOString() } },
   );
-  const session = await claims.open('owner-bootstrap', {
+  const { session, token } = await claims.open('owner-bootstrap', {
     userId: owner._id,
     ttlMs: Math.max(ctx.config.claimTtlMs, OWNER_CLAIM_MIN_TTL_MS),
   });
@@ -285,8 +291,8 @@ export async function announceOwnerClaim(
     target: owner._id,
     details: { kind: session.kind, expiresAt: session.expiresAt },
   });
-  const cs = claims.connectionString(session._id);
-  const qrText = claims.qrText(session._id);
+  const cs = claims.connectionString(token);
+  const qrText = claims.qrText(token);
   const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
   write(
     [
@@ -308,5 +314,5 @@ export async function announceOwnerClaim(
       '',
     ].join('\n'),
   );
-  return session;
+  return { session, token };
 }

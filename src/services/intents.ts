@@ -45,7 +45,7 @@ export class IntentService implements IntentSink, AgentIntents {
     gateway.intents = this;
   }
 
-  /** Throws 404/403 unless `who` may send `action` to the agent. */
+  /** Throws 404 (unknown, or not visible to `who`) or 403 (no role, no grant) unless `who` may send `action` to the agent. */
   async authorize(who: UserPrincipal, did: string, action: Capability): Promise<void> {
     const { c } = this.ctx;
     const agent = await c.agents.findById(did);
@@ -55,6 +55,8 @@ export class IntentService implements IntentSink, AgentIntents {
     const roles = workspaceIds.length
       ? await c.workspaceMembers.find({ userId: who.userId, workspaceId: { $in: workspaceIds } }, { projection: { role: 1 } })
       : [];
+    // An agent outside every workspace of the caller answers as an unknown one (docs/api.md).
+    if (roles.length === 0) throw notFound(`no agent ${did}`);
     if (!roles.some((m) => atLeast(m.role, 'operator'))) {
       throw forbidden("sending intents needs the operator role (or higher) in one of the agent's workspaces");
     }

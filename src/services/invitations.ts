@@ -2,7 +2,8 @@
  * Email invitations (interface §4.12, §3): the owner invites an address; Steward keeps an
  * unclaimed user for it and one active invitation (a UUID token) that lives 7 days. The invitee
  * turns the token into a claim session (POST /api/users/invite/from-email) and claims it with a
- * wallet; the claim deletes the invitation.
+ * wallet; the claim deletes the invitation. The token is given out once (the answer to the owner
+ * and the mail); the store keeps its SHA-256 as the invitation's id.
  */
 import { createUser } from './users.js';
 import { randomUUID } from 'node:crypto';
@@ -11,6 +12,7 @@ import type { GlobalRole, UserPrincipal } from '../domain/principal.js';
 import { conflict, notFound } from '../http/errors.js';
 import { invitationMail } from '../integrations/mail.js';
 import { claimServiceOf, type ClaimService } from './claims.js';
+import { hashToken } from './sessions.js';
 import type { AppContext } from '../server.js';
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600_000;
@@ -58,8 +60,9 @@ export class InvitationService {
       await c.invitations.deleteMany({ emailLower });
       await this.cancelClaims(old.map((i) => i._id), 'invitation_replaced');
     }
+    const token = randomUUID();
     const invitation: InvitationDoc = {
-      _id: randomUUID(),
+      _id: hashToken(token),
       email: a.email,
       emailLower,
       name: a.name,
@@ -71,7 +74,7 @@ export class InvitationService {
     await c.invitations.insertOne(invitation);
 
     const emailSent = await this.claims.mailer.send(
-      invitationMail({ to: a.email, name: a.name, role: a.role, publicUrl: this.ctx.config.publicUrl, token: invitation._id }),
+      invitationMail({ to: a.email, name: a.name, role: a.role, publicUrl: this.ctx.config.publicUrl, token }),
     );
     await this.ctx.audit.record(by, {
       action: 'user.invite',
@@ -79,18 +82,18 @@ export class InvitationService {
       target: user._id,
       details: { email: a.email, role: a.role, newUser: sameEmail.length === 0, replacedInvitations: old.length, emailSent },
     });
-    return { token: invitation._id, userId: user._id, emailSent };
+    return { token, userId: user._id, emailSent };
   }
 
   /** The invitation of a token while it is active (younger than 7 days); null otherwise. */
   async lookup(token: string): Promise<InvitationDoc | null> {
     if (!token || token.length > 100) return null;
-    const inv = await this.ctx.c.invitations.findById(token);
+    const inv = await this.ctx.c.invitations.findById(hashToken(token));
     if (!inv || Date.parse(inv.createdAt) + INVITATION_TTL_MS <= this.now()) return null;
     return inv;
   }
 
-  /** Opens an 'invitation' claim session for the invited user; 404 when the invitation is not active. */
+  /** Opens an 'invitation' claim session for the invited user (and its token); 404 when the invitation is not active. */
   async openClaim(token: string) {
     const inv = await this.lookup(token);
     if (!inv) throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
@@ -100,24 +103,24 @@ export class InvitationService {
       throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
     }
     // The claim ends with the invitation (7 days), if CLAIM_TTL_MINUTES has not ended it before.
-    const session = await this.claims.open('invitation', {
+    const opened = await this.claims.open('invitation', {
       userId: user._id,
-      invitationToken: inv._id,
+      invitationId: inv._id,
       notAfter: Date.parse(inv.createdAt) + INVITATION_TTL_MS,
     });
     await this.ctx.audit.record('system', {
       action: 'claim.created',
       targetType: 'user',
       target: user._id,
-      details: { kind: session.kind, expiresAt: session.expiresAt },
+      details: { kind: opened.session.kind, expiresAt: opened.session.expiresAt },
     });
-    return session;
+    return opened;
   }
 
   /** Deletes an invitation (declined, or done); pending claims opened through it stop. Idempotent. */
   async remove(token: string): Promise<boolean> {
     if (!token || token.length > 100) return false;
-    const inv = await this.ctx.c.invitations.findById(token);
+    const inv = await this.ctx.c.invitations.findById(hashToken(token));
     if (!inv) return false;
     const removed = await this.ctx.c.invitations.deleteOne({ _id: inv._id });
     if (removed === 0) return false;
@@ -131,9 +134,9 @@ export class InvitationService {
     return true;
   }
 
-  private async cancelClaims(invitationTokens: string[], failure: string): Promise<void> {
+  private async cancelClaims(invitationIds: string[], failure: string): Promise<void> {
     await this.ctx.c.claimSessions.updateMany(
-      { invitationToken: { $in: invitationTokens }, status: -1 },
+      { invitationToken: { $in: invitationIds }, status: -1 },
       { $set: { status: -2, failure, completedAt: new Date(this.now()).toISOString() } },
     );
   }

@@ -1,11 +1,12 @@
 /**
  * DID login for people (DESIGN §3): a challenge, then a signature over `steward-login:<nonce>`.
  *
- * Nothing here tells a caller why a login failed. A challenge is issued for any well-formed DID,
- * known or not, and every refusal — unknown DID, unclaimed user, wrong signature, a challenge
- * that was used, expired or issued for another DID — is the same `null`, which the route turns
- * into one 401 body. A challenge is consumed atomically (`usedAt: null` -> now) before the
- * signature is checked, so it serves one attempt, right or wrong, even under a race.
+ * A refused login says what is wrong, without telling anyone who does not hold a DID's key
+ * whether the DID has an account: a challenge is issued for any well-formed DID, and "no account
+ * holds this DID" is only said to a caller whose signature verifies with the DID's own key (a
+ * did:key carries it). Every other failed signature is the same `invalid_signature`, for a DID
+ * with an account or without one. A challenge is consumed atomically (`usedAt: null` -> now)
+ * before the signature is checked, so it serves one attempt, right or wrong, even under a race.
  */
 import { randomBytes } from 'node:crypto';
 import { nanoid } from 'nanoid';
@@ -16,6 +17,9 @@ import { resolvePublicKey, verifySignature } from '../domain/did.js';
 import { loginMessage } from '../domain/claims.js';
 
 export const CHALLENGE_TTL_MS = 5 * 60_000;
+
+/** Why a login was refused (docs/identity.md lists the answers). */
+export type LoginRefusal = 'invalid_challenge' | 'challenge_mismatch' | 'invalid_signature' | 'no_account';
 
 export interface LoginUser {
   id: string;
@@ -71,19 +75,22 @@ export class LoginService {
     return { challengeId: doc._id, nonce: doc.nonce };
   }
 
-  /** A new session for a valid answer to a challenge; null for every kind of refusal. */
-  async login(challengeId: string, did: string, signature: string): Promise<{ token: string; user: UserDoc } | null> {
+  /** A new session for a valid answer to a challenge, or why there is none. */
+  async login(challengeId: string, did: string, signature: string): Promise<{ token: string; user: UserDoc } | { refused: LoginRefusal }> {
     const nowIso = new Date(this.now()).toISOString();
     const challenge = await this.c.challenges.findOneAndUpdate(
       { _id: challengeId, usedAt: null },
       { $set: { usedAt: nowIso } },
       { returnDocument: 'before' },
     );
-    if (!challenge || challenge.did !== did || challenge.expiresAt <= nowIso) return null;
-    const user = await this.c.users.findOne({ did });
-    if (!user || !user.did || !user.claimedAt) return null;
-    const key = resolvePublicKey(user.did, user.publicKey);
-    if (!key || !verifySignature(key, loginMessage(challenge.nonce), signature)) return null;
+    if (!challenge || challenge.expiresAt <= nowIso) return { refused: 'invalid_challenge' };
+    if (challenge.did !== did) return { refused: 'challenge_mismatch' };
+    const found = await this.c.users.findOne({ did });
+    const user = found?.did && found.claimedAt ? found : null;
+    // The key a signature must verify with: the account's, else the one a did:key carries.
+    const key = user ? resolvePublicKey(user.did!, user.publicKey) : resolvePublicKey(did);
+    if (!key || !verifySignature(key, loginMessage(challenge.nonce), signature)) return { refused: 'invalid_signature' };
+    if (!user) return { refused: 'no_account' };
     const { token } = await this.sessions.create('user', user._id);
     return { token, user };
   }

@@ -516,9 +516,9 @@ export class ModelService {
     if (input.mode === 'workspace') {
       if (!this.proxy) throw conflict('workspace routing needs the model proxy (PROXY_BASE_URL and PROXY_MASTER_KEY)', 'proxy_not_configured');
       const ws = await resolveWorkspace(c, input.workspace);
-      if (!ws) throw notFound(`no workspace ${input.workspace}`);
-      if ((await c.workspaceAgents.count({ workspaceId: ws._id, agentDid: did })) === 0) {
-        throw badRequest(`body field 'workspaceId': agent ${did} is not in workspace ${ws.slug}`, 'agent_not_in_workspace');
+      // An unknown workspace answers as one the agent is not in: nothing tells which exist.
+      if (!ws || (await c.workspaceAgents.count({ workspaceId: ws._id, agentDid: did })) === 0) {
+        throw badRequest(`body field 'workspaceId': agent ${did} is not in workspace ${input.workspace}`, 'agent_not_in_workspace');
       }
       const m = await this.get(input.workspaceModelId);
       if ((await c.workspaceModels.count({ workspaceId: ws._id, modelId: m._id })) === 0) {

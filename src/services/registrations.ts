@@ -10,7 +10,9 @@
  * - Registering again: a pending agent with the same key gets its existing registration back;
  *   an active one, a rejected one, or one registered with another key is a conflict (409).
  * - With no workspace named, the agent goes to the default workspace, which becomes its primary
- *   one at approval.
+ *   one at approval. So does one naming a workspace that does not exist (kept as
+ *   `requestedWorkspace` for the admin who approves): refusing it would tell anyone, signed in or
+ *   not, which workspaces exist.
  * - A new pending registration needs a place (PendingAdmission: limits in all and per source
  *   address); an agent already pending gets its registration back whatever the limits.
  */
@@ -97,10 +99,11 @@ export async function createRegistration(
 ): Promise<RegistrationOutcome> {
   const { did, publicKey } = identityOf(input);
   let workspace = defaultWorkspace;
+  let requestedWorkspace: string | null = null;
   if (input.workspace !== undefined) {
     const found = await resolveWorkspace(c, input.workspace);
-    if (!found) throw new RegistrationError(404, 'unknown_workspace', `no workspace '${input.workspace}'`);
-    workspace = found;
+    if (found) workspace = found;
+    else requestedWorkspace = input.workspace;
   }
   const existing = await c.agents.findById(did);
   if (existing) return existingRegistration(c, existing, publicKey);
@@ -115,6 +118,7 @@ export async function createRegistration(
     version: input.version,
     requestedCapabilities: [...new Set(input.capabilities)],
     workspaceId: workspace._id,
+    requestedWorkspace,
     requestedAt: now,
     via: origin.via,
     source: origin.source,
@@ -186,5 +190,6 @@ export function toPendingRegistrationView(r: RegistrationDoc) {
     agentDid: r.agentDid,
     version: r.version,
     workspaceId: r.workspaceId,
+    requestedWorkspace: r.requestedWorkspace ?? null,
   };
 }

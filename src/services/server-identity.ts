@@ -4,7 +4,7 @@
  * restart. `serverDid` in every response that names one is this DID.
  */
 import type { Collections } from '../store/collections.js';
-import type { SecretBox } from '../domain/secrets.js';
+import { SecretKeyError, type SecretBox } from '../domain/secrets.js';
 import { generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
 import { offThreadSigner } from '../domain/crypto-worker.js';
 import { DuplicateKeyError } from '../store/types.js';
@@ -43,9 +43,10 @@ export class ServerIdentity {
     return (await this.signer(data)).toString('base64url');
   }
 
-  static async load(c: Collections, secrets: SecretBox): Promise<ServerIdentity> {
+  /** `keySource` names where the secret key came from, for the message when it does not fit. */
+  static async load(c: Collections, secrets: SecretBox, keySource = 'the secret key'): Promise<ServerIdentity> {
     const existing = await c.settings.findById(SETTING_ID);
-    if (existing) return ServerIdentity.fromStored(existing.value as StoredIdentity, secrets);
+    if (existing) return ServerIdentity.fromStored(existing.value as StoredIdentity, secrets, keySource);
     const keys = generateKeyPair();
     const value: StoredIdentity = {
       did: keys.did,
@@ -60,16 +61,19 @@ export class ServerIdentity {
       // Another process created it first: use theirs.
       if (!(err instanceof DuplicateKeyError)) throw err;
       const doc = await c.settings.findById(SETTING_ID);
-      return ServerIdentity.fromStored(doc!.value as StoredIdentity, secrets);
+      return ServerIdentity.fromStored(doc!.value as StoredIdentity, secrets, keySource);
     }
   }
 
-  private static fromStored(v: StoredIdentity, secrets: SecretBox): ServerIdentity {
+  private static fromStored(v: StoredIdentity, secrets: SecretBox, keySource: string): ServerIdentity {
     let privateKey: string;
     try {
       privateKey = secrets.open(v.privateKeySealed, AAD);
     } catch {
-      throw new Error('the server private key cannot be decrypted: STEWARD_SECRET_KEY is not the key it was stored with');
+      throw new SecretKeyError(
+        `${keySource} is not the key the store's data was sealed with (the server identity ${v.did}, created ${v.createdAt}, does not open with it); ` +
+          'start with the key that sealed it: the secret.key from a backup of this data directory, or the STEWARD_SECRET_KEY used before',
+      );
     }
     return new ServerIdentity({ did: v.did, publicKey: v.publicKey, privateKey });
   }

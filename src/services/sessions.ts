@@ -1,7 +1,8 @@
 /**
  * Sessions of people and agents. A token is 32 random bytes (base64url); only its SHA-256 is
  * stored. Sessions slide: each use pushes expiresAt to now + SESSION_TTL (written at most once a
- * minute per session).
+ * minute per session). An expired session stays until the periodic sweep removes it, so that a
+ * request with it is told it expired rather than that it is unknown.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { nanoid } from 'nanoid';
@@ -36,14 +37,20 @@ export class Sessions {
 
   /** The live session of a token, extended; null when unknown or expired. */
   async resolve(token: string): Promise<SessionDoc | null> {
-    if (!token || token.length > 200) return null;
+    const r = await this.check(token);
+    return 'session' in r ? r.session : null;
+  }
+
+  /**
+   * The live session of a token, extended, or why there is none: `unknown` (never issued, ended,
+   * or swept), `expired` (past expiresAt, kept until the sweep so the answer can say so).
+   */
+  async check(token: string): Promise<{ session: SessionDoc } | { refused: 'unknown' } | { refused: 'expired'; expiredAt: string }> {
+    if (!token || token.length > 200) return { refused: 'unknown' };
     const session = await this.c.sessions.findOne({ tokenHash: hashToken(token) });
-    if (!session) return null;
+    if (!session) return { refused: 'unknown' };
     const t = this.now();
-    if (Date.parse(session.expiresAt) <= t) {
-      await this.c.sessions.deleteOne({ _id: session._id });
-      return null;
-    }
+    if (Date.parse(session.expiresAt) <= t) return { refused: 'expired', expiredAt: session.expiresAt };
     if (t - Date.parse(session.lastUsedAt) >= TOUCH_EVERY_MS) {
       const lastUsedAt = new Date(t).toISOString();
       const expiresAt = new Date(t + this.ttlMs).toISOString();
@@ -51,7 +58,7 @@ export class Sessions {
       session.lastUsedAt = lastUsedAt;
       session.expiresAt = expiresAt;
     }
-    return session;
+    return { session };
   }
 
   async end(token: string): Promise<void> {

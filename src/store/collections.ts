@@ -112,13 +112,15 @@ export interface ChallengeDoc {
 
 /** A claim session (send-qr, invitation, GET /api/users/invite); polled through listen. */
 export interface ClaimSessionDoc {
-  _id: string; // the token
+  /** SHA-256 of the token, hex (src/services/sessions.ts `hashToken`). The token itself is never stored. */
+  _id: string;
   /** The unclaimed user it completes; null for an open invite (GET /api/users/invite). */
   userId: string | null;
   nonce: string;
   /** -1 pending, 2 success, -2 failed or expired. */
   status: -1 | 2 | -2;
   kind: 'send-qr' | 'invitation' | 'invite-link' | 'owner-bootstrap';
+  /** The id of the invitation it was opened through (the hash of the invitation's token), else null. */
   invitationToken: string | null;
   createdAt: string;
   expiresAt: string;
@@ -128,7 +130,8 @@ export interface ClaimSessionDoc {
 }
 
 export interface InvitationDoc {
-  _id: string; // token (UUID)
+  /** SHA-256 of the token (a UUID), hex. The token itself is never stored. */
+  _id: string;
   email: string;
   emailLower: string;
   name: string;
@@ -208,6 +211,8 @@ export interface RegistrationDoc {
   requestedCapabilities: Capability[];
   /** The workspace named at registration, else the default workspace; primary at approval. */
   workspaceId: string;
+  /** A workspace named at registration that does not exist (the agent then waits in the default one); absent on older records. */
+  requestedWorkspace?: string | null;
   requestedAt: string;
   via: 'websocket' | 'http';
   /** The source address it came from (IPv4, or an IPv6 /64), counted by the pending-registration limits; absent on older records. */

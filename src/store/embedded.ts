@@ -22,6 +22,7 @@ import { JsonLineWriter } from './json-lines.js';
 import { bsonDocumentSize } from './bson-size.js';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, open, rename, type FileHandle } from 'node:fs/promises';
+import { lockDirectory, type DirectoryLock } from './dir-lock.js';
 import { dirname, join, resolve } from 'node:path';
 import { nanoid } from 'nanoid';
 import {
@@ -1440,6 +1441,10 @@ function indexKeyValues(doc: Obj, field: string): unknown[] {
  * makes one, when others are in use) and puts it back when written, so a steady stream of writes
  * allocates no buffers. A buffer grown beyond APPEND_BUFFER_KEPT is left to the collector.
  */
+/** Datafiles are the owner's alone: they hold sealed secrets, token hashes and everything else. */
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
+
 const appendBuffers: Buffer[] = [];
 const APPEND_BUFFER_MIN = 64 * 1024;
 const APPEND_BUFFER_KEPT = 256 * 1024;
@@ -1496,7 +1501,7 @@ class AppendLog {
     const out = new JsonLineWriter(appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN));
     try {
       for (const doc of docs) writeDocLine(out, doc);
-      this.handle ??= open(this.filename, 'a', 0o644);
+      this.handle ??= open(this.filename, 'a', FILE_MODE);
       let fh: FileHandle;
       try {
         fh = await this.handle;
@@ -1534,7 +1539,7 @@ class AppendLog {
     const temp = `${this.filename}~`;
     let written: number;
     try {
-      const fh = await open(temp, 'w', 0o644);
+      const fh = await open(temp, 'w', FILE_MODE);
       try {
         written = await writeCopy(fh, docs, lines);
         await fh.sync();
@@ -1567,7 +1572,7 @@ class AppendLog {
       return take();
     });
     try {
-      const fh = await open(temp, 'w', 0o644);
+      const fh = await open(temp, 'w', FILE_MODE);
       let copyOpen = true;
       try {
         let written = await writeCopy(fh, docs, lines);
@@ -1608,6 +1613,24 @@ class AppendLog {
   private compactionFailed(): void {
     this.compactedSize = this.size;
     this.compactionAsked = false;
+  }
+
+  /**
+   * Compacts now, whatever the file's size: after a migration replaced documents whose old lines
+   * must not stay on disk. Waits for a compaction already under way; never runs two at once.
+   */
+  async compactNow(): Promise<void> {
+    while (this.compaction) await this.compaction;
+    if (!this.onOversize) return;
+    // No await between the check above and these two lines: an append cannot start another one.
+    this.compactionAsked = true;
+    const run = this.onOversize();
+    this.compaction = run
+      .catch(() => undefined)
+      .finally(() => {
+        this.compaction = null;
+      });
+    await run;
   }
 
   /** Resolves once no compaction this log asked for is pending. */
@@ -1692,7 +1715,7 @@ function holdsDate(v: unknown): boolean {
  * than `_id`, which the next load re-creates.
  */
 async function openDatastore(filename: string, log: AppendLog): Promise<NedbStore> {
-  const ds = new Datastore({ filename });
+  const ds = new Datastore({ filename, modes: { fileMode: FILE_MODE, dirMode: DIR_MODE } });
   const nd = internals(ds);
   const indexLines = (): string[] => {
     const lines: string[] = [];
@@ -2071,6 +2094,19 @@ class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
   // -- internals ------------------------------------------------------------------------------
 
+  /** Resolves once no compaction of this collection is under way. */
+  compactionIdle(): Promise<void> {
+    return this.log.idle();
+  }
+
+  /** Rewrites the datafile now (Store.compact). */
+  compactNow(): Promise<void> {
+    return this.owner.track(async () => {
+      await this.datastore();
+      await this.log.compactNow();
+    });
+  }
+
   /** Waits for the collection's load, writes and compaction, then closes its datafile. */
   async settle(): Promise<void> {
     await this.loaded.catch(() => undefined);
@@ -2275,7 +2311,13 @@ const COLLECTION_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,119}$/;
 /** Store directories open in this process: two nedb instances on one file would corrupt it. */
 const openDirectories = new Set<string>();
 
-class EmbeddedStore implements Store {
+/** The embedded store, with what only it has. */
+export interface EmbeddedStoreHandle extends Store {
+  /** Resolves once no collection has a compaction under way (tests wait on it between writes). */
+  compactionsIdle(): Promise<void>;
+}
+
+class EmbeddedStore implements EmbeddedStoreHandle {
   readonly kind = 'embedded' as const;
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
   private readonly inflight = new Set<Promise<unknown>>();
@@ -2285,6 +2327,7 @@ class EmbeddedStore implements Store {
   constructor(
     private readonly dir: string,
     readonly compactMinBytes: number,
+    private readonly lock: DirectoryLock,
   ) {}
 
   collection<T extends Doc>(name: string): Collection<T> {
@@ -2298,6 +2341,14 @@ class EmbeddedStore implements Store {
       this.collections.set(name, coll);
     }
     return coll as unknown as Collection<T>;
+  }
+
+  compact(name: string): Promise<void> {
+    return (this.collection(name) as unknown as EmbeddedCollection<Doc>).compactNow();
+  }
+
+  async compactionsIdle(): Promise<void> {
+    await Promise.all([...this.collections.values()].map((c) => c.compactionIdle()));
   }
 
   async ping(): Promise<void> {
@@ -2316,6 +2367,7 @@ class EmbeddedStore implements Store {
       await Promise.allSettled([...this.inflight]);
       await Promise.allSettled([...this.collections.values()].map((c) => c.settle()));
       this.collections.clear();
+      await this.lock.release();
       openDirectories.delete(this.dir);
     })();
     return this.closing;
@@ -2335,15 +2387,33 @@ class EmbeddedStore implements Store {
 /** A datafile is compacted once it has reached twice its size after the last compaction and this (the default; the server passes STORE_COMPACT_MIN_MB). */
 const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
 
-export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<Store> {
-  const dir = resolve(opts.dataDir, 'store');
+export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<EmbeddedStoreHandle> {
+  const root = resolve(opts.dataDir);
+  const dir = join(root, 'store');
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
-  try {
-    await mkdir(dir, { recursive: true });
-  } catch (err) {
-    throw new StoreUnavailableError(`cannot create store directory ${dir}: ${(err as Error).message}`, { cause: err });
-  }
+  await ensurePrivateDirectory(root, `DATA_DIR ${root}`);
+  await ensurePrivateDirectory(dir, `store directory ${dir}`);
   if (openDirectories.has(dir)) throw new StoreUnavailableError(`embedded store at ${dir} is already open in this process`);
   openDirectories.add(dir);
-  return new EmbeddedStore(dir, opts.compactMinBytes ?? COMPACT_MIN_BYTES);
+  let lock: DirectoryLock;
+  try {
+    lock = await lockDirectory(dir, `DATA_DIR ${root}`);
+  } catch (err) {
+    openDirectories.delete(dir);
+    throw err;
+  }
+  return new EmbeddedStore(dir, opts.compactMinBytes ?? COMPACT_MIN_BYTES, lock);
+}
+
+/** A directory only its owner may enter (created so when missing); a clear error when the path is a file. */
+async function ensurePrivateDirectory(path: string, what: string): Promise<void> {
+  try {
+    await mkdir(path, { recursive: true, mode: DIR_MODE });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') {
+      throw new StoreUnavailableError(`${what} is not a directory (a file is in the way); point DATA_DIR at a directory, which is created when missing`, { cause: err });
+    }
+    throw new StoreUnavailableError(`cannot create ${what}: ${(err as Error).message}`, { cause: err });
+  }
 }

@@ -137,6 +137,12 @@ export interface Store {
   /** Resolves when the backend answers; rejects otherwise (used by /readyz). */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Rewrites a collection's storage now, without the old versions of its documents: the embedded
+   * store's datafiles are append-only, so a replaced or deleted document's lines stay until a
+   * compaction. Absent where the backend keeps no such history of its own (MongoDB).
+   */
+  compact?(collection: string): Promise<void>;
 }
 
 /** Typed store errors; the HTTP layer turns them into statuses at one boundary. */

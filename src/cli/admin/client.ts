@@ -72,7 +72,9 @@ export class Api {
     // Something other than Steward answered (a proxy's error page, another web server): say so.
     const message = typeof e?.message === 'string' ? e.message : `${this.server} answered ${status} ${res.statusText} without Steward's error body (is this a Steward server?)`;
     if (status === 401) {
-      return new CliError(EXIT.session, `not logged in to ${this.server} (${message}): the session has expired or was ended; log in again with 'steward login ${this.server}'`);
+      // The saved session is what failed: say so in the CLI's words, and how to get a new one.
+      const why = e?.code === 'session_expired' ? 'the session has expired' : 'the session has expired or was ended';
+      return new CliError(EXIT.session, `not logged in to ${this.server}: ${why}; log in again with 'steward login ${this.server}'`);
     }
     if (status === 404) return new CliError(EXIT.notFound, message);
     if (typeof e?.code !== 'string') return new CliError(EXIT.failed, message);

@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { q, route, type RequestContext, type RouteDef } from '../router.js';
 import { HttpError, forbidden, notFound } from '../errors.js';
 import { can } from '../../domain/permissions.js';
-import { memberRole, primaryWorkspaceOf } from '../../services/workspaces.js';
+import { agentWorkspaceIds, memberRole, primaryWorkspaceOf } from '../../services/workspaces.js';
 import type { AppContext } from '../../server.js';
 import type { Fleet } from '../../services/fleet-module.js';
 import type { UserPrincipal } from '../../domain/principal.js';
@@ -97,6 +97,9 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
         const agent = await ctx.c.agents.findById(r.params.id);
         if (!agent) throw notFound(`no agent ${r.params.id}`);
         if (!person.isAdmin) {
+          // One the caller cannot see answers as an unknown one (docs/api.md).
+          const theirs = await ctx.c.workspaceMembers.count({ userId: person.userId, workspaceId: { $in: await agentWorkspaceIds(ctx.c, agent._id) } });
+          if (theirs === 0) throw notFound(`no agent ${r.params.id}`);
           const primary = await primaryWorkspaceOf(ctx.c, agent._id);
           const role = primary ? await memberRole(ctx.c, person.userId, primary._id) : null;
           if (!can({ isGlobalAdmin: false, workspaceRole: role }, 'manageWorkspaceAgents')) {

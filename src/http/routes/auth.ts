@@ -7,15 +7,36 @@ import { route, type Cookie, type RouteDef } from '../router.js';
 import { forbidden, HttpError } from '../errors.js';
 import { isSameOrigin, SESSION_COOKIE, tokenOf } from '../auth.js';
 import { isDid } from '../../domain/did.js';
-import { actingAs, LoginService, loginUserView } from '../../services/login.js';
+import { actingAs, LoginService, loginUserView, type LoginRefusal } from '../../services/login.js';
 import type { AppContext } from '../../server.js';
 
 const SWEEP_EVERY_MS = 10 * 60_000;
 
 const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' });
 
-/** One answer for every refused login, so that nothing tells which check failed. */
-const invalidLogin = () => new HttpError(401, 'invalid_login', 'the login could not be verified; ask for a new challenge and sign it again');
+const NEW_CHALLENGE = 'ask for a new challenge (POST /api/auth/challenge) and sign its nonce';
+
+/** What a refused login answers: what is wrong, and what to do (src/services/login.ts says what each may reveal). */
+const refusedLogin = (why: LoginRefusal, did: string): HttpError => {
+  switch (why) {
+    case 'invalid_challenge':
+      return new HttpError(401, why, `this challenge is unknown, used or expired (a challenge lasts 5 minutes and serves one attempt); ${NEW_CHALLENGE}`);
+    case 'challenge_mismatch':
+      return new HttpError(401, why, `this challenge was issued for another DID; ask for a challenge for ${did} and sign its nonce`);
+    case 'invalid_signature':
+      return new HttpError(
+        401,
+        why,
+        `the signature does not verify over steward-login:<nonce> with the key of this DID (the account's key, or the one a did:key carries); this challenge is used up: ${NEW_CHALLENGE} with that key`,
+      );
+    case 'no_account':
+      return new HttpError(
+        401,
+        why,
+        `no account holds ${did}: the key is right, but this DID has not claimed an account here. Claim one first with the link or invitation an owner or admin sends you (steward wallet claim), then log in`,
+      );
+  }
+};
 
 const userView = z.object({
   id: z.string(),
@@ -77,7 +98,7 @@ export function authRoutes(ctx: AppContext): RouteDef[] {
           throw forbidden('cross-origin login refused', 'cross_origin');
         }
         const result = await login.login(body.challengeId, body.did, body.signature);
-        if (!result) throw invalidLogin();
+        if ('refused' in result) throw refusedLogin(result.refused, body.did);
         const { token, user } = result;
         await ctx.audit.record(actingAs(user), { action: 'auth.login', targetType: 'user', target: user._id });
         return {

@@ -100,15 +100,15 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
         if (user.role === 'owner' && !isOwnerLike(principal as UserPrincipal)) {
           throw forbidden('a claim for a user with the owner role can only be opened by an owner', 'owner_only');
         }
-        const session = await claims.open('send-qr', { userId: user._id });
-        const emailSent = body.sendByEmail ? await claims.mailClaim(session, user) : false;
+        const { session, token } = await claims.open('send-qr', { userId: user._id });
+        const emailSent = body.sendByEmail ? await claims.mailClaim(token, session, user) : false;
         await ctx.audit.record(principal!, {
           action: 'claim.created',
           targetType: 'user',
           target: user._id,
           details: { kind: session.kind, expiresAt: session.expiresAt, sendByEmail: body.sendByEmail, emailSent },
         });
-        return { body: { qrUrl: claims.qrUrl(session._id), token: session._id, serverDid: ctx.identity.did, emailSent } };
+        return { body: { qrUrl: claims.qrUrl(token), token, serverDid: ctx.identity.did, emailSent } };
       },
     }),
     route({
@@ -119,7 +119,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       tags: ['claims'],
       response: z.object({ connectionString: z.string(), token: z.string(), key: z.string(), serverDid: z.string() }),
       handler: async ({ principal }) => {
-        const session = await claims.open('invite-link', { userId: null });
+        const { session, token } = await claims.open('invite-link', { userId: null });
         await ctx.audit.record(principal!, {
           action: 'claim.created',
           targetType: 'claim_session',
@@ -128,8 +128,8 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
         });
         return {
           body: {
-            connectionString: claims.connectionString(session._id),
-            token: session._id,
+            connectionString: claims.connectionString(token),
+            token,
             key: session.nonce,
             serverDid: ctx.identity.did,
           },

@@ -60,12 +60,12 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       limit: { group: 'claim', key: ({ body }) => body.token },
       response: z.object({ qrUrl: z.string(), connectionString: z.string(), inviteToken: z.string(), serverDid: z.string() }),
       handler: async ({ body }) => {
-        const session = await invitations.openClaim(body.token);
+        const { token } = await invitations.openClaim(body.token);
         return {
           body: {
-            qrUrl: claims.qrUrl(session._id),
-            connectionString: claims.connectionString(session._id),
-            inviteToken: session._id,
+            qrUrl: claims.qrUrl(token),
+            connectionString: claims.connectionString(token),
+            inviteToken: token,
             serverDid: ctx.identity.did,
           },
         };

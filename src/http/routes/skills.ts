@@ -3,9 +3,11 @@
  * overrides, and the external skills library (catalogue, SKILL.md content, one-call install).
  * docs/skills.md describes every route, status and decision.
  *
- * Access inside a workspace: an unknown workspace is 404; a caller who is neither a member (a
- * person with a role there, or an agent of it) nor a global admin gets 403 (§7); reading needs
- * membership, changing needs the workspace admin role (admin or owner) or global admin.
+ * Access inside a workspace: a caller who is neither a member (a person with a role there, or an
+ * agent of it) nor a global admin gets 403 (§7), for an unknown workspace too, with a message that
+ * names the workspace as they gave it: an answer that differed would tell which workspaces exist.
+ * A global admin gets 404 for an unknown one. Reading needs membership, changing needs the
+ * workspace admin role (admin or owner) or global admin.
  */
 import { z } from 'zod';
 import { route, type RouteDef, type RequestContext } from '../router.js';
@@ -36,6 +38,8 @@ const agentParams = wsParams.extend({ agentDid: z.string().min(1).max(512) });
 
 interface Access {
   ws: WorkspaceDoc;
+  /** The workspace as the caller named it. */
+  ref: string;
   isGlobalAdmin: boolean;
   role: WorkspaceRole | null;
 }
@@ -72,19 +76,24 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
     return ws;
   };
 
+  const notMember = (ref: string) => forbidden(`you are not a member of workspace ${ref}`);
+
   const access = async (p: Principal, ref: string): Promise<Access> => {
-    const ws = await workspaceOf(ref);
+    const isGlobalAdmin = p.kind === 'user' && p.isAdmin;
+    const ws = await resolveWorkspace(c, ref);
+    if (!ws) throw isGlobalAdmin ? notFound(`workspace ${ref} not found`) : notMember(ref);
     if (p.kind === 'agent') {
       const member = await skills.isAgentOf(ws._id, p.did);
-      return { ws, isGlobalAdmin: false, role: member ? 'member' : null };
+      return { ws, ref, isGlobalAdmin: false, role: member ? 'member' : null };
     }
-    return { ws, isGlobalAdmin: p.isAdmin, role: await memberRole(c, p.userId, ws._id) };
+    return { ws, ref, isGlobalAdmin, role: await memberRole(c, p.userId, ws._id) };
   };
 
   const needMember = (a: Access) => {
-    if (!a.isGlobalAdmin && a.role === null) throw forbidden(`you are not a member of workspace ${a.ws.slug}`);
+    if (!a.isGlobalAdmin && a.role === null) throw notMember(a.ref);
   };
   const needAdmin = (a: Access, what: string) => {
+    needMember(a);
     if (!a.isGlobalAdmin && !atLeast(a.role, 'admin')) {
       throw forbidden(`${what} needs the admin role in workspace ${a.ws.slug} (or global admin)`);
     }

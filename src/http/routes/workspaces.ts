@@ -28,6 +28,7 @@ import { DuplicateKeyError } from '../../store/types.js';
 import {
   addAgentToWorkspace,
   addMember,
+  agentWorkspaceIds,
   COLOR_RE,
   normalizeColor,
   defaultColor,
@@ -380,6 +381,11 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
         // A registration becomes an agent at its approval, which also gives it its primary
         // workspace: before that (or once rejected) no workspace admin may claim it.
         if (!agent || agent.status !== 'active') throw notFound(`no approved agent ${agentDid}`);
+        // An agent outside every workspace of the caller answers as an unknown one (docs/api.md);
+        // one they see shows its primary workspace in the agents list already.
+        if (!a.who.isGlobalAdmin && (await c.workspaceMembers.count({ userId: p.userId, workspaceId: { $in: await agentWorkspaceIds(c, agentDid) } })) === 0) {
+          throw notFound(`no approved agent ${agentDid}`);
+        }
         const primary = await primaryWorkspaceOf(c, agentDid);
         if (primary && primary._id !== a.ws._id && !a.who.isGlobalAdmin) {
           const there = await memberRole(c, p.userId, primary._id);
@@ -432,7 +438,9 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
             throw badRequest(`workspace ${a.ws.slug} is the primary workspace of agent ${agentDid}; name the new one with ?primary=`, 'primary_required');
           }
           newPrimary = await resolveWorkspace(c, r.query.primary);
-          const ok = newPrimary && newPrimary._id !== a.ws._id && (await c.workspaceAgents.count({ agentDid, workspaceId: newPrimary._id })) > 0;
+          // A workspace the caller cannot see is answered like one the agent is not in.
+          const seen = newPrimary && (a.who.isGlobalAdmin || (await memberRole(c, p.userId, newPrimary._id)) !== null);
+          const ok = seen && newPrimary!._id !== a.ws._id && (await c.workspaceAgents.count({ agentDid, workspaceId: newPrimary!._id })) > 0;
           if (!ok) throw badRequest(`primary: agent ${agentDid} is not in workspace ${r.query.primary}`, 'invalid_primary');
           await setAgentPrimary(c, agentDid, newPrimary!._id);
         }

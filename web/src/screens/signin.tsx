@@ -18,7 +18,7 @@ async function signIn(key: BrowserKey): Promise<void> {
 }
 
 function describeLogin(err: unknown): string {
-  if (err instanceof ApiError && err.code === 'invalid_login') {
+  if (err instanceof ApiError && err.code === 'no_account') {
     return "This browser's key is not linked to an account on this Steward. Claim an account with it first: paste a claim link or an invitation link below.";
   }
   return describeError(err);
