@@ -13,21 +13,22 @@ import { activityText } from '../src/integrations/teams.js';
 import { TEAMS_WARNING } from '../src/services/bridges.js';
 import { http, sleep, tempDir, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { addMember, isError, makeAgent, makeChannel, makeWorkspace, post, RecordingServer, startWithOwner } from './channels-helpers.js';
+import { addMember, isError, makeAgent, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
+import { StandIn } from './stand-in-server.js';
 
 const test = suite('teams bridges');
 let s: TestServer;
 let owner: TestUser;
 let alice: TestUser;
 let ws: { id: string; slug: string };
-let graph: RecordingServer;
+let graph: StandIn;
 
 const TOKEN = 'graph-token-abcdefghijklmnopqrstuvwxyz';
 const TEAM = 'team-0f1e2d';
 const CHANNEL = '19:general0123@thread.tacv2';
 
 test.before(async () => {
-  graph = await new RecordingServer().start();
+  graph = await StandIn.start();
   graph.respond = () => ({ status: 201, body: { id: 'graph-message-1' } });
   ({ s, owner } = await startWithOwner({ GRAPH_BASE_URL: `${graph.url}/v1.0`, BRIDGE_RETRY_BASE_MS: '20' }));
   ws = await makeWorkspace(owner, 'Teams');
@@ -36,7 +37,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await graph.stop();
+  await graph.close();
 });
 
 async function teamsChannel(name: string, teamsChannelId: string, extra: Record<string, unknown> = {}): Promise<{ ch: any; bridge: any }> {
@@ -131,7 +132,7 @@ test('activityText: mentions, line breaks, tags and entities', () => {
 // --- outgoing -------------------------------------------------------------------------------------------
 
 test('outgoing: a new message is posted to {GRAPH_BASE_URL}/teams/{teamId}/channels/{channelId}/messages with the access token', async () => {
-  graph.received.length = 0;
+  graph.clear();
   const id = '19:outgoing@thread.tacv2';
   const { ch } = await teamsChannel('to-teams', id);
   await post(alice, ch.id, 'release <v2> is out\nsee notes');
@@ -146,7 +147,7 @@ test('outgoing: a new message is posted to {GRAPH_BASE_URL}/teams/{teamId}/chann
 });
 
 test('outgoing: a message that came in from the team channel is not posted back to it; failures are retried', async () => {
-  graph.received.length = 0;
+  graph.clear();
   const id = '19:echo@thread.tacv2';
   const { ch } = await teamsChannel('echo-teams', id);
   assert.is((await incoming(activity(id, 'from teams'))).status, 200);
@@ -161,7 +162,7 @@ test('outgoing: a message that came in from the team channel is not posted back 
 });
 
 test('outgoing: an upstream 401 (expired token) is not retried, and the poster never sees it', async () => {
-  graph.received.length = 0;
+  graph.clear();
   graph.respond = () => ({ status: 401, body: { error: { code: 'InvalidAuthenticationToken' } } });
   const { ch } = await teamsChannel('expired-teams', '19:expired@thread.tacv2');
   const m = await post(alice, ch.id, 'will fail upstream');

@@ -8,19 +8,20 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { http, sleep, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { isError, makeChannel, makeWorkspace, post, RecordingServer, startWithOwner, type Received } from './channels-helpers.js';
+import { isError, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
+import { StandIn, type Recorded } from './stand-in-server.js';
 
 const test = suite('webhook bridges');
 let s: TestServer;
 let owner: TestUser;
 let alice: TestUser;
 let ws: { id: string; slug: string };
-let remote: RecordingServer;
+let remote: StandIn;
 
 const SECRET = 'whsec-0123456789abcdef0123456789abcdef';
 
 test.before(async () => {
-  remote = await new RecordingServer().start();
+  remote = await StandIn.start();
   // Retries every few milliseconds keep the suite short. The replay window keeps its default (off);
   // the opt-in window has a server of its own below.
   ({ s, owner } = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '20', BRIDGE_DELIVERY_ATTEMPTS: '4' }));
@@ -30,7 +31,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await remote.stop();
+  await remote.close();
 });
 
 async function channelWithBridge(
@@ -211,12 +212,12 @@ test('incoming: an archived channel refuses the delivery (403), and the same del
 
 // --- outgoing -------------------------------------------------------------------------------------------
 
-function verify(rec: Received): boolean {
+function verify(rec: Recorded): boolean {
   return rec.headers['x-signature'] === signature(rec.raw);
 }
 
 test('outgoing: each new message is POSTed as signed JSON to outgoingUrl', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = () => ({ status: 200 });
   const { ch, bridge } = await channelWithBridge('out-ok', {}, { outgoingUrl: `${remote.url}/hook` });
   const m = await post(alice, ch.id, 'hello outside', { metadata: { tag: 'x' } });
@@ -246,7 +247,7 @@ test('outgoing: each new message is POSTed as signed JSON to outgoingUrl', async
 });
 
 test('outgoing: a failing endpoint is retried with back-off; every attempt carries the same signed body', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let calls = 0;
   remote.respond = () => (++calls <= 2 ? { status: 503 } : { status: 204 });
   const { ch } = await channelWithBridge('out-retry', {}, { outgoingUrl: `${remote.url}/flaky` });
@@ -261,22 +262,22 @@ test('outgoing: a failing endpoint is retried with back-off; every attempt carri
 });
 
 test('outgoing: at most BRIDGE_DELIVERY_ATTEMPTS attempts; a 4xx answer is not retried', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = (r) => (r.url === '/down' ? { status: 500 } : { status: 400 });
   const { ch } = await channelWithBridge('out-giveup', {}, { outgoingUrl: `${remote.url}/down` });
   await post(alice, ch.id, 'nobody home');
   await remote.waitFor(4);
   const { ch: ch2 } = await channelWithBridge('out-400', {}, { outgoingUrl: `${remote.url}/bad` });
   await post(alice, ch2.id, 'rejected');
-  await waitFor(() => remote.received.some((r) => r.url === '/bad'));
+  await waitFor(() => remote.to('/bad').length > 0);
   // 20 + 40 + 80 ms of back-off have long passed by now for the first delivery.
   await sleep(400);
-  assert.is(remote.received.filter((r) => r.url === '/down').length, 4);
-  assert.is(remote.received.filter((r) => r.url === '/bad').length, 1);
+  assert.is(remote.to('/down').length, 4);
+  assert.is(remote.to('/bad').length, 1);
 });
 
 test('outgoing: the poster is never delayed by a slow endpoint', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   remote.respond = async () => {
@@ -294,7 +295,7 @@ test('outgoing: the poster is never delayed by a slow endpoint', async () => {
 });
 
 test('outgoing: not for incoming-only or disabled bridges; a message from a bridge is not sent back through it, only elsewhere', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = () => ({ status: 200 });
   const { ch, bridge } = await channelWithBridge('out-echo', {}, { outgoingUrl: `${remote.url}/a` });
   const b2 = await alice.api.post(`/api/channels/${ch.id}/bridges`, {
@@ -355,29 +356,27 @@ async function restartableSetup(urls: string[]): Promise<{ s: TestServer; owner:
   return { s: started.s, owner, ch, bridges };
 }
 
-const to = (path: string) => remote.received.filter((r) => r.url === path);
-
 test('outgoing: a delivery waiting to be retried at a stop is resumed by the next start (same id, body and signature, next attempt number); a finished one is not sent again', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let laterUp = false;
   remote.respond = (r) => (r.url === '/later' && !laterUp ? { status: 503 } : { status: 200 });
   let { s: own, owner, ch } = await restartableSetup([`${remote.url}/later`, `${remote.url}/done`]);
   try {
     await post(owner, ch.id, 'survive a restart');
-    await waitFor(() => to('/later').length >= 1 && to('/done').length === 1);
+    await waitFor(() => remote.to('/later').length >= 1 && remote.to('/done').length === 1);
     // The store holds the one waiting for its retry, not the one that succeeded.
     const outbox = own.ctx.c.bridgeOutbox;
     await waitFor(async () => (await outbox.count({})) === 1 && (await outbox.find({}))[0]!.attempt >= 1);
-    assert.is((await outbox.find({}))[0]!._id, to('/later')[0]!.headers['x-steward-delivery']);
+    assert.is((await outbox.find({}))[0]!._id, remote.to('/later')[0]!.headers['x-steward-delivery']);
     // Stopped during the back-off: nothing is sent while it is down.
     await own.stop();
-    const before = to('/later').length;
+    const before = remote.to('/later').length;
     await sleep(450);
-    assert.is(to('/later').length, before, 'nothing is sent while the server is down');
+    assert.is(remote.to('/later').length, before, 'nothing is sent while the server is down');
     laterUp = true;
     own = await own.restart();
-    await waitFor(() => to('/later').length === before + 1, 8000);
-    const recs = to('/later');
+    await waitFor(() => remote.to('/later').length === before + 1, 8000);
+    const recs = remote.to('/later');
     const resumed = recs[before]!;
     for (const r of recs) {
       assert.is(r.headers['x-steward-delivery'], recs[0]!.headers['x-steward-delivery']);
@@ -391,15 +390,15 @@ test('outgoing: a delivery waiting to be retried at a stop is resumed by the nex
     await waitFor(async () => (await own.ctx.c.bridgeOutbox.count({})) === 0);
     own = await own.restart();
     await sleep(700);
-    assert.is(to('/later').length, before + 1);
-    assert.is(to('/done').length, 1, 'the delivery that succeeded before the stop is not sent again');
+    assert.is(remote.to('/later').length, before + 1);
+    assert.is(remote.to('/done').length, 1, 'the delivery that succeeded before the stop is not sent again');
   } finally {
     await own.stop(true);
   }
 });
 
 test('outgoing: an attempt cut short by a stop is made again at the next start with the same number; a bridge deleted meanwhile gets nothing', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   let holding = true;
@@ -410,40 +409,40 @@ test('outgoing: an attempt cut short by a stop is made again at the next start w
   let { s: own, owner, ch, bridges } = await restartableSetup([`${remote.url}/held`, `${remote.url}/gone`]);
   try {
     await post(owner, ch.id, 'cut short');
-    await waitFor(() => to('/held').length === 1 && to('/gone').length >= 1);
+    await waitFor(() => remote.to('/held').length === 1 && remote.to('/gone').length >= 1);
     // The /gone bridge is deleted while its delivery waits for a retry; /held is still waiting for its answer.
     const del = await owner.api.del(`/api/channels/${ch.id}/bridges/${bridges[1].id}`);
     assert.ok(del.status === 200 || del.status === 204, del.text);
-    const goneBefore = to('/gone').length;
+    const goneBefore = remote.to('/gone').length;
     await own.stop();
     holding = false;
     release();
     own = await own.restart();
-    await waitFor(() => to('/held').length === 2);
-    const [first, again] = to('/held');
+    await waitFor(() => remote.to('/held').length === 2);
+    const [first, again] = remote.to('/held');
     assert.is(again!.headers['x-steward-delivery'], first!.headers['x-steward-delivery']);
     assert.equal([first!.headers['x-steward-attempt'], again!.headers['x-steward-attempt']], ['1', '1']);
     await sleep(700);
-    assert.is(to('/gone').length, goneBefore, 'a deleted bridge gets nothing after the restart');
-    assert.is(to('/held').length, 2);
+    assert.is(remote.to('/gone').length, goneBefore, 'a deleted bridge gets nothing after the restart');
+    assert.is(remote.to('/held').length, 2);
   } finally {
     await own.stop(true);
   }
 });
 
 test('outgoing: deleting the workspace removes its channels\' unfinished deliveries at once; nothing is sent after it', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = () => ({ status: 503 });
   const { s: own, owner, ch } = await restartableSetup([`${remote.url}/orphan`]);
   try {
     await post(owner, ch.id, 'to a workspace about to go');
     const outbox = own.ctx.c.bridgeOutbox;
-    await waitFor(async () => to('/orphan').length === 1 && (await outbox.count({})) === 1);
+    await waitFor(async () => remote.to('/orphan').length === 1 && (await outbox.count({})) === 1);
     assert.is((await owner.api.del(`/api/workspaces/${ch.workspaceId}`)).status, 200);
-    const sent = to('/orphan').length;
+    const sent = remote.to('/orphan').length;
     assert.is(await outbox.count({}), 0, 'the channel went with its workspace, and its bridge\'s delivery with it');
     await sleep(1300);
-    assert.is(to('/orphan').length, sent, 'nothing is sent once the workspace is gone');
+    assert.is(remote.to('/orphan').length, sent, 'nothing is sent once the workspace is gone');
   } finally {
     await own.stop(true);
   }

@@ -1,10 +1,7 @@
 /**
  * Helpers for the channel and bridge suites: channels created over HTTP, agents with an HTTP
- * session (as their WebSocket handshake would grant), a live-feed client, and a local HTTP server
- * that records what it receives and answers what a test tells it to.
+ * session (as their WebSocket handshake would grant), and a live-feed client.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import type { TestServer } from './helpers.js';
@@ -110,59 +107,6 @@ export class FeedClient {
 
   close(): void {
     this.ws.close();
-  }
-}
-
-export interface Received {
-  method: string;
-  url: string;
-  headers: IncomingMessage['headers'];
-  raw: Buffer;
-  body: any;
-}
-
-/**
- * A local HTTP server standing in for an outside service: records every request and answers
- * with `respond(req)` (default 200 `{}`); `respond` may return a promise to hold the answer back.
- */
-export class RecordingServer {
-  readonly received: Received[] = [];
-  respond: (req: Received) => { status: number; body?: unknown } | Promise<{ status: number; body?: unknown }> = () => ({ status: 200, body: {} });
-  private server: Server | undefined;
-  url = '';
-
-  async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
-        const raw = Buffer.concat(chunks);
-        let body: unknown;
-        try {
-          body = JSON.parse(raw.toString('utf8'));
-        } catch {
-          body = undefined;
-        }
-        const rec: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, raw, body };
-        this.received.push(rec);
-        const out = await this.respond(rec);
-        res.writeHead(out.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(out.body ?? {}));
-      });
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
-    return this;
-  }
-
-  async waitFor(n: number, timeoutMs = 5000): Promise<Received[]> {
-    await waitFor(() => this.received.length >= n, timeoutMs);
-    return this.received;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 }
 

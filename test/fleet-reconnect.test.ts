@@ -1,8 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFile } from 'node:fs/promises';
@@ -12,6 +10,7 @@ import { agentCommand } from '../src/cli/agent.js';
 import { ownerOf } from './fixtures.js';
 import { startServer, tempDir, waitFor } from './helpers.js';
 import { fleet, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { freePort, StandIn } from './stand-in-server.js';
 
 const test = suite('agents survive faults: reconnecting, saying why, stopping only when told');
 
@@ -55,18 +54,6 @@ class AgentProcess {
     if (!this.exit) this.child.kill('SIGTERM');
     return this.exited;
   }
-}
-
-/**
- * A port free now. A server that is to come back on its port must start on a fixed one: uWS sets
- * SO_REUSEADDR only then, and without it the connections it closed keep the port from a new listener.
- */
-async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 /** Collects an SDK agent's `disconnected` reports. */
@@ -164,9 +151,8 @@ test('steward agent replaced by another instance with the same key exits 1 and s
 
 test('SDK: a wrong path, an HTTP error, TLS to a plain server and an unknown host are each reported in words, and the agent keeps trying', async () => {
   const s = await startServer();
-  const plain: Server = createServer((_req, res) => res.writeHead(503).end('upstream down'));
-  await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
-  const plainPort = (plain.address() as { port: number }).port;
+  const plain = await StandIn.start({ respond: () => ({ status: 503, body: 'upstream down' }) });
+  const plainPort = new URL(plain.url).port;
   const cases: Array<{ url: string; cause: Disconnection['cause']; message: RegExp; httpStatus?: number }> = [
     { url: `${s.url.replace('http', 'ws')}/ws/agnet`, cause: 'http', httpStatus: 404, message: /^HTTP 404 Not Found from ws:\/\/127\.0\.0\.1:\d+\/ws\/agnet instead of a WebSocket \(is the address right\? the agent endpoint is \/ws\/agent\)$/ },
     { url: `http://127.0.0.1:${plainPort}`, cause: 'http', httpStatus: 503, message: /^HTTP 503 Service Unavailable from ws:\/\/127\.0\.0\.1:\d+\/ws\/agent instead of a WebSocket/ },
@@ -192,7 +178,7 @@ test('SDK: a wrong path, an HTTP error, TLS to a plain server and an unknown hos
     assert.equal(seen.map((d) => d.attempt), seen.map((_, i) => i + 1), 'failures in a row are counted');
     assert.equal(agent.lastDisconnect, seen[seen.length - 1]);
   }
-  plain.close();
+  await plain.close();
   await s.stop(true);
 });
 

@@ -61,7 +61,7 @@ test.before(async () => {
 test.after(async () => {
   await stopAll(agent);
   await s.stop(true);
-  await proxy.stop();
+  await proxy.close();
 });
 
 test('the agent got an empty llm_config when it connected (nothing configured yet)', () => {
@@ -253,7 +253,7 @@ off.before(async () => {
 });
 off.after(async () => {
   await so.stop(true);
-  await watcher.stop();
+  await watcher.close();
 });
 
 off('grant and revoke keep the access list only: no key, no proxy call', async () => {

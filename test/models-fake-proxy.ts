@@ -1,20 +1,12 @@
 /**
- * Helpers for the models suites: a local HTTP server playing LiteLLM's management API that
- * records every call (method, path, headers, body) and keeps the models and virtual keys it was
- * given, with failures on demand; a port where nothing listens; and a client that keeps every
- * response body so a suite can check that no stored secret ever appears in one.
+ * Helpers for the models suites: a stand-in for LiteLLM's management API (test/stand-in-server.ts)
+ * that records every call (method, path, headers, body) and keeps the models and virtual keys it
+ * was given, with failures on demand; and a client that keeps every response body so a suite can
+ * check that no stored secret ever appears in one.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { client, type RequestOptions } from './helpers.js';
-
-export interface ProxyCall {
-  method: string;
-  path: string;
-  headers: IncomingMessage['headers'];
-  body: any;
-}
+import { StandIn, type Answer, type Recorded } from './stand-in-server.js';
 
 export interface Failure {
   status: number;
@@ -25,45 +17,33 @@ export interface Failure {
 }
 
 export class FakeLiteLlm {
-  readonly calls: ProxyCall[] = [];
   /** By model_info.id. */
   readonly models = new Map<string, { model_name: string; litellm_params: Record<string, string>; model_info: { id: string } }>();
   /** By key value. */
   readonly keys = new Map<string, { models: string[]; key_alias: string; metadata: Record<string, string> }>();
   /** Every virtual key ever issued (to scan responses for). */
   readonly issued: string[] = [];
-  private readonly failures = new Map<string, Failure>();
-  private server!: Server;
-  url = '';
+  private server!: StandIn;
 
   constructor(readonly masterKey = `sk-master-${randomBytes(12).toString('hex')}`) {}
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: any = null;
-        try {
-          body = text ? JSON.parse(text) : null;
-        } catch {
-          body = text;
-        }
-        const path = (req.url ?? '').split('?')[0]!;
-        this.calls.push({ method: req.method ?? '', path, headers: req.headers, body });
-        const [status, answer] = this.handle(req, path, body);
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer));
-      });
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    // A body that is not JSON is kept as its text: the proxy is asked in JSON, and a test should see anything else.
+    this.server = await StandIn.start({ respond: (req) => this.handle(req), nonJson: 'text' });
     return this;
   }
 
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  /** Every call received, in order (`path` without the query). */
+  get calls(): Recorded[] {
+    return this.server.received;
+  }
+
+  get url(): string {
+    return this.server.url;
+  }
+
+  async close(): Promise<void> {
+    await this.server.close();
   }
 
   /** The environment that points a Steward at this proxy. */
@@ -73,15 +53,11 @@ export class FakeLiteLlm {
 
   /** Makes the next call(s) to `path` fail. */
   fail(path: string, f: Failure): void {
-    this.failures.set(path, { times: 1, ...f });
+    this.server.fail(path, { ...f, body: { error: { message: 'Internal Server Error', type: 'internal' } } });
   }
 
   clearCalls(): void {
-    this.calls.length = 0;
-  }
-
-  callsTo(path: string): ProxyCall[] {
-    return this.calls.filter((c) => c.path === path);
+    this.server.clear();
   }
 
   /** The key whose alias starts with `steward-workspace-<workspaceId>-`. */
@@ -90,17 +66,11 @@ export class FakeLiteLlm {
     return null;
   }
 
-  private handle(req: IncomingMessage, path: string, body: any): [number, unknown] {
-    if (req.headers.authorization !== `Bearer ${this.masterKey}`) return [401, { error: { message: 'Authentication Error' } }];
-    if (req.method !== 'POST') return [405, { detail: 'Method Not Allowed' }];
-    const failure = this.failures.get(path);
-    if (failure) {
-      failure.times = (failure.times ?? 1) - 1;
-      if (failure.times <= 0) this.failures.delete(path);
-      if (failure.apply) this.apply(path, body);
-      return [failure.status, { error: { message: 'Internal Server Error', type: 'internal' } }];
-    }
-    return this.apply(path, body);
+  private handle(req: Recorded): Answer {
+    if (req.headers.authorization !== `Bearer ${this.masterKey}`) return { status: 401, body: { error: { message: 'Authentication Error' } } };
+    if (req.method !== 'POST') return { status: 405, body: { detail: 'Method Not Allowed' } };
+    const [status, body] = this.apply(req.path, req.body);
+    return { status, body };
   }
 
   private apply(path: string, body: any): [number, unknown] {
@@ -137,15 +107,6 @@ export class FakeLiteLlm {
         return [404, { detail: 'Not Found' }];
     }
   }
-}
-
-/** A loopback URL where nothing listens (a proxy that is down). */
-export async function deadUrl(): Promise<string> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
 }
 
 /** Every response body any recording client received. */

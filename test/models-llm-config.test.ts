@@ -74,7 +74,7 @@ test.before(async () => {
 test.after(async () => {
   await stopAll(alpha, beta);
   await s.stop(true);
-  await proxy.stop();
+  await proxy.close();
 });
 
 test('at connect the agent got the workspace proxy access of its workspaces', () => {

@@ -10,7 +10,8 @@ import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { isError } from './people-helpers.js';
 import { startWithOwner } from './fleet-helpers.js';
-import { FakeLiteLlm, deadUrl, leaked, recordingClient } from './models-fake-proxy.js';
+import { FakeLiteLlm, leaked, recordingClient } from './models-fake-proxy.js';
+import { deadUrl } from './stand-in-server.js';
 
 const ENTRY_KEYS = ['apiKeySet', 'createdAt', 'id', 'modelId', 'name', 'provider', 'proxyModelName', 'status'];
 
@@ -32,7 +33,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await proxy.stop();
+  await proxy.close();
 });
 
 const create = (body: Record<string, unknown>) => admin.post('/api/admin/models', body);
@@ -326,7 +327,7 @@ off.before(async () => {
 });
 off.after(async () => {
   await so.stop(true);
-  await watcher.stop();
+  await watcher.close();
 });
 
 off('create and delete work on the registry alone; nothing reaches a proxy', async () => {
