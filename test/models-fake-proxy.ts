@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { client, type RequestOptions } from './helpers.js';
-import { StandIn, type Answer, type Recorded } from './stand-in-server.js';
+import { routes, StandIn, type Answer, type Recorded } from './stand-in-server.js';
 
 export interface Failure {
   status: number;
@@ -66,47 +66,47 @@ export class FakeLiteLlm {
     return null;
   }
 
-  private handle(req: Recorded): Answer {
+  private handle(req: Recorded): Answer | Promise<Answer> {
     if (req.headers.authorization !== `Bearer ${this.masterKey}`) return { status: 401, body: { error: { message: 'Authentication Error' } } };
     if (req.method !== 'POST') return { status: 405, body: { detail: 'Method Not Allowed' } };
-    const [status, body] = this.apply(req.path, req.body);
-    return { status, body };
+    return this.routes(req);
   }
 
-  private apply(path: string, body: any): [number, unknown] {
-    switch (path) {
-      case '/model/new':
+  private readonly routes = routes(
+    {
+      '/model/new': ({ body }) => {
         this.models.set(body.model_info.id, body);
-        return [200, { model_id: body.model_info.id, model_name: body.model_name }];
-      case '/model/delete':
-        if (!this.models.delete(body.id)) return [404, { detail: `Model with id=${body.id} not found` }];
-        return [200, { message: `Model: ${body.id} deleted successfully` }];
-      case '/key/generate': {
-        for (const v of this.keys.values()) if (v.key_alias === body.key_alias) return [400, { error: { message: 'Unique key aliases across all keys are required' } }];
+        return { status: 200, body: { model_id: body.model_info.id, model_name: body.model_name } };
+      },
+      '/model/delete': ({ body }) => {
+        if (!this.models.delete(body.id)) return { status: 404, body: { detail: `Model with id=${body.id} not found` } };
+        return { status: 200, body: { message: `Model: ${body.id} deleted successfully` } };
+      },
+      '/key/generate': ({ body }) => {
+        for (const v of this.keys.values()) if (v.key_alias === body.key_alias) return { status: 400, body: { error: { message: 'Unique key aliases across all keys are required' } } };
         const key = `sk-virtual-${randomBytes(12).toString('hex')}`;
         this.keys.set(key, { models: body.models, key_alias: body.key_alias, metadata: body.metadata });
         this.issued.push(key);
-        return [200, { key, key_alias: body.key_alias, models: body.models }];
-      }
-      case '/key/update': {
+        return { status: 200, body: { key, key_alias: body.key_alias, models: body.models } };
+      },
+      '/key/update': ({ body }) => {
         const k = this.keys.get(body.key);
-        if (!k) return [404, { detail: 'key not found' }];
+        if (!k) return { status: 404, body: { detail: 'key not found' } };
         k.models = body.models;
-        return [200, { key: body.key, models: body.models }];
-      }
-      case '/key/delete': {
+        return { status: 200, body: { key: body.key, models: body.models } };
+      },
+      '/key/delete': ({ body }) => {
         const deleted: string[] = [];
         for (const key of body.keys ?? []) if (this.keys.delete(key)) deleted.push(key);
         for (const alias of body.key_aliases ?? []) {
           for (const [key, v] of this.keys) if (v.key_alias === alias && this.keys.delete(key)) deleted.push(key);
         }
-        if (deleted.length === 0) return [404, { detail: 'no such key' }];
-        return [200, { deleted_keys: deleted }];
-      }
-      default:
-        return [404, { detail: 'Not Found' }];
-    }
-  }
+        if (deleted.length === 0) return { status: 404, body: { detail: 'no such key' } };
+        return { status: 200, body: { deleted_keys: deleted } };
+      },
+    },
+    { status: 404, body: { detail: 'Not Found' } },
+  );
 }
 
 /** Every response body any recording client received. */
