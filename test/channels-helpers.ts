@@ -3,13 +3,13 @@
  * session (as their WebSocket handshake would grant), and a live-feed client.
  */
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import type { TestServer } from './helpers.js';
 import { client, waitFor } from './helpers.js';
 import type { TestUser } from './fixtures.js';
 import { makeAgent } from './people-helpers.js';
 import type { AgentDoc } from '../src/store/collections.js';
 import { RawAgent } from './fleet-helpers.js';
+import { FrameSocket } from './frames.js';
 
 export { isError, enc, makeAgent, makeWorkspace } from './people-helpers.js';
 export { startWithOwner } from './fleet-helpers.js';
@@ -51,62 +51,24 @@ export async function sessionAgent(s: TestServer, name: string): Promise<Session
   return { doc, did: doc._id, token, api: client(s.url, token) };
 }
 
-/** A live-feed client authenticated with the token frame; `next()` waits for a frame. */
-export class FeedClient {
-  readonly ws: WebSocket;
-  readonly frames: any[] = [];
-  private waiters: Array<() => void> = [];
-
-  constructor(url: string) {
-    this.ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed');
-    this.ws.on('message', (data) => {
-      this.frames.push(JSON.parse(data.toString()));
-      const w = this.waiters;
-      this.waiters = [];
-      for (const f of w) f();
-    });
+/** A live-feed client (test/frames.ts); `connect` authenticates it with the token frame. */
+export class FeedClient extends FrameSocket {
+  /** A feed socket, not yet open; `headers` go with the upgrade (a session cookie, an origin). */
+  constructor(url: string, headers?: Record<string, string>) {
+    super(url, '/ws/feed', { headers });
   }
 
   static async connect(url: string, token: string): Promise<FeedClient> {
     const c = new FeedClient(url);
-    await new Promise<void>((resolve, reject) => {
-      c.ws.once('open', () => resolve());
-      c.ws.once('error', reject);
-    });
+    await c.open();
     c.send({ type: 'auth', token });
-    await c.next((f) => f.type === 'welcome');
+    await c.next('welcome');
     return c;
-  }
-
-  send(frame: unknown): void {
-    this.ws.send(JSON.stringify(frame));
-  }
-
-  /** The next unread frame matching `pred` (earlier non-matching frames stay queued). */
-  async next(pred: (f: any) => boolean, timeoutMs = 5000): Promise<any> {
-    const end = Date.now() + timeoutMs;
-    for (;;) {
-      const i = this.frames.findIndex(pred);
-      if (i >= 0) return this.frames.splice(i, 1)[0];
-      const left = end - Date.now();
-      if (left <= 0) throw new Error(`no matching feed frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames)}`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
   }
 
   async subscribe(channelId: string): Promise<any> {
     this.send({ type: 'subscribe', channelId });
     return this.next((f) => (f.type === 'subscribed' && f.channelId === channelId) || f.type === 'error');
-  }
-
-  close(): void {
-    this.ws.close();
   }
 }
 

@@ -8,7 +8,6 @@
 import { suite } from 'uvu';
 import { assign, setup } from 'xstate';
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import { generateKeyPair } from '../src/domain/did.js';
 import { DocumentTooLargeError, DuplicateKeyError, MAX_DOCUMENT_BYTES } from '../src/store/types.js';
 import type { SnapshotDoc } from '../src/actors/host.js';
@@ -38,16 +37,13 @@ function answered<T>(p: Promise<T>, what: string, ms = 15_000): Promise<T> {
   });
 }
 
-/** Opens a raw feed socket, sends the auth frame, and collects frames until the server closes it. */
-function feedAuthUntilClose(url: string, token: string): Promise<{ frames: any[]; code: number }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed');
-    const frames: any[] = [];
-    ws.on('open', () => ws.send(JSON.stringify({ type: 'auth', token })));
-    ws.on('message', (data) => frames.push(JSON.parse(data.toString())));
-    ws.on('close', (code) => resolve({ frames, code }));
-    ws.on('error', reject);
-  });
+/** Opens a feed socket, sends the auth frame, and collects frames until the server closes it. */
+async function feedAuthUntilClose(url: string, token: string): Promise<{ frames: any[]; code: number }> {
+  const c = new FeedClient(url);
+  await c.open();
+  c.send({ type: 'auth', token });
+  const { code } = await c.waitClosed(15_000);
+  return { frames: c.frames, code };
 }
 
 test.before(async () => {
