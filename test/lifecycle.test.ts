@@ -2,8 +2,8 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
 import { createMachine, assign } from 'xstate';
-import WebSocket from 'ws';
 import { http, startServer, tempDir, waitFor } from './helpers.js';
+import { FrameSocket } from './frames.js';
 
 const test = suite('lifecycle');
 const cli = new URL('../src/cli/index.ts', import.meta.url).pathname;
@@ -64,13 +64,10 @@ test('SIGTERM stops listening and exits 0 within the shutdown timeout', async ()
 
 test('close() ends open WebSockets with 1001 (going away)', async () => {
   const s = await startServer();
-  const url = s.url.replace('http', 'ws');
-  const agentSock = new WebSocket(`${url}/ws/agent`);
-  const feedSock = new WebSocket(`${url}/ws/feed`);
-  await Promise.all([agentSock, feedSock].map((ws) => new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))));
-  const closed = [agentSock, feedSock].map((ws) => new Promise<number>((r) => ws.once('close', (code) => r(code))));
+  const sockets = [new FrameSocket(s.url, '/ws/agent'), new FrameSocket(s.url, '/ws/feed')];
+  await Promise.all(sockets.map((ws) => ws.open()));
   await s.stop(true);
-  assert.equal(await Promise.all(closed), [1001, 1001]);
+  assert.equal(await Promise.all(sockets.map(async (ws) => (await ws.waitClosed()).code)), [1001, 1001]);
 });
 
 test.run();
