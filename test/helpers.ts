@@ -60,6 +60,8 @@ export interface HttpResult<T = any> {
   headers: Record<string, string | string[] | undefined>;
   text: string;
   body: T;
+  /** The body's bytes as received (node:http does not decompress). */
+  bytes: Buffer;
 }
 
 export interface RequestOptions {
@@ -68,6 +70,8 @@ export interface RequestOptions {
   json?: unknown;
   raw?: string | Buffer;
   token?: string;
+  /** The local address to connect from (Linux accepts any of 127.0.0.0/8). */
+  localAddress?: string;
 }
 
 /** One HTTP request on a fresh connection (Connection: close). */
@@ -85,19 +89,20 @@ export function http<T = any>(baseUrl: string, method: string, path: string, opt
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { method, hostname: url.hostname, port: url.port, path: url.pathname + url.search, headers, agent: false },
+      { method, hostname: url.hostname, port: url.port, path: url.pathname + url.search, headers, agent: false, localAddress: opts.localAddress },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
+          const bytes = Buffer.concat(chunks);
+          const text = bytes.toString('utf8');
           let body: unknown = undefined;
           try {
             body = text ? JSON.parse(text) : undefined;
           } catch {
             body = undefined;
           }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body: body as T });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body: body as T, bytes });
         });
         res.on('error', reject);
       },
