@@ -13,7 +13,7 @@ import { activityText } from '../src/integrations/teams.js';
 import { TEAMS_WARNING } from '../src/services/bridges.js';
 import { http, sleep, tempDir, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { addMember, isError, makeAgent, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
+import { addMember, isError, makeAgent, makeChannel, makeWorkspace, messagesOf, post, startWithOwner } from './channels-helpers.js';
 import { StandIn } from './stand-in-server.js';
 
 const test = suite('teams bridges');
@@ -78,8 +78,6 @@ const incoming = (body: unknown, headers: Record<string, string> = {}) =>
     headers: { 'content-type': 'application/json', authorization: 'Bearer unverified-bot-framework-token', ...headers },
   });
 
-const messagesOf = async (channelId: string) => (await alice.api.get(`/api/channels/${channelId}/messages`)).body.messages as any[];
-
 // --- incoming -------------------------------------------------------------------------------------------
 
 test('incoming: an activity becomes a message; <at>…</at> markup becomes plain @names; answers {ok: true, messageId}', async () => {
@@ -89,7 +87,7 @@ test('incoming: an activity becomes a message; <at>…</at> markup becomes plain
   const r = await incoming(activity(CHANNEL, '<at>Steward</at> ask <at>deploy bot</at> to ship &amp; tell me<br>thanks'));
   assert.is(r.status, 200, r.text);
   assert.equal(Object.keys(r.body).sort(), ['messageId', 'ok']);
-  const [m] = await messagesOf(ch.id);
+  const [m] = await messagesOf(alice, ch.id);
   assert.is(m.id, r.body.messageId);
   assert.is(m.content, '@Steward ask @deploy bot to ship & tell me\nthanks');
   assert.is(m.authorDid, 'teams:aad-bob');
@@ -117,9 +115,9 @@ test('incoming: 404 for an unknown team channel; 403 for a disabled or outgoing-
   const typing = await incoming(activity(id, '', { type: 'typing' }));
   assert.is(typing.status, 200);
   assert.equal(typing.body, { ok: true, messageId: null }, 'activities other than messages are acknowledged and ignored');
-  assert.equal(await messagesOf(ch.id), []);
+  assert.equal(await messagesOf(alice, ch.id), []);
   assert.is((await incoming(activity(id, 'finally'))).status, 200);
-  assert.is((await messagesOf(ch.id)).length, 1);
+  assert.is((await messagesOf(alice, ch.id)).length, 1);
 });
 
 test('activityText: mentions, line breaks, tags and entities', () => {

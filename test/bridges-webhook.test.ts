@@ -8,7 +8,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { http, sleep, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { isError, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
+import { isError, makeChannel, makeWorkspace, messagesOf, post, startWithOwner } from './channels-helpers.js';
 import { StandIn, type Recorded } from './stand-in-server.js';
 
 const test = suite('webhook bridges');
@@ -60,8 +60,6 @@ function deliver(bridgeId: string, raw: string | Buffer, headers: Record<string,
 
 const signature = (raw: string | Buffer, secret = SECRET) => `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`;
 
-const messagesOf = async (channelId: string) => (await alice.api.get(`/api/channels/${channelId}/messages`)).body.messages as any[];
-
 // --- incoming -------------------------------------------------------------------------------------------
 
 test('incoming: a correctly signed delivery posts {ok: true, messageId}; author defaults to webhook:external; metadata kept', async () => {
@@ -71,7 +69,7 @@ test('incoming: a correctly signed delivery posts {ok: true, messageId}; author 
   assert.is(r.status, 200, r.text);
   assert.equal(Object.keys(r.body).sort(), ['messageId', 'ok']);
   assert.is(r.body.ok, true);
-  const [m] = await messagesOf(ch.id);
+  const [m] = await messagesOf(alice, ch.id);
   assert.is(m.id, r.body.messageId);
   assert.is(m.content, 'build #42 passed');
   assert.is(m.authorDid, 'webhook:external');
@@ -80,7 +78,7 @@ test('incoming: a correctly signed delivery posts {ok: true, messageId}; author 
   const raw2 = JSON.stringify({ message: 'deploy done', author: 'ci:deploybot' });
   const r2 = await deliver(bridge.id, raw2, { 'x-signature': signature(raw2).toUpperCase().replace('SHA256=', 'sha256=') });
   assert.is(r2.status, 200, 'the hex digest may be upper case');
-  assert.is((await messagesOf(ch.id))[0].authorDid, 'ci:deploybot');
+  assert.is((await messagesOf(alice, ch.id))[0].authorDid, 'ci:deploybot');
 });
 
 test('incoming: the signature is over the raw bytes, not a re-serialisation', async () => {
@@ -90,7 +88,7 @@ test('incoming: the signature is over the raw bytes, not a re-serialisation', as
   assert.is(r.status, 200, r.text);
   const reserialised = JSON.stringify(JSON.parse(raw));
   isError(await deliver(bridge.id, reserialised, { 'x-signature': signature(raw) }), 401, 'invalid_signature');
-  assert.is((await messagesOf(ch.id)).length, 1);
+  assert.is((await messagesOf(alice, ch.id)).length, 1);
 });
 
 test('incoming: 401 for a wrong, malformed or missing signature; nothing is posted', async () => {
@@ -103,7 +101,7 @@ test('incoming: 401 for a wrong, malformed or missing signature; nothing is post
   isError(await deliver(bridge.id, raw), 401, 'signature_missing');
   const wrong = await deliver(bridge.id, raw, { 'x-signature': signature(raw, 'another-secret') });
   assert.not.ok(wrong.text.includes(SECRET));
-  assert.equal(await messagesOf(ch.id), []);
+  assert.equal(await messagesOf(alice, ch.id), []);
 });
 
 test('incoming: by default a repeated identical signed delivery is posted again (two messages)', async () => {
@@ -114,7 +112,7 @@ test('incoming: by default a repeated identical signed delivery is posted again 
   assert.is(first.status, 200, first.text);
   assert.is(second.status, 200, second.text);
   assert.is.not(second.body.messageId, first.body.messageId);
-  const messages = await messagesOf(ch.id);
+  const messages = await messagesOf(alice, ch.id);
   assert.equal(messages.map((m) => m.content), ['deploy finished', 'deploy finished']);
   assert.equal(messages.map((m) => m.id).sort(), [first.body.messageId, second.body.messageId].sort());
   assert.is(await s.ctx.c.bridgeDeliveries.count({ bridgeId: bridge.id }), 0, 'nothing is recorded while the window is off');
@@ -129,7 +127,7 @@ test('incoming: 401 for a request with neither Content-Type nor X-Signature; 415
   isError(wrong, 401, 'invalid_signature');
   const signed = await http(s.url, 'POST', `/api/bridges/webhook/${bridge.id}/incoming`, { raw, headers: { 'x-signature': signature(raw) } });
   isError(signed, 415, 'unsupported_media_type');
-  assert.equal(await messagesOf(ch.id), []);
+  assert.equal(await messagesOf(alice, ch.id), []);
 });
 
 test('incoming, opt-in replay window (BRIDGE_REPLAY_WINDOW_SECONDS > 0): a repeat within it is 409, concurrent copies post once, and after it the delivery is accepted again', async () => {
@@ -138,7 +136,7 @@ test('incoming, opt-in replay window (BRIDGE_REPLAY_WINDOW_SECONDS > 0): a repea
     const w = await makeWorkspace(ownOwner, 'Replays');
     const { ch, bridge } = await channelWithBridge('in-replay', {}, {}, ownOwner, w.id);
     const send = (raw: string) => deliver(bridge.id, raw, { 'x-signature': signature(raw) }, own);
-    const count = async () => (await ownOwner.api.get(`/api/channels/${ch.id}/messages`)).body.messages.length as number;
+    const count = async () => (await messagesOf(ownOwner, ch.id)).length;
     const raw = JSON.stringify({ message: 'once only', metadata: { deliveryId: 'd-1' } });
     assert.is((await send(raw)).status, 200);
     isError(await send(raw), 409, 'replayed_delivery');
@@ -198,7 +196,7 @@ test('incoming: 400 for invalid JSON, a missing or empty message, bad author or 
     'unsupported_media_type',
   );
   assert.is((await deliver(bridge.id, raw, { 'content-type': 'application/json; charset=utf-8', 'x-signature': signature(raw) })).status, 200);
-  assert.is((await messagesOf(ch.id)).length, 1);
+  assert.is((await messagesOf(alice, ch.id)).length, 1);
 });
 
 test('incoming: an archived channel refuses the delivery (403), and the same delivery is accepted once it reopens', async () => {

@@ -7,11 +7,10 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { CHANNEL_ACTOR_KIND } from '../src/actors/channel.js';
-import { StoreUnavailableError } from '../src/store/types.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { startServer, waitFor, type TestServer } from './helpers.js';
 import { addMember, FeedClient, makeChannel, makeWorkspace, post } from './channels-helpers.js';
-import { FaultInjector } from './fault-store.js';
+import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
 import { storeEnv, type StoreEnv } from './store-env.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { ownerOf } from './fixtures.js';
@@ -87,22 +86,9 @@ test('a batch of which only some messages are stored: those are answered 201 and
   await post(alice, id, 'first'); // the channel's actor is running
   await publishedIds(id, feed);
   const before = await listedIds(id);
-  const messages = s.ctx.c.channelMessages as unknown as { insertMany: (docs: unknown[]) => Promise<void> };
-  const insertMany = messages.insertMany;
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  const calls: number[] = [];
   // The first post's insert is held until the other eight are handed to the channel's writer; they
   // are then one batch, of which the first four are stored before the call fails.
-  messages.insertMany = async (docs) => {
-    calls.push(docs.length);
-    if (calls.length === 1) await held;
-    if (calls.length === 2) {
-      await insertMany(docs.slice(0, 4));
-      throw new StoreUnavailableError('injected: four messages stored, then the call fails');
-    }
-    return insertMany(docs);
-  };
+  const { calls, release, restore } = heldThenPartlyStored(s.ctx.c.channelMessages, 4, 'injected: four messages stored, then the call fails');
   const actor = (await s.ctx.actors.get(CHANNEL_ACTOR_KIND, id)) as unknown as { send: (e: { type: string }) => void };
   const send = actor.send.bind(actor);
   let posts = 0;
@@ -117,7 +103,7 @@ test('a batch of which only some messages are stored: those are answered 201 and
     release();
     answers = await Promise.all(pending);
   } finally {
-    messages.insertMany = insertMany;
+    restore();
     actor.send = send;
   }
   assert.equal(calls, [1, 8]);

@@ -8,7 +8,7 @@ import { client, waitFor } from './helpers.js';
 import type { TestUser } from './fixtures.js';
 import { makeAgent } from './people-helpers.js';
 import type { AgentDoc } from '../src/store/collections.js';
-import { RawAgent } from './fleet-helpers.js';
+import { approveRegistration, RawAgent } from './fleet-helpers.js';
 import { FrameSocket } from './frames.js';
 
 export { isError, enc, makeAgent, makeWorkspace } from './people-helpers.js';
@@ -35,6 +35,13 @@ export async function post(who: { api: ReturnType<typeof client> }, channelId: s
   const r = await who.api.post(`/api/channels/${channelId}/messages`, { content, ...extra });
   assert.is(r.status, 201, `post: ${r.text}`);
   return r.body.message;
+}
+
+/** A channel's messages as `who` lists them (the first page, newest first). */
+export async function messagesOf(who: { api: ReturnType<typeof client> }, channelId: string): Promise<any[]> {
+  const r = await who.api.get(`/api/channels/${channelId}/messages`);
+  assert.is(r.status, 200, `list messages: ${r.text}`);
+  return r.body.messages;
 }
 
 export interface SessionAgent {
@@ -84,8 +91,7 @@ export class RawAgentSink {
     const agent = new RawAgent(s.url);
     await agent.authenticate({ name });
     const pending = await agent.next('registration');
-    const r = await admin.api.post(`/api/registrations/${pending.registrationId}/approve`, { capabilities: ['file_access'] });
-    assert.is(r.status, 200, r.text);
+    await approveRegistration(admin, pending.registrationId, ['file_access']);
     const ready = await agent.acceptNextOffer();
     await waitFor(() => s.ctx.agentPush.isOnline(agent.keys.did));
     return new RawAgentSink(agent, agent.keys.did, ready.session);

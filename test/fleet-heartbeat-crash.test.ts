@@ -11,7 +11,7 @@ import { rm } from 'node:fs/promises';
 import { generateKeyPair } from '../src/domain/did.js';
 import { ownerOf } from './fixtures.js';
 import { client, startServer, tempDir, waitFor } from './helpers.js';
-import { approvedKeys, RawAgent } from './fleet-helpers.js';
+import { approvedKeys, heartbeat, RawAgent } from './fleet-helpers.js';
 import { storeEnv } from './store-env.js';
 
 const test = suite('fleet heartbeats across a crash');
@@ -36,7 +36,6 @@ async function startChild(env: Record<string, string>): Promise<Child> {
   return { url: `http://127.0.0.1:${port}`, process: child, exited };
 }
 
-const heartbeat = (seq: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 1, completionTokens: 2 } });
 
 test('SIGKILL in the middle of heartbeats: after the restart ready says the last stored seq, and the resent ones are counted once', async () => {
   const store = storeEnv();
@@ -64,16 +63,16 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
     const acked = new Set<number>();
     let sent = 0;
     // Acknowledged heartbeats.
-    while (sent < 200) raw.send(heartbeat(++sent));
+    while (sent < 200) raw.send(heartbeat(++sent, 1, 2));
     for (let i = 0; i < 200; i++) acked.add((await raw.next('heartbeat_ack')).seq);
     // Stored, and folded by a periodic roll-up, but their acknowledgements are never read: the
     // agent stops reading its socket, and the crash takes them.
     raw.ws.pause();
-    while (sent < 400) raw.send(heartbeat(++sent));
+    while (sent < 400) raw.send(heartbeat(++sent, 1, 2));
     await waitFor(async () => (await totals()).promptTokens === 400, 30_000);
     await waitFor(async () => (await rolledUp()).promptTokens === 400, 30_000);
     // And some in flight when the server dies.
-    while (sent < 500) raw.send(heartbeat(++sent));
+    while (sent < 500) raw.send(heartbeat(++sent, 1, 2));
     child.process.kill('SIGKILL');
     await child.exited;
     raw.ws.terminate();
@@ -89,8 +88,8 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
     assert.is(ready.lastHeartbeatSeq, stored, 'ready says the last stored seq');
     const resend: number[] = [];
     for (let seq = 1; seq <= sent; seq++) if (!acked.has(seq) && seq > ready.lastHeartbeatSeq) resend.push(seq);
-    for (const seq of resend) raw.send(heartbeat(seq));
-    raw.send(heartbeat(++sent)); // numbered on above both
+    for (const seq of resend) raw.send(heartbeat(seq, 1, 2));
+    raw.send(heartbeat(++sent, 1, 2)); // numbered on above both
     for (let i = 0; i <= resend.length; i++) await raw.next('heartbeat_ack');
     assert.equal(await totals(), { promptTokens: sent, completionTokens: 2 * sent }, 'each heartbeat counted once');
 

@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { fleet, isError, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
+import { fleet, heartbeat, isError, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { makeAgent } from './people-helpers.js';
 import { DAYS_KEPT, GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
 
@@ -131,7 +131,6 @@ function holdLedgerWrites(s: typeof ctx.s) {
 
 test('a heartbeat sent again under a seq already stored is acknowledged, not counted again; ready says the last seq stored, also after a restart', async () => {
   const { s, owner } = ctx;
-  const heartbeat = (seq: number, p: number, c: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: p, completionTokens: c } });
   const { raw: first, ready } = await readyRawAgent(s, owner);
   const { keys } = first;
   const did = keys.did;
@@ -222,14 +221,14 @@ test('heartbeats arriving together are written as one ledger document', async ()
   const tokens = fleet(s).tokens;
   const writes = tokens.stats.ledgerWrites;
   const n = 50;
-  const burst = Array.from({ length: n }, (_, i) => JSON.stringify({ type: 'heartbeat', seq: i + 1, sinceLastSync: { promptTokens: 1, completionTokens: 1 } }));
+  const burst = Array.from({ length: n }, (_, i) => JSON.stringify(heartbeat(i + 1, 1, 1)));
   for (const f of burst) raw.ws.send(f);
   for (let i = 1; i <= n; i++) assert.is((await raw.next('heartbeat_ack')).seq, i, 'acks in order');
   const used = tokens.stats.ledgerWrites - writes;
   assert.ok(used >= 1 && used < n, `${n} heartbeats took ${used} ledger writes`);
   // Ack frames are written digit by digit into a scratch buffer: every length of seq comes back right.
   const seqs = [0, 9, 10, 99, 100, 123456789, 2 ** 32, Number.MAX_SAFE_INTEGER, 7];
-  for (const seq of seqs) raw.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 0, completionTokens: 0 } }));
+  for (const seq of seqs) raw.send(heartbeat(seq, 0, 0));
   for (const seq of seqs) assert.is((await raw.next('heartbeat_ack')).seq, seq);
   raw.close();
 });
@@ -245,7 +244,7 @@ test('TOKEN_LEDGER_WRITE_GAP_MS: heartbeats arriving within the gap after a ledg
     await raw.authenticate();
     await raw.acceptNextOffer();
     const tokens = fleet(own.s).tokens;
-    const beat = (seq: number) => raw.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 1, completionTokens: 0 } }));
+    const beat = (seq: number) => raw.send(heartbeat(seq, 1, 0));
     const writes = tokens.stats.ledgerWrites;
     beat(1);
     assert.is((await raw.next('heartbeat_ack')).seq, 1);

@@ -32,11 +32,16 @@ export function newAgent(s: TestServer, opts: AgentOpts = {}): StewardAgent {
   }).start();
 }
 
+/** Approves registration `registrationId` through the HTTP API. */
+export async function approveRegistration(admin: TestUser, registrationId: string, capabilities: Capability[]): Promise<void> {
+  const r = await admin.api.post(`/api/registrations/${registrationId}/approve`, { capabilities });
+  assert.is(r.status, 200, r.text);
+}
+
 /** Approves the agent's pending registration through the HTTP API. */
 export async function approve(admin: TestUser, agent: StewardAgent, capabilities?: Capability[]): Promise<void> {
   await agent.waitFor('pending');
-  const r = await admin.api.post(`/api/registrations/${agent.registrationId}/approve`, { capabilities: capabilities ?? agent['opts'].capabilities });
-  assert.is(r.status, 200, r.text);
+  await approveRegistration(admin, agent.registrationId!, capabilities ?? agent['opts'].capabilities);
 }
 
 /** A started, approved and ready SDK agent. */
@@ -76,6 +81,9 @@ export function once<T = unknown>(agent: StewardAgent, event: string, timeoutMs 
     });
   });
 }
+
+/** A heartbeat frame: the tokens used since the last one acknowledged. */
+export const heartbeat = (seq: number, promptTokens: number, completionTokens: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens, completionTokens } });
 
 /** Every frame the server sends is text, of a known outbound type, and matches its schema. */
 function checkOutbound(frame: any, isBinary: boolean): void {

@@ -9,7 +9,7 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { agentCommand } from '../src/cli/agent.js';
 import { ownerOf } from './fixtures.js';
 import { startServer, tempDir, waitFor } from './helpers.js';
-import { fleet, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approveRegistration, fleet, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import { freePort, StandIn } from './stand-in-server.js';
 
 const test = suite('agents survive faults: reconnecting, saying why, stopping only when told');
@@ -72,7 +72,7 @@ test('steward agent (a child process) keeps running across a server restart on t
     await agent.seen(/registration \S+ awaits approval/);
     const regId = /registration (\S+) awaits approval/.exec(agent.out)![1]!;
     const did = /DID (did:key:\S+)/.exec(agent.out)![1]!;
-    assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+    await approveRegistration(owner, regId, ['api_call']);
     await agent.seen(/status ready/);
 
     s = await s.restart();
@@ -134,7 +134,7 @@ test('steward agent replaced by another instance with the same key exits 1 and s
   let twin: RawAgent | undefined;
   try {
     const regId = await waitFor(() => /registration (\S+) awaits approval/.exec(out)?.[1]);
-    assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+    await approveRegistration(owner, regId, ['api_call']);
     await waitFor(() => out.includes('status ready'));
     twin = new RawAgent(s.url, await loadKeys(keyFile));
     await twin.authenticate();
@@ -250,7 +250,7 @@ test('a pending socket is closed with 4202 after AGENT_PENDING_SOCKET_TIMEOUT_SE
     assert.equal(registrations[1], { type: 'registration', status: 'pending', registrationId: regId });
     assert.is(await s.ctx.c.registrations.count({ agentDid: agent.did }), 1, 'the registration is kept, not made again');
     await agent.waitFor('pending');
-    assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+    await approveRegistration(owner, regId!, ['api_call']);
     await agent.waitFor('ready', LONG);
   } finally {
     await stopAll(agent);
