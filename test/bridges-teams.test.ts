@@ -2,16 +2,12 @@
  * The team-chat bridge: bot-framework activities in, graph API posts out to a local server
  * playing the graph API, and the start-up warning about the unverified incoming endpoint.
  */
-import { Writable } from 'node:stream';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { generateKeyPair } from '../src/domain/did.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
-import { startSteward } from '../src/server.js';
 import { activityText } from '../src/integrations/teams.js';
 import { TEAMS_WARNING } from '../src/services/bridges.js';
-import { http, sleep, tempDir, type TestServer } from './helpers.js';
+import { http, logLines, sleep, startServer, tempDir, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { addMember, isError, makeAgent, makeChannel, makeWorkspace, messagesOf, post, startWithOwner } from './channels-helpers.js';
 import { StandIn } from './stand-in-server.js';
@@ -174,17 +170,8 @@ test('outgoing: an upstream 401 (expired token) is not retried, and the poster n
 // --- start-up warning -------------------------------------------------------------------------------------
 
 test('a warning is logged at start when a teams bridge exists, without any secret', async () => {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean));
-      done();
-    },
-  });
-  const start = async (dataDir: string) => {
-    const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: generateKeyPair().did });
-    return startSteward(config, createLogger('warn', sink));
-  };
+  const { lines, sink } = logLines();
+  const start = (dataDir: string) => startServer({ LOG_LEVEL: 'warn', STEWARD_OWNER_DID: generateKeyPair().did }, dataDir, { logTo: sink });
   const dir = await tempDir();
   let steward = await start(dir);
   assert.not.ok(lines.some((l) => l.includes(TEAMS_WARNING)), 'no warning without a teams bridge');
@@ -202,13 +189,13 @@ test('a warning is logged at start when a teams bridge exists, without any secre
     updatedAt: new Date().toISOString(),
     createdBy: 'did:key:x',
   });
-  await steward.close();
+  await steward.stop();
   steward = await start(dir);
   const warning = lines.find((l) => l.includes(TEAMS_WARNING));
   assert.ok(warning, 'the warning names the unverified endpoint');
   assert.is(JSON.parse(warning!).level, 40);
   assert.not.ok(lines.some((l) => l.includes(TOKEN)));
-  await steward.close();
+  await steward.stop(true);
 });
 
 test.run();

@@ -6,6 +6,7 @@ import { request as httpRequest } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type StartOptions, type Steward } from '../src/server.js';
@@ -23,7 +24,12 @@ export async function tempDir(prefix = 'steward-test-'): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string, options: StartOptions = {}): Promise<TestServer> {
+export interface TestStartOptions extends StartOptions {
+  /** Where the log goes, at LOG_LEVEL (default: standard output). */
+  logTo?: Writable;
+}
+
+export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string, options: TestStartOptions = {}): Promise<TestServer> {
   const dir = dataDir ?? (await tempDir());
   const env: Record<string, string> = {
     PORT: '0',
@@ -33,8 +39,9 @@ export async function startServer(extraEnv: Record<string, string> = {}, dataDir
     ...extraEnv,
   };
   const config = loadConfig(env);
-  const log = createLogger(config.logLevel);
-  const steward = await startSteward(config, log, options);
+  const { logTo, ...startOptions } = options;
+  const log = createLogger(config.logLevel, logTo);
+  const steward = await startSteward(config, log, startOptions);
   let stopped = false;
   const server: TestServer = {
     ...steward,
@@ -124,6 +131,18 @@ export function client(baseUrl: string, token?: string) {
     patch: <T = any>(path: string, json?: unknown, opts?: RequestOptions) => call<T>('PATCH', path, json ?? {}, opts),
     del: <T = any>(path: string, opts?: RequestOptions) => call<T>('DELETE', path, undefined, opts),
   };
+}
+
+/** A log destination that keeps every line written to it, in `lines`. */
+export function logLines(): { lines: string[]; sink: Writable } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { lines, sink };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
