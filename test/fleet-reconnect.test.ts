@@ -1,6 +1,5 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFile } from 'node:fs/promises';
@@ -11,50 +10,9 @@ import { ownerOf } from './fixtures.js';
 import { startServer, tempDir, waitFor } from './helpers.js';
 import { approveRegistration, fleet, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import { freePort, StandIn } from './stand-in-server.js';
+import { LONG, StewardProcess } from './cli-process.js';
 
 const test = suite('agents survive faults: reconnecting, saying why, stopping only when told');
-
-const cliPath = fileURLToPath(new URL('../src/cli/index.ts', import.meta.url));
-/** Generous: a child process on a loaded machine; never a measure of the behaviour. */
-const LONG = 60_000;
-
-/** `steward agent` as a real child process, its output collected. */
-class AgentProcess {
-  readonly child: ChildProcess;
-  out = '';
-  err = '';
-  exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-  readonly exited: Promise<number | null>;
-
-  constructor(args: string[]) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', cliPath, 'agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child.stdout!.on('data', (d) => (this.out += d));
-    this.child.stderr!.on('data', (d) => (this.err += d));
-    this.exited = new Promise((resolve) =>
-      this.child.on('exit', (code, signal) => {
-        this.exit = { code, signal };
-        resolve(code);
-      }),
-    );
-  }
-
-  count(re: RegExp): number {
-    return (this.out.match(new RegExp(re.source, 'g')) ?? []).length;
-  }
-
-  /** Waits until `re` has appeared `times` times in stdout (fails at once if the process ended). */
-  async seen(re: RegExp, times = 1): Promise<void> {
-    await waitFor(() => {
-      if (this.exit) throw new Error(`the agent exited (${JSON.stringify(this.exit)}) before ${re} was seen ${times}x:\n${this.out}\n${this.err}`);
-      return this.count(re) >= times;
-    }, LONG);
-  }
-
-  async stop(): Promise<number | null> {
-    if (!this.exit) this.child.kill('SIGTERM');
-    return this.exited;
-  }
-}
 
 /** Collects an SDK agent's `disconnected` reports. */
 function reports(agent: StewardAgent): Disconnection[] {
@@ -67,7 +25,7 @@ test('steward agent (a child process) keeps running across a server restart on t
   const port = await freePort();
   let { s, owner } = await startWithOwner({ PORT: String(port) });
   const keyFile = join(await tempDir(), 'agent.json');
-  const agent = new AgentProcess(['--url', s.url, '--key', keyFile, '--capabilities', 'api_call']);
+  const agent = new StewardProcess(['agent', '--url', s.url, '--key', keyFile, '--capabilities', 'api_call']);
   try {
     await agent.seen(/registration \S+ awaits approval/);
     const regId = /registration (\S+) awaits approval/.exec(agent.out)![1]!;
@@ -94,7 +52,7 @@ test('steward agent (a child process) keeps running across a server restart on t
 test('steward agent started before the server keeps trying, says the connection is refused, and comes online once the server starts', async () => {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const agent = new AgentProcess(['--url', url, '--key', join(await tempDir(), 'agent.json')]);
+  const agent = new StewardProcess(['agent', '--url', url, '--key', join(await tempDir(), 'agent.json')]);
   let s: Awaited<ReturnType<typeof startServer>> | null = null;
   try {
     await agent.seen(new RegExp(`cannot connect: connection refused by 127\\.0\\.0\\.1:${port} \\(is Steward running there\\?\\); retrying in [\\d.]+ s`), 2);
@@ -109,7 +67,7 @@ test('steward agent started before the server keeps trying, says the connection 
 
 test('a rejected agent (a child process) exits 1 and says it was rejected, and why', async () => {
   const { s, owner } = await startWithOwner();
-  const agent = new AgentProcess(['--url', s.url, '--key', join(await tempDir(), 'agent.json')]);
+  const agent = new StewardProcess(['agent', '--url', s.url, '--key', join(await tempDir(), 'agent.json')]);
   try {
     await agent.seen(/registration \S+ awaits approval/);
     const regId = /registration (\S+) awaits approval/.exec(agent.out)![1]!;

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { walletQrText, parseClaimTarget } from '../src/domain/claims.js';
 import { http, startServer, tempDir, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { addWhoami, runCli, startSmtp, type CliResult } from './identity-helpers.js';
+import { addWhoami, startSmtp } from './identity-helpers.js';
+import { runCli, type CliResult } from './cli-process.js';
 
 const test = suite('steward wallet');
 let s: TestServer;
