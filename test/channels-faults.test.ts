@@ -8,12 +8,10 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { CHANNEL_ACTOR_KIND } from '../src/actors/channel.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { startServer, waitFor, type TestServer } from './helpers.js';
-import { addMember, FeedClient, makeChannel, makeWorkspace, post } from './channels-helpers.js';
+import { waitFor, type TestServer } from './helpers.js';
+import { addMember, FeedClient, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
 import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
 import { storeEnv, type StoreEnv } from './store-env.js';
-import { generateKeyPair } from '../src/domain/did.js';
-import { ownerOf } from './fixtures.js';
 
 const test = suite('channel messages: ambiguous store failures');
 let store: StoreEnv;
@@ -27,8 +25,9 @@ const feeds: FeedClient[] = [];
 test.before(async () => {
   store = storeEnv();
   faults = new FaultInjector();
-  s = await startServer({ STEWARD_OWNER_DID: generateKeyPair().did, ...store.env }, undefined, { wrapStore: faults.wrap });
-  ws = await makeWorkspace(await ownerOf(s), 'Faults');
+  const started = await startWithOwner(store.env, { wrapStore: faults.wrap });
+  s = started.s;
+  ws = await makeWorkspace(started.owner, 'Faults');
   alice = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
   bob = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
 });

@@ -4,10 +4,9 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { generateKeyPair } from '../src/domain/did.js';
 import { ownerOf, type TestUser } from './fixtures.js';
-import { startServer, waitFor, type TestServer } from './helpers.js';
-import { fleet, heartbeat, once, RawAgent, readyAgent, readyRawAgent } from './fleet-helpers.js';
+import { waitFor, type TestServer } from './helpers.js';
+import { fleet, heartbeat, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
 import { storeEnv, type StoreEnv } from './store-env.js';
 
@@ -20,8 +19,7 @@ let owner: TestUser;
 test.before(async () => {
   store = storeEnv();
   faults = new FaultInjector();
-  s = await startServer({ STEWARD_OWNER_DID: generateKeyPair().did, TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', ...store.env }, undefined, { wrapStore: faults.wrap });
-  owner = await ownerOf(s);
+  ({ s, owner } = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', ...store.env }, { wrapStore: faults.wrap }));
 });
 test.after(async () => {
   await s.stop(true);

@@ -1,9 +1,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { http, logLines, startServer, type TestServer } from './helpers.js';
-import { makeUser, ownerOf, type TestUser } from './fixtures.js';
+import { http, logLines, type TestServer } from './helpers.js';
+import { makeUser, type TestUser } from './fixtures.js';
 import { loadConfig } from '../src/config.js';
-import { generateKeyPair } from '../src/domain/did.js';
 import { isError } from './people-helpers.js';
 import { startWithOwner } from './fleet-helpers.js';
 import { FakeLiteLlm, leaked, recordingClient } from './models-fake-proxy.js';
@@ -256,12 +255,7 @@ const log = logLines();
 
 down.before(async () => {
   // Every log line kept (at debug level), to check that no secret is in one.
-  sd = await startServer(
-    { LOG_LEVEL: 'debug', STEWARD_OWNER_DID: generateKeyPair().did, PROXY_BASE_URL: await deadUrl(), PROXY_MASTER_KEY: 'sk-master-down' },
-    undefined,
-    { logTo: log.sink },
-  );
-  ownerD = await ownerOf(sd);
+  ({ s: sd, owner: ownerD } = await startWithOwner({ LOG_LEVEL: 'debug', PROXY_BASE_URL: await deadUrl(), PROXY_MASTER_KEY: 'sk-master-down' }, { logTo: log.sink }));
 });
 down.after(async () => {
   await sd.stop(true);

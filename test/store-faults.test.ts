@@ -8,17 +8,15 @@
 import { suite } from 'uvu';
 import { assign, setup } from 'xstate';
 import * as assert from 'uvu/assert';
-import { generateKeyPair } from '../src/domain/did.js';
 import { DocumentTooLargeError, DuplicateKeyError, MAX_DOCUMENT_BYTES } from '../src/store/types.js';
 import type { SnapshotDoc } from '../src/actors/host.js';
-import { waitFor } from './helpers.js';
+import { waitFor, type TestServer } from './helpers.js';
 import { FaultInjector } from './fault-store.js';
 import { backend, type Backend } from './store-backend.js';
-import { startServer, type TestServer } from './helpers.js';
-import { ownerOf, type TestUser } from './fixtures.js';
+import type { TestUser } from './fixtures.js';
 import { FeedClient, makeChannel, makeWorkspace } from './channels-helpers.js';
 import { isError } from './people-helpers.js';
-import { fleet } from './fleet-helpers.js';
+import { fleet, startWithOwner } from './fleet-helpers.js';
 
 const test = suite(`store faults under a running server (${process.env.MONGODB_URI ? 'mongodb' : 'embedded'})`);
 const faults = new FaultInjector();
@@ -48,10 +46,7 @@ async function feedAuthUntilClose(url: string, token: string): Promise<{ frames:
 
 test.before(async () => {
   store = backend();
-  const keys = generateKeyPair();
-  s = await startServer({ STEWARD_OWNER_DID: keys.did, BODY_LIMIT_BYTES: String(32 * 1024 * 1024), ...store.env }, undefined, { wrapStore: faults.wrap });
-  owner = await ownerOf(s);
-  owner.keys = keys;
+  ({ s, owner } = await startWithOwner({ BODY_LIMIT_BYTES: String(32 * 1024 * 1024), ...store.env }, { wrapStore: faults.wrap }));
 });
 
 test.after.each(() => {
