@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { fleet, heartbeat, isError, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
+import { fleet, heartbeat, isError, once, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { makeAgent } from './people-helpers.js';
 import { DAYS_KEPT, GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
 
@@ -211,13 +211,7 @@ for (const when of ['before', 'after'] as const) {
 
 test('heartbeats arriving together are written as one ledger document', async () => {
   const { s, owner } = ctx;
-  const sdk = await readyAgent(s, owner);
-  const keys = sdk['opts'].keys;
-  await sdk.stop();
-  await waitFor(() => !fleet(s).gateway.isOnline(sdk.did));
-  const raw = new RawAgent(s.url, keys);
-  await raw.authenticate();
-  await raw.acceptNextOffer();
+  const { raw } = await readyRawAgent(s, owner);
   const tokens = fleet(s).tokens;
   const writes = tokens.stats.ledgerWrites;
   const n = 50;
@@ -236,13 +230,7 @@ test('heartbeats arriving together are written as one ledger document', async ()
 test('TOKEN_LEDGER_WRITE_GAP_MS: heartbeats arriving within the gap after a ledger write wait and share the next one', async () => {
   const own = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', TOKEN_LEDGER_WRITE_GAP_MS: '1000' });
   try {
-    const sdk = await readyAgent(own.s, own.owner);
-    const keys = sdk['opts'].keys;
-    await sdk.stop();
-    await waitFor(() => !fleet(own.s).gateway.isOnline(sdk.did));
-    const raw = new RawAgent(own.s.url, keys);
-    await raw.authenticate();
-    await raw.acceptNextOffer();
+    const { raw } = await readyRawAgent(own.s, own.owner);
     const tokens = fleet(own.s).tokens;
     const beat = (seq: number) => raw.send(heartbeat(seq, 1, 0));
     const writes = tokens.stats.ledgerWrites;

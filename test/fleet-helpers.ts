@@ -9,8 +9,8 @@ import { certificateBytes, type Certificate } from '../src/domain/certificate.js
 import { frameValidators, isOutboundType } from '../src/domain/wire-schemas.js';
 import { fleetOf, type Fleet } from '../src/services/fleet-module.js';
 import type { Capability } from '../src/store/collections.js';
-import { startServer, waitFor, type TestServer } from './helpers.js';
-import { ownerOf, type TestUser } from './fixtures.js';
+import { waitFor, type TestServer } from './helpers.js';
+import type { TestUser } from './fixtures.js';
 import { FrameSocket } from './frames.js';
 
 export { makeWorkspace, isError, enc, startWithOwner } from './people-helpers.js';
@@ -53,12 +53,10 @@ export async function readyAgent(s: TestServer, admin: TestUser, opts: AgentOpts
   return agent;
 }
 
-/** Keys of an agent that was approved (through the SDK) and has gone offline again. */
+/** Keys of an agent that was approved and online (through the SDK) and has gone offline again. */
 export async function approvedKeys(s: TestServer, admin: TestUser): Promise<Ed25519KeyPair> {
   const keys = generateKeyPair();
-  const sdk = newAgent(s, { keys });
-  await approve(admin, sdk);
-  await sdk.waitFor('ready');
+  const sdk = await readyAgent(s, admin, { keys });
   await sdk.stop();
   await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
   return keys;
