@@ -11,10 +11,10 @@ import { makeUser, type TestUser } from './fixtures.js';
 import { waitFor, type TestServer } from './helpers.js';
 import { addMember, FeedClient, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
 import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
-import { storeEnv, type StoreEnv } from './store-env.js';
+import { backend, type Backend } from './store-backend.js';
 
 const test = suite('channel messages: ambiguous store failures');
-let store: StoreEnv;
+let store: Backend;
 let faults: FaultInjector;
 let s: TestServer;
 let alice: TestUser;
@@ -23,7 +23,7 @@ let ws: { id: string };
 const feeds: FeedClient[] = [];
 
 test.before(async () => {
-  store = storeEnv();
+  store = backend();
   faults = new FaultInjector();
   const started = await startWithOwner(store.env, { wrapStore: faults.wrap });
   s = started.s;
@@ -34,7 +34,7 @@ test.before(async () => {
 test.after(async () => {
   for (const f of feeds) f.close();
   await s.stop(true);
-  await store.cleanup();
+  await store.drop();
 });
 test.after.each(() => faults.clear());
 

@@ -11,13 +11,13 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { ownerOf } from './fixtures.js';
 import { client, startServer, tempDir, waitFor } from './helpers.js';
 import { approvedKeys, heartbeat, RawAgent } from './fleet-helpers.js';
-import { storeEnv } from './store-env.js';
+import { backend } from './store-backend.js';
 import { StewardProcess } from './cli-process.js';
 
 const test = suite('fleet heartbeats across a crash');
 
 test('SIGKILL in the middle of heartbeats: after the restart ready says the last stored seq, and the resent ones are counted once', async () => {
-  const store = storeEnv();
+  const store = backend();
   const dataDir = await tempDir();
   const env = { DATA_DIR: dataDir, STEWARD_OWNER_DID: generateKeyPair().did, TOKEN_ROLLUP_INTERVAL_SECONDS: '1', ...store.env };
   // An approved agent and an owner session, made on the same data by a server in this process.
@@ -87,7 +87,7 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
   } finally {
     for (const c of children) if (!c.exit) c.kill('SIGKILL');
     await rm(dataDir, { recursive: true, force: true });
-    await store.cleanup();
+    await store.drop();
   }
 });
 

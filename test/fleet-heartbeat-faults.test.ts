@@ -8,22 +8,22 @@ import { ownerOf, type TestUser } from './fixtures.js';
 import { waitFor, type TestServer } from './helpers.js';
 import { fleet, heartbeat, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
-import { storeEnv, type StoreEnv } from './store-env.js';
+import { backend, type Backend } from './store-backend.js';
 
 const test = suite('fleet heartbeats: ambiguous ledger writes, exact totals');
-let store: StoreEnv;
+let store: Backend;
 let faults: FaultInjector;
 let s: TestServer;
 let owner: TestUser;
 
 test.before(async () => {
-  store = storeEnv();
+  store = backend();
   faults = new FaultInjector();
   ({ s, owner } = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', ...store.env }, { wrapStore: faults.wrap }));
 });
 test.after(async () => {
   await s.stop(true);
-  await store.cleanup();
+  await store.drop();
 });
 test.after.each(() => faults.clear());
 
