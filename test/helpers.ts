@@ -147,6 +147,12 @@ export function logLines(): { lines: string[]; sink: Writable } {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Waits until `list` holds more than `count` items, and resolves with the last one. */
+export async function lastAfter<T>(list: T[], count: number, timeoutMs = 5000): Promise<T> {
+  await waitFor(() => list.length > count, timeoutMs);
+  return list[list.length - 1]!;
+}
+
 /** Polls until fn returns a truthy value (which it resolves to) or the time runs out. */
 export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, stepMs = 10): Promise<Exclude<T, null | undefined | false | 0 | ''>> {
   const end = Date.now() + timeoutMs;

@@ -1,10 +1,11 @@
 /**
  * Helpers for the models suites: a stand-in for LiteLLM's management API (test/stand-in-server.ts)
  * that records every call (method, path, headers, body) and keeps the models and virtual keys it
- * was given, with failures on demand; and a client that keeps every response body so a suite can
- * check that no stored secret ever appears in one.
+ * was given, with failures on demand; model registration over HTTP; and a client that keeps every
+ * response body so a suite can check that no stored secret ever appears in one.
  */
 import { randomBytes } from 'node:crypto';
+import * as assert from 'uvu/assert';
 import { client, type RequestOptions } from './helpers.js';
 import { routes, StandIn, type Answer, type Recorded } from './stand-in-server.js';
 
@@ -127,6 +128,13 @@ export function recordingClient(baseUrl: string, token?: string) {
     patch: (path: string, json?: unknown, opts?: RequestOptions) => keep(inner.patch(path, json, opts)),
     del: (path: string, opts?: RequestOptions) => keep(inner.del(path, opts)),
   };
+}
+
+/** Registers a model over HTTP (`POST /api/admin/models`, asserted 201) and returns its id. */
+export async function createModel(api: Pick<ReturnType<typeof client>, 'post'>, body: Record<string, unknown>): Promise<string> {
+  const r = await api.post('/api/admin/models', body);
+  assert.is(r.status, 201, r.text);
+  return r.body.model.id as string;
 }
 
 /** The secrets that `seenBodies` contains, among `secrets`. */
