@@ -2,32 +2,29 @@
  * The team-chat bridge: bot-framework activities in, graph API posts out to a local server
  * playing the graph API, and the start-up warning about the unverified incoming endpoint.
  */
-import { Writable } from 'node:stream';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { generateKeyPair } from '../src/domain/did.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
-import { startSteward } from '../src/server.js';
 import { activityText } from '../src/integrations/teams.js';
 import { TEAMS_WARNING } from '../src/services/bridges.js';
-import { http, sleep, tempDir, type TestServer } from './helpers.js';
+import { http, logLines, sleep, startServer, tempDir, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { addMember, isError, makeAgent, makeChannel, makeWorkspace, post, RecordingServer, startWithOwner } from './channels-helpers.js';
+import { addMember, isError, makeAgent, makeChannel, makeWorkspace, messagesOf, post, startWithOwner } from './channels-helpers.js';
+import { StandIn } from './stand-in-server.js';
 
 const test = suite('teams bridges');
 let s: TestServer;
 let owner: TestUser;
 let alice: TestUser;
 let ws: { id: string; slug: string };
-let graph: RecordingServer;
+let graph: StandIn;
 
 const TOKEN = 'graph-token-abcdefghijklmnopqrstuvwxyz';
 const TEAM = 'team-0f1e2d';
 const CHANNEL = '19:general0123@thread.tacv2';
 
 test.before(async () => {
-  graph = await new RecordingServer().start();
+  graph = await StandIn.start();
   graph.respond = () => ({ status: 201, body: { id: 'graph-message-1' } });
   ({ s, owner } = await startWithOwner({ GRAPH_BASE_URL: `${graph.url}/v1.0`, BRIDGE_RETRY_BASE_MS: '20' }));
   ws = await makeWorkspace(owner, 'Teams');
@@ -36,7 +33,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await graph.stop();
+  await graph.close();
 });
 
 async function teamsChannel(name: string, teamsChannelId: string, extra: Record<string, unknown> = {}): Promise<{ ch: any; bridge: any }> {
@@ -77,8 +74,6 @@ const incoming = (body: unknown, headers: Record<string, string> = {}) =>
     headers: { 'content-type': 'application/json', authorization: 'Bearer unverified-bot-framework-token', ...headers },
   });
 
-const messagesOf = async (channelId: string) => (await alice.api.get(`/api/channels/${channelId}/messages`)).body.messages as any[];
-
 // --- incoming -------------------------------------------------------------------------------------------
 
 test('incoming: an activity becomes a message; <at>…</at> markup becomes plain @names; answers {ok: true, messageId}', async () => {
@@ -88,7 +83,7 @@ test('incoming: an activity becomes a message; <at>…</at> markup becomes plain
   const r = await incoming(activity(CHANNEL, '<at>Steward</at> ask <at>deploy bot</at> to ship &amp; tell me<br>thanks'));
   assert.is(r.status, 200, r.text);
   assert.equal(Object.keys(r.body).sort(), ['messageId', 'ok']);
-  const [m] = await messagesOf(ch.id);
+  const [m] = await messagesOf(alice, ch.id);
   assert.is(m.id, r.body.messageId);
   assert.is(m.content, '@Steward ask @deploy bot to ship & tell me\nthanks');
   assert.is(m.authorDid, 'teams:aad-bob');
@@ -116,9 +111,9 @@ test('incoming: 404 for an unknown team channel; 403 for a disabled or outgoing-
   const typing = await incoming(activity(id, '', { type: 'typing' }));
   assert.is(typing.status, 200);
   assert.equal(typing.body, { ok: true, messageId: null }, 'activities other than messages are acknowledged and ignored');
-  assert.equal(await messagesOf(ch.id), []);
+  assert.equal(await messagesOf(alice, ch.id), []);
   assert.is((await incoming(activity(id, 'finally'))).status, 200);
-  assert.is((await messagesOf(ch.id)).length, 1);
+  assert.is((await messagesOf(alice, ch.id)).length, 1);
 });
 
 test('activityText: mentions, line breaks, tags and entities', () => {
@@ -131,7 +126,7 @@ test('activityText: mentions, line breaks, tags and entities', () => {
 // --- outgoing -------------------------------------------------------------------------------------------
 
 test('outgoing: a new message is posted to {GRAPH_BASE_URL}/teams/{teamId}/channels/{channelId}/messages with the access token', async () => {
-  graph.received.length = 0;
+  graph.clear();
   const id = '19:outgoing@thread.tacv2';
   const { ch } = await teamsChannel('to-teams', id);
   await post(alice, ch.id, 'release <v2> is out\nsee notes');
@@ -146,7 +141,7 @@ test('outgoing: a new message is posted to {GRAPH_BASE_URL}/teams/{teamId}/chann
 });
 
 test('outgoing: a message that came in from the team channel is not posted back to it; failures are retried', async () => {
-  graph.received.length = 0;
+  graph.clear();
   const id = '19:echo@thread.tacv2';
   const { ch } = await teamsChannel('echo-teams', id);
   assert.is((await incoming(activity(id, 'from teams'))).status, 200);
@@ -161,7 +156,7 @@ test('outgoing: a message that came in from the team channel is not posted back 
 });
 
 test('outgoing: an upstream 401 (expired token) is not retried, and the poster never sees it', async () => {
-  graph.received.length = 0;
+  graph.clear();
   graph.respond = () => ({ status: 401, body: { error: { code: 'InvalidAuthenticationToken' } } });
   const { ch } = await teamsChannel('expired-teams', '19:expired@thread.tacv2');
   const m = await post(alice, ch.id, 'will fail upstream');
@@ -175,17 +170,8 @@ test('outgoing: an upstream 401 (expired token) is not retried, and the poster n
 // --- start-up warning -------------------------------------------------------------------------------------
 
 test('a warning is logged at start when a teams bridge exists, without any secret', async () => {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean));
-      done();
-    },
-  });
-  const start = async (dataDir: string) => {
-    const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: generateKeyPair().did });
-    return startSteward(config, createLogger('warn', sink));
-  };
+  const { lines, sink } = logLines();
+  const start = (dataDir: string) => startServer({ LOG_LEVEL: 'warn', STEWARD_OWNER_DID: generateKeyPair().did }, dataDir, { logTo: sink });
   const dir = await tempDir();
   let steward = await start(dir);
   assert.not.ok(lines.some((l) => l.includes(TEAMS_WARNING)), 'no warning without a teams bridge');
@@ -203,13 +189,13 @@ test('a warning is logged at start when a teams bridge exists, without any secre
     updatedAt: new Date().toISOString(),
     createdBy: 'did:key:x',
   });
-  await steward.close();
+  await steward.stop();
   steward = await start(dir);
   const warning = lines.find((l) => l.includes(TEAMS_WARNING));
   assert.ok(warning, 'the warning names the unverified endpoint');
   assert.is(JSON.parse(warning!).level, 40);
   assert.not.ok(lines.some((l) => l.includes(TOKEN)));
-  await steward.close();
+  await steward.stop(true);
 });
 
 test.run();

@@ -8,19 +8,20 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { http, sleep, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { isError, makeChannel, makeWorkspace, post, RecordingServer, startWithOwner, type Received } from './channels-helpers.js';
+import { isError, makeChannel, makeWorkspace, messagesOf, post, startWithOwner } from './channels-helpers.js';
+import { StandIn, type Recorded } from './stand-in-server.js';
 
 const test = suite('webhook bridges');
 let s: TestServer;
 let owner: TestUser;
 let alice: TestUser;
 let ws: { id: string; slug: string };
-let remote: RecordingServer;
+let remote: StandIn;
 
 const SECRET = 'whsec-0123456789abcdef0123456789abcdef';
 
 test.before(async () => {
-  remote = await new RecordingServer().start();
+  remote = await StandIn.start();
   // Retries every few milliseconds keep the suite short. The replay window keeps its default (off);
   // the opt-in window has a server of its own below.
   ({ s, owner } = await startWithOwner({ BRIDGE_RETRY_BASE_MS: '20', BRIDGE_DELIVERY_ATTEMPTS: '4' }));
@@ -30,7 +31,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await remote.stop();
+  await remote.close();
 });
 
 async function channelWithBridge(
@@ -59,8 +60,6 @@ function deliver(bridgeId: string, raw: string | Buffer, headers: Record<string,
 
 const signature = (raw: string | Buffer, secret = SECRET) => `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`;
 
-const messagesOf = async (channelId: string) => (await alice.api.get(`/api/channels/${channelId}/messages`)).body.messages as any[];
-
 // --- incoming -------------------------------------------------------------------------------------------
 
 test('incoming: a correctly signed delivery posts {ok: true, messageId}; author defaults to webhook:external; metadata kept', async () => {
@@ -70,7 +69,7 @@ test('incoming: a correctly signed delivery posts {ok: true, messageId}; author 
   assert.is(r.status, 200, r.text);
   assert.equal(Object.keys(r.body).sort(), ['messageId', 'ok']);
   assert.is(r.body.ok, true);
-  const [m] = await messagesOf(ch.id);
+  const [m] = await messagesOf(alice, ch.id);
   assert.is(m.id, r.body.messageId);
   assert.is(m.content, 'build #42 passed');
   assert.is(m.authorDid, 'webhook:external');
@@ -79,7 +78,7 @@ test('incoming: a correctly signed delivery posts {ok: true, messageId}; author 
   const raw2 = JSON.stringify({ message: 'deploy done', author: 'ci:deploybot' });
   const r2 = await deliver(bridge.id, raw2, { 'x-signature': signature(raw2).toUpperCase().replace('SHA256=', 'sha256=') });
   assert.is(r2.status, 200, 'the hex digest may be upper case');
-  assert.is((await messagesOf(ch.id))[0].authorDid, 'ci:deploybot');
+  assert.is((await messagesOf(alice, ch.id))[0].authorDid, 'ci:deploybot');
 });
 
 test('incoming: the signature is over the raw bytes, not a re-serialisation', async () => {
@@ -89,7 +88,7 @@ test('incoming: the signature is over the raw bytes, not a re-serialisation', as
   assert.is(r.status, 200, r.text);
   const reserialised = JSON.stringify(JSON.parse(raw));
   isError(await deliver(bridge.id, reserialised, { 'x-signature': signature(raw) }), 401, 'invalid_signature');
-  assert.is((await messagesOf(ch.id)).length, 1);
+  assert.is((await messagesOf(alice, ch.id)).length, 1);
 });
 
 test('incoming: 401 for a wrong, malformed or missing signature; nothing is posted', async () => {
@@ -102,7 +101,7 @@ test('incoming: 401 for a wrong, malformed or missing signature; nothing is post
   isError(await deliver(bridge.id, raw), 401, 'signature_missing');
   const wrong = await deliver(bridge.id, raw, { 'x-signature': signature(raw, 'another-secret') });
   assert.not.ok(wrong.text.includes(SECRET));
-  assert.equal(await messagesOf(ch.id), []);
+  assert.equal(await messagesOf(alice, ch.id), []);
 });
 
 test('incoming: by default a repeated identical signed delivery is posted again (two messages)', async () => {
@@ -113,7 +112,7 @@ test('incoming: by default a repeated identical signed delivery is posted again 
   assert.is(first.status, 200, first.text);
   assert.is(second.status, 200, second.text);
   assert.is.not(second.body.messageId, first.body.messageId);
-  const messages = await messagesOf(ch.id);
+  const messages = await messagesOf(alice, ch.id);
   assert.equal(messages.map((m) => m.content), ['deploy finished', 'deploy finished']);
   assert.equal(messages.map((m) => m.id).sort(), [first.body.messageId, second.body.messageId].sort());
   assert.is(await s.ctx.c.bridgeDeliveries.count({ bridgeId: bridge.id }), 0, 'nothing is recorded while the window is off');
@@ -128,7 +127,7 @@ test('incoming: 401 for a request with neither Content-Type nor X-Signature; 415
   isError(wrong, 401, 'invalid_signature');
   const signed = await http(s.url, 'POST', `/api/bridges/webhook/${bridge.id}/incoming`, { raw, headers: { 'x-signature': signature(raw) } });
   isError(signed, 415, 'unsupported_media_type');
-  assert.equal(await messagesOf(ch.id), []);
+  assert.equal(await messagesOf(alice, ch.id), []);
 });
 
 test('incoming, opt-in replay window (BRIDGE_REPLAY_WINDOW_SECONDS > 0): a repeat within it is 409, concurrent copies post once, and after it the delivery is accepted again', async () => {
@@ -137,7 +136,7 @@ test('incoming, opt-in replay window (BRIDGE_REPLAY_WINDOW_SECONDS > 0): a repea
     const w = await makeWorkspace(ownOwner, 'Replays');
     const { ch, bridge } = await channelWithBridge('in-replay', {}, {}, ownOwner, w.id);
     const send = (raw: string) => deliver(bridge.id, raw, { 'x-signature': signature(raw) }, own);
-    const count = async () => (await ownOwner.api.get(`/api/channels/${ch.id}/messages`)).body.messages.length as number;
+    const count = async () => (await messagesOf(ownOwner, ch.id)).length;
     const raw = JSON.stringify({ message: 'once only', metadata: { deliveryId: 'd-1' } });
     assert.is((await send(raw)).status, 200);
     isError(await send(raw), 409, 'replayed_delivery');
@@ -197,7 +196,7 @@ test('incoming: 400 for invalid JSON, a missing or empty message, bad author or 
     'unsupported_media_type',
   );
   assert.is((await deliver(bridge.id, raw, { 'content-type': 'application/json; charset=utf-8', 'x-signature': signature(raw) })).status, 200);
-  assert.is((await messagesOf(ch.id)).length, 1);
+  assert.is((await messagesOf(alice, ch.id)).length, 1);
 });
 
 test('incoming: an archived channel refuses the delivery (403), and the same delivery is accepted once it reopens', async () => {
@@ -211,12 +210,12 @@ test('incoming: an archived channel refuses the delivery (403), and the same del
 
 // --- outgoing -------------------------------------------------------------------------------------------
 
-function verify(rec: Received): boolean {
+function verify(rec: Recorded): boolean {
   return rec.headers['x-signature'] === signature(rec.raw);
 }
 
 test('outgoing: each new message is POSTed as signed JSON to outgoingUrl', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = () => ({ status: 200 });
   const { ch, bridge } = await channelWithBridge('out-ok', {}, { outgoingUrl: `${remote.url}/hook` });
   const m = await post(alice, ch.id, 'hello outside', { metadata: { tag: 'x' } });
@@ -246,7 +245,7 @@ test('outgoing: each new message is POSTed as signed JSON to outgoingUrl', async
 });
 
 test('outgoing: a failing endpoint is retried with back-off; every attempt carries the same signed body', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let calls = 0;
   remote.respond = () => (++calls <= 2 ? { status: 503 } : { status: 204 });
   const { ch } = await channelWithBridge('out-retry', {}, { outgoingUrl: `${remote.url}/flaky` });
@@ -261,22 +260,22 @@ test('outgoing: a failing endpoint is retried with back-off; every attempt carri
 });
 
 test('outgoing: at most BRIDGE_DELIVERY_ATTEMPTS attempts; a 4xx answer is not retried', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = (r) => (r.url === '/down' ? { status: 500 } : { status: 400 });
   const { ch } = await channelWithBridge('out-giveup', {}, { outgoingUrl: `${remote.url}/down` });
   await post(alice, ch.id, 'nobody home');
   await remote.waitFor(4);
   const { ch: ch2 } = await channelWithBridge('out-400', {}, { outgoingUrl: `${remote.url}/bad` });
   await post(alice, ch2.id, 'rejected');
-  await waitFor(() => remote.received.some((r) => r.url === '/bad'));
+  await waitFor(() => remote.to('/bad').length > 0);
   // 20 + 40 + 80 ms of back-off have long passed by now for the first delivery.
   await sleep(400);
-  assert.is(remote.received.filter((r) => r.url === '/down').length, 4);
-  assert.is(remote.received.filter((r) => r.url === '/bad').length, 1);
+  assert.is(remote.to('/down').length, 4);
+  assert.is(remote.to('/bad').length, 1);
 });
 
 test('outgoing: the poster is never delayed by a slow endpoint', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   remote.respond = async () => {
@@ -294,7 +293,7 @@ test('outgoing: the poster is never delayed by a slow endpoint', async () => {
 });
 
 test('outgoing: not for incoming-only or disabled bridges; a message from a bridge is not sent back through it, only elsewhere', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = () => ({ status: 200 });
   const { ch, bridge } = await channelWithBridge('out-echo', {}, { outgoingUrl: `${remote.url}/a` });
   const b2 = await alice.api.post(`/api/channels/${ch.id}/bridges`, {
@@ -355,29 +354,27 @@ async function restartableSetup(urls: string[]): Promise<{ s: TestServer; owner:
   return { s: started.s, owner, ch, bridges };
 }
 
-const to = (path: string) => remote.received.filter((r) => r.url === path);
-
 test('outgoing: a delivery waiting to be retried at a stop is resumed by the next start (same id, body and signature, next attempt number); a finished one is not sent again', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let laterUp = false;
   remote.respond = (r) => (r.url === '/later' && !laterUp ? { status: 503 } : { status: 200 });
   let { s: own, owner, ch } = await restartableSetup([`${remote.url}/later`, `${remote.url}/done`]);
   try {
     await post(owner, ch.id, 'survive a restart');
-    await waitFor(() => to('/later').length >= 1 && to('/done').length === 1);
+    await waitFor(() => remote.to('/later').length >= 1 && remote.to('/done').length === 1);
     // The store holds the one waiting for its retry, not the one that succeeded.
     const outbox = own.ctx.c.bridgeOutbox;
     await waitFor(async () => (await outbox.count({})) === 1 && (await outbox.find({}))[0]!.attempt >= 1);
-    assert.is((await outbox.find({}))[0]!._id, to('/later')[0]!.headers['x-steward-delivery']);
+    assert.is((await outbox.find({}))[0]!._id, remote.to('/later')[0]!.headers['x-steward-delivery']);
     // Stopped during the back-off: nothing is sent while it is down.
     await own.stop();
-    const before = to('/later').length;
+    const before = remote.to('/later').length;
     await sleep(450);
-    assert.is(to('/later').length, before, 'nothing is sent while the server is down');
+    assert.is(remote.to('/later').length, before, 'nothing is sent while the server is down');
     laterUp = true;
     own = await own.restart();
-    await waitFor(() => to('/later').length === before + 1, 8000);
-    const recs = to('/later');
+    await waitFor(() => remote.to('/later').length === before + 1, 8000);
+    const recs = remote.to('/later');
     const resumed = recs[before]!;
     for (const r of recs) {
       assert.is(r.headers['x-steward-delivery'], recs[0]!.headers['x-steward-delivery']);
@@ -391,15 +388,15 @@ test('outgoing: a delivery waiting to be retried at a stop is resumed by the nex
     await waitFor(async () => (await own.ctx.c.bridgeOutbox.count({})) === 0);
     own = await own.restart();
     await sleep(700);
-    assert.is(to('/later').length, before + 1);
-    assert.is(to('/done').length, 1, 'the delivery that succeeded before the stop is not sent again');
+    assert.is(remote.to('/later').length, before + 1);
+    assert.is(remote.to('/done').length, 1, 'the delivery that succeeded before the stop is not sent again');
   } finally {
     await own.stop(true);
   }
 });
 
 test('outgoing: an attempt cut short by a stop is made again at the next start with the same number; a bridge deleted meanwhile gets nothing', async () => {
-  remote.received.length = 0;
+  remote.clear();
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   let holding = true;
@@ -410,40 +407,40 @@ test('outgoing: an attempt cut short by a stop is made again at the next start w
   let { s: own, owner, ch, bridges } = await restartableSetup([`${remote.url}/held`, `${remote.url}/gone`]);
   try {
     await post(owner, ch.id, 'cut short');
-    await waitFor(() => to('/held').length === 1 && to('/gone').length >= 1);
+    await waitFor(() => remote.to('/held').length === 1 && remote.to('/gone').length >= 1);
     // The /gone bridge is deleted while its delivery waits for a retry; /held is still waiting for its answer.
     const del = await owner.api.del(`/api/channels/${ch.id}/bridges/${bridges[1].id}`);
     assert.ok(del.status === 200 || del.status === 204, del.text);
-    const goneBefore = to('/gone').length;
+    const goneBefore = remote.to('/gone').length;
     await own.stop();
     holding = false;
     release();
     own = await own.restart();
-    await waitFor(() => to('/held').length === 2);
-    const [first, again] = to('/held');
+    await waitFor(() => remote.to('/held').length === 2);
+    const [first, again] = remote.to('/held');
     assert.is(again!.headers['x-steward-delivery'], first!.headers['x-steward-delivery']);
     assert.equal([first!.headers['x-steward-attempt'], again!.headers['x-steward-attempt']], ['1', '1']);
     await sleep(700);
-    assert.is(to('/gone').length, goneBefore, 'a deleted bridge gets nothing after the restart');
-    assert.is(to('/held').length, 2);
+    assert.is(remote.to('/gone').length, goneBefore, 'a deleted bridge gets nothing after the restart');
+    assert.is(remote.to('/held').length, 2);
   } finally {
     await own.stop(true);
   }
 });
 
 test('outgoing: deleting the workspace removes its channels\' unfinished deliveries at once; nothing is sent after it', async () => {
-  remote.received.length = 0;
+  remote.clear();
   remote.respond = () => ({ status: 503 });
   const { s: own, owner, ch } = await restartableSetup([`${remote.url}/orphan`]);
   try {
     await post(owner, ch.id, 'to a workspace about to go');
     const outbox = own.ctx.c.bridgeOutbox;
-    await waitFor(async () => to('/orphan').length === 1 && (await outbox.count({})) === 1);
+    await waitFor(async () => remote.to('/orphan').length === 1 && (await outbox.count({})) === 1);
     assert.is((await owner.api.del(`/api/workspaces/${ch.workspaceId}`)).status, 200);
-    const sent = to('/orphan').length;
+    const sent = remote.to('/orphan').length;
     assert.is(await outbox.count({}), 0, 'the channel went with its workspace, and its bridge\'s delivery with it');
     await sleep(1300);
-    assert.is(to('/orphan').length, sent, 'nothing is sent once the workspace is gone');
+    assert.is(remote.to('/orphan').length, sent, 'nothing is sent once the workspace is gone');
   } finally {
     await own.stop(true);
   }

@@ -7,17 +7,14 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { CHANNEL_ACTOR_KIND } from '../src/actors/channel.js';
-import { StoreUnavailableError } from '../src/store/types.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { startServer, waitFor, type TestServer } from './helpers.js';
-import { addMember, FeedClient, makeChannel, makeWorkspace, post } from './channels-helpers.js';
-import { FaultInjector } from './fault-store.js';
-import { storeEnv, type StoreEnv } from './store-env.js';
-import { generateKeyPair } from '../src/domain/did.js';
-import { ownerOf } from './fixtures.js';
+import { waitFor, type TestServer } from './helpers.js';
+import { addMember, FeedClient, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
+import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
+import { backend, type Backend } from './store-backend.js';
 
 const test = suite('channel messages: ambiguous store failures');
-let store: StoreEnv;
+let store: Backend;
 let faults: FaultInjector;
 let s: TestServer;
 let alice: TestUser;
@@ -26,17 +23,18 @@ let ws: { id: string };
 const feeds: FeedClient[] = [];
 
 test.before(async () => {
-  store = storeEnv();
+  store = backend();
   faults = new FaultInjector();
-  s = await startServer({ STEWARD_OWNER_DID: generateKeyPair().did, ...store.env }, undefined, { wrapStore: faults.wrap });
-  ws = await makeWorkspace(await ownerOf(s), 'Faults');
+  const started = await startWithOwner(store.env, { wrapStore: faults.wrap });
+  s = started.s;
+  ws = await makeWorkspace(started.owner, 'Faults');
   alice = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
   bob = await makeUser(s, { workspaces: { [ws.id]: 'member' } });
 });
 test.after(async () => {
   for (const f of feeds) f.close();
   await s.stop(true);
-  await store.cleanup();
+  await store.drop();
 });
 test.after.each(() => faults.clear());
 
@@ -87,22 +85,9 @@ test('a batch of which only some messages are stored: those are answered 201 and
   await post(alice, id, 'first'); // the channel's actor is running
   await publishedIds(id, feed);
   const before = await listedIds(id);
-  const messages = s.ctx.c.channelMessages as unknown as { insertMany: (docs: unknown[]) => Promise<void> };
-  const insertMany = messages.insertMany;
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  const calls: number[] = [];
   // The first post's insert is held until the other eight are handed to the channel's writer; they
   // are then one batch, of which the first four are stored before the call fails.
-  messages.insertMany = async (docs) => {
-    calls.push(docs.length);
-    if (calls.length === 1) await held;
-    if (calls.length === 2) {
-      await insertMany(docs.slice(0, 4));
-      throw new StoreUnavailableError('injected: four messages stored, then the call fails');
-    }
-    return insertMany(docs);
-  };
+  const { calls, release, restore } = heldThenPartlyStored(s.ctx.c.channelMessages, 4, 'injected: four messages stored, then the call fails');
   const actor = (await s.ctx.actors.get(CHANNEL_ACTOR_KIND, id)) as unknown as { send: (e: { type: string }) => void };
   const send = actor.send.bind(actor);
   let posts = 0;
@@ -117,7 +102,7 @@ test('a batch of which only some messages are stored: those are answered 201 and
     release();
     answers = await Promise.all(pending);
   } finally {
-    messages.insertMany = insertMany;
+    restore();
     actor.send = send;
   }
   assert.equal(calls, [1, 8]);

@@ -1,18 +1,15 @@
 /**
  * Helpers for the channel and bridge suites: channels created over HTTP, agents with an HTTP
- * session (as their WebSocket handshake would grant), a live-feed client, and a local HTTP server
- * that records what it receives and answers what a test tells it to.
+ * session (as their WebSocket handshake would grant), and a live-feed client.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import type { TestServer } from './helpers.js';
 import { client, waitFor } from './helpers.js';
 import type { TestUser } from './fixtures.js';
 import { makeAgent } from './people-helpers.js';
 import type { AgentDoc } from '../src/store/collections.js';
-import { RawAgent } from './fleet-helpers.js';
+import { approveRegistration, RawAgent } from './fleet-helpers.js';
+import { FrameSocket } from './frames.js';
 
 export { isError, enc, makeAgent, makeWorkspace } from './people-helpers.js';
 export { startWithOwner } from './fleet-helpers.js';
@@ -40,6 +37,13 @@ export async function post(who: { api: ReturnType<typeof client> }, channelId: s
   return r.body.message;
 }
 
+/** A channel's messages as `who` lists them (the first page, newest first). */
+export async function messagesOf(who: { api: ReturnType<typeof client> }, channelId: string): Promise<any[]> {
+  const r = await who.api.get(`/api/channels/${channelId}/messages`);
+  assert.is(r.status, 200, `list messages: ${r.text}`);
+  return r.body.messages;
+}
+
 export interface SessionAgent {
   doc: AgentDoc;
   did: string;
@@ -54,115 +58,24 @@ export async function sessionAgent(s: TestServer, name: string, workspaceId?: st
   return { doc, did: doc._id, token, api: client(s.url, token) };
 }
 
-/** A live-feed client authenticated with the token frame; `next()` waits for a frame. */
-export class FeedClient {
-  readonly ws: WebSocket;
-  readonly frames: any[] = [];
-  private waiters: Array<() => void> = [];
-
-  constructor(url: string) {
-    this.ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed');
-    this.ws.on('message', (data) => {
-      this.frames.push(JSON.parse(data.toString()));
-      const w = this.waiters;
-      this.waiters = [];
-      for (const f of w) f();
-    });
+/** A live-feed client (test/frames.ts); `connect` authenticates it with the token frame. */
+export class FeedClient extends FrameSocket {
+  /** A feed socket, not yet open; `headers` go with the upgrade (a session cookie, an origin). */
+  constructor(url: string, headers?: Record<string, string>) {
+    super(url, '/ws/feed', { headers });
   }
 
   static async connect(url: string, token: string): Promise<FeedClient> {
     const c = new FeedClient(url);
-    await new Promise<void>((resolve, reject) => {
-      c.ws.once('open', () => resolve());
-      c.ws.once('error', reject);
-    });
+    await c.open();
     c.send({ type: 'auth', token });
-    await c.next((f) => f.type === 'welcome');
+    await c.next('welcome');
     return c;
-  }
-
-  send(frame: unknown): void {
-    this.ws.send(JSON.stringify(frame));
-  }
-
-  /** The next unread frame matching `pred` (earlier non-matching frames stay queued). */
-  async next(pred: (f: any) => boolean, timeoutMs = 5000): Promise<any> {
-    const end = Date.now() + timeoutMs;
-    for (;;) {
-      const i = this.frames.findIndex(pred);
-      if (i >= 0) return this.frames.splice(i, 1)[0];
-      const left = end - Date.now();
-      if (left <= 0) throw new Error(`no matching feed frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames)}`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
   }
 
   async subscribe(channelId: string): Promise<any> {
     this.send({ type: 'subscribe', channelId });
     return this.next((f) => (f.type === 'subscribed' && f.channelId === channelId) || f.type === 'error');
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-}
-
-export interface Received {
-  method: string;
-  url: string;
-  headers: IncomingMessage['headers'];
-  raw: Buffer;
-  body: any;
-}
-
-/**
- * A local HTTP server standing in for an outside service: records every request and answers
- * with `respond(req)` (default 200 `{}`); `respond` may return a promise to hold the answer back.
- */
-export class RecordingServer {
-  readonly received: Received[] = [];
-  respond: (req: Received) => { status: number; body?: unknown } | Promise<{ status: number; body?: unknown }> = () => ({ status: 200, body: {} });
-  private server: Server | undefined;
-  url = '';
-
-  async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
-        const raw = Buffer.concat(chunks);
-        let body: unknown;
-        try {
-          body = JSON.parse(raw.toString('utf8'));
-        } catch {
-          body = undefined;
-        }
-        const rec: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, raw, body };
-        this.received.push(rec);
-        const out = await this.respond(rec);
-        res.writeHead(out.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(out.body ?? {}));
-      });
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
-    return this;
-  }
-
-  async waitFor(n: number, timeoutMs = 5000): Promise<Received[]> {
-    await waitFor(() => this.received.length >= n, timeoutMs);
-    return this.received;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 }
 
@@ -178,8 +91,7 @@ export class RawAgentSink {
     const agent = new RawAgent(s.url);
     await agent.authenticate(workspace ? { name, workspace } : { name });
     const pending = await agent.next('registration');
-    const r = await admin.api.post(`/api/registrations/${pending.registrationId}/approve`, { capabilities: ['file_access'] });
-    assert.is(r.status, 200, r.text);
+    await approveRegistration(admin, pending.registrationId, ['file_access']);
     const ready = await agent.acceptNextOffer();
     await waitFor(() => s.ctx.agentPush.isOnline(agent.keys.did));
     return new RawAgentSink(agent, agent.keys.did, ready.session);

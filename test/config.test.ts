@@ -1,12 +1,11 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ConfigError, configTable, loadConfig } from '../src/config.js';
 import { tempDir } from './helpers.js';
+import { runCli } from './cli-process.js';
 
 const test = suite('config');
-const cli = new URL('../src/cli/index.ts', import.meta.url).pathname;
 
 test('defaults', () => {
   const c = loadConfig({});
@@ -99,22 +98,14 @@ test('rate limits: COUNT/WINDOW with an optional burst, 0 for off; proxies and t
 });
 
 test('a bad value stops the start with exit code 1 and names the variable', async () => {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
-    env: { ...process.env, PORT: 'abc', DATA_DIR: await tempDir() },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-  assert.is(r.status, 1);
+  const r = await runCli(['serve'], { PORT: 'abc', DATA_DIR: await tempDir() }, 30_000);
+  assert.is(r.code, 1);
   assert.match(r.stderr, /PORT="abc": expected a whole number/);
 });
 
 test('the server refuses to start on the uWS JavaScript fallback unless allowed', async () => {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: await tempDir(), UWS_USE_FALLBACK: '1', LOG_LEVEL: 'info' },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-  assert.is(r.status, 1);
+  const r = await runCli(['serve'], { PORT: '0', HOST: '127.0.0.1', DATA_DIR: await tempDir(), UWS_USE_FALLBACK: '1', LOG_LEVEL: 'info' }, 30_000);
+  assert.is(r.code, 1);
   assert.match(r.stderr, /refusing to start on the slow JavaScript fallback/);
   assert.match(r.stderr, /STEWARD_ALLOW_UWS_FALLBACK=1/);
 });

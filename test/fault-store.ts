@@ -81,3 +81,33 @@ export class FaultInjector {
     });
   }
 }
+
+/**
+ * Patches a live collection's `insertMany` (restore with `restore()`): the first call waits for
+ * `release()`, so that what comes meanwhile is handed over as one batch; the second stores its
+ * first `stored` documents and then fails, as an ambiguous partial write; later calls run as usual.
+ * `calls` holds each call's number of documents.
+ */
+export function heldThenPartlyStored(collection: unknown, stored: number, message: string): { calls: number[]; release: () => void; restore: () => void } {
+  const target = collection as { insertMany: (docs: unknown[]) => Promise<void> };
+  const insertMany = target.insertMany;
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const calls: number[] = [];
+  target.insertMany = async (docs) => {
+    calls.push(docs.length);
+    if (calls.length === 1) await held;
+    if (calls.length === 2) {
+      await insertMany(docs.slice(0, stored));
+      throw new StoreUnavailableError(message);
+    }
+    return insertMany(docs);
+  };
+  return {
+    calls,
+    release,
+    restore: () => {
+      target.insertMany = insertMany;
+    },
+  };
+}

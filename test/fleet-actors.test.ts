@@ -1,9 +1,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import { makeUser } from './fixtures.js';
 import { waitFor } from './helpers.js';
 import { approvedKeys, isError, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { FeedClient } from './channels-helpers.js';
 import { signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 
@@ -16,27 +16,6 @@ test.before(async () => {
 test.after(async () => {
   await ctx.s.stop(true);
 });
-
-/** A feed client collecting frames. */
-function feed(url: string, headers: Record<string, string> = {}) {
-  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed', { headers });
-  const frames: any[] = [];
-  let closed: number | null = null;
-  ws.on('message', (d) => frames.push(JSON.parse(d.toString())));
-  ws.on('close', (code) => (closed = code));
-  const opened = new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-  });
-  return {
-    ws,
-    frames,
-    opened,
-    closed: () => closed,
-    send: (f: unknown) => ws.send(JSON.stringify(f)),
-    next: (pred: (f: any) => boolean, timeoutMs = 5000) => waitFor(() => frames.find(pred), timeoutMs),
-  };
-}
 
 test('GET /api/admin/actors lists live actors; GET /api/admin/actors/:id inspects one', async () => {
   const { s, owner } = ctx;
@@ -67,8 +46,8 @@ test('GET /api/admin/actors lists live actors; GET /api/admin/actors/:id inspect
 
 test('the feed streams actor transitions to a global admin (cookie on upgrade)', async () => {
   const { s, owner } = ctx;
-  const f = feed(s.url, { cookie: `steward_session=${owner.token}` });
-  await f.opened;
+  const f = new FeedClient(s.url, { cookie: `steward_session=${owner.token}` });
+  await f.open();
   const welcome = await f.next((x) => x.type === 'welcome');
   assert.equal(welcome, { type: 'welcome', did: owner.user.did, isAdmin: true });
   f.send({ type: 'subscribe', topic: 'actors' });
@@ -81,14 +60,14 @@ test('the feed streams actor transitions to a global admin (cookie on upgrade)',
   await f.next((x) => x.type === 'actor.transition' && x.actorId === agent.did && x.event === 'DISCONNECTED');
   f.send({ type: 'unsubscribe', topic: 'actors' });
   await f.next((x) => x.type === 'unsubscribed');
-  f.ws.close();
+  f.close();
 });
 
 test('feed: a token in a first auth frame; non-admins cannot follow actors; unknown channels are refused', async () => {
   const { s } = ctx;
   const member = await makeUser(s, { workspaces: { [s.ctx.defaultWorkspace._id]: 'member' } });
-  const f = feed(s.url);
-  await f.opened;
+  const f = new FeedClient(s.url);
+  await f.open();
   f.send({ type: 'subscribe', topic: 'actors' });
   assert.is((await f.next((x) => x.type === 'error')).code, 'unauthenticated');
   f.send({ type: 'auth', token: member.token });
@@ -99,32 +78,29 @@ test('feed: a token in a first auth frame; non-admins cannot follow actors; unkn
   f.send({ type: 'subscribe', channelId: 'no-such-channel' });
   const refused = await f.next((x) => x.type === 'error' && (x.code === 'not_available' || x.code === 'not_found'));
   assert.ok(refused);
-  assert.is(f.closed(), null, 'refusals keep the socket open');
-  f.ws.close();
+  assert.is(f.closed, null, 'refusals keep the socket open');
+  f.close();
 });
 
 test('feed: a bad token closes with 4401, an agent session with 4403', async () => {
   const { s, owner } = ctx;
-  const bad = feed(s.url);
-  await bad.opened;
+  const bad = new FeedClient(s.url);
+  await bad.open();
   bad.send({ type: 'auth', token: 'not-a-token' });
-  await waitFor(() => bad.closed());
-  assert.is(bad.closed(), 4401);
+  assert.is((await bad.waitClosed()).code, 4401);
   const agent = await readyAgent(s, owner);
-  const asAgent = feed(s.url);
-  await asAgent.opened;
+  const asAgent = new FeedClient(s.url);
+  await asAgent.open();
   asAgent.send({ type: 'auth', token: agent.session!.token });
-  await waitFor(() => asAgent.closed());
-  assert.is(asAgent.closed(), 4403);
+  assert.is((await asAgent.waitClosed()).code, 4403);
   await agent.stop();
 });
 
 test('feed: no authentication within 5 s closes with 4408; a cookie from another origin is ignored', async () => {
   const { s, owner } = ctx;
-  const f = feed(s.url, { cookie: `steward_session=${owner.token}`, origin: 'http://evil.example' });
-  await f.opened;
-  await waitFor(() => f.closed(), 7000);
-  assert.is(f.closed(), 4408);
+  const f = new FeedClient(s.url, { cookie: `steward_session=${owner.token}`, origin: 'http://evil.example' });
+  await f.open();
+  assert.is((await f.waitClosed(7000)).code, 4408);
   assert.not.ok(f.frames.some((x) => x.type === 'welcome'));
 });
 

@@ -4,7 +4,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { agentCommand } from '../src/cli/agent.js';
 import { tempDir, waitFor } from './helpers.js';
-import { startWithOwner } from './fleet-helpers.js';
+import { approveRegistration, startWithOwner } from './fleet-helpers.js';
 
 const test = suite('steward agent (demo CLI)');
 
@@ -18,7 +18,7 @@ test('registers, waits for approval, prints its status and answers intents by ec
   const did = await waitFor(() => /DID (did:key:\S+)/.exec(out)?.[1]);
   assert.is((await stat(keyFile)).mode & 0o777, 0o600, 'the key file is private');
   const regId = await waitFor(() => /registration (\S+) awaits approval/.exec(out)?.[1]);
-  assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+  await approveRegistration(owner, regId, ['api_call']);
   await waitFor(() => out.includes('status ready'));
   assert.match(out, /certificate [0-9a-f]{32}: capabilities api_call; policy none/);
   const r = await owner.api.post(`/api/agents/${encodeURIComponent(did)}/intents`, { action: 'api_call', params: { hello: 'world' } });

@@ -6,40 +6,18 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { generateKeyPair } from '../src/domain/did.js';
 import { ownerOf } from './fixtures.js';
 import { client, startServer, tempDir, waitFor } from './helpers.js';
-import { approvedKeys, RawAgent } from './fleet-helpers.js';
-import { storeEnv } from './store-env.js';
+import { approvedKeys, heartbeat, RawAgent } from './fleet-helpers.js';
+import { backend } from './store-backend.js';
+import { StewardProcess } from './cli-process.js';
 
 const test = suite('fleet heartbeats across a crash');
-const cli = new URL('../src/cli/index.ts', import.meta.url).pathname;
-
-interface Child {
-  url: string;
-  process: ChildProcess;
-  exited: Promise<number | null>;
-}
-
-async function startChild(env: Record<string, string>): Promise<Child> {
-  const child = spawn(process.execPath, ['--import', 'tsx', cli, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const port = await waitFor(() => /"port":(\d+)/.exec(out)?.[1] ?? (child.exitCode !== null && Promise.reject(new Error(out))), 60_000);
-  return { url: `http://127.0.0.1:${port}`, process: child, exited };
-}
-
-const heartbeat = (seq: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 1, completionTokens: 2 } });
 
 test('SIGKILL in the middle of heartbeats: after the restart ready says the last stored seq, and the resent ones are counted once', async () => {
-  const store = storeEnv();
+  const store = backend();
   const dataDir = await tempDir();
   const env = { DATA_DIR: dataDir, STEWARD_OWNER_DID: generateKeyPair().did, TOKEN_ROLLUP_INTERVAL_SECONDS: '1', ...store.env };
   // An approved agent and an owner session, made on the same data by a server in this process.
@@ -47,9 +25,9 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
   const owner = await ownerOf(setup);
   const keys = await approvedKeys(setup, owner);
   await setup.stop();
-  const children: Child[] = [];
+  const children: StewardProcess[] = [];
   const start = async () => {
-    const child = await startChild(env);
+    const child = await StewardProcess.serve(env);
     children.push(child);
     return { child, api: client(child.url, owner.token) };
   };
@@ -64,17 +42,17 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
     const acked = new Set<number>();
     let sent = 0;
     // Acknowledged heartbeats.
-    while (sent < 200) raw.send(heartbeat(++sent));
+    while (sent < 200) raw.send(heartbeat(++sent, 1, 2));
     for (let i = 0; i < 200; i++) acked.add((await raw.next('heartbeat_ack')).seq);
     // Stored, and folded by a periodic roll-up, but their acknowledgements are never read: the
     // agent stops reading its socket, and the crash takes them.
     raw.ws.pause();
-    while (sent < 400) raw.send(heartbeat(++sent));
+    while (sent < 400) raw.send(heartbeat(++sent, 1, 2));
     await waitFor(async () => (await totals()).promptTokens === 400, 30_000);
     await waitFor(async () => (await rolledUp()).promptTokens === 400, 30_000);
     // And some in flight when the server dies.
-    while (sent < 500) raw.send(heartbeat(++sent));
-    child.process.kill('SIGKILL');
+    while (sent < 500) raw.send(heartbeat(++sent, 1, 2));
+    child.kill('SIGKILL');
     await child.exited;
     raw.ws.terminate();
     for (const f of raw.frames) if (f.type === 'heartbeat_ack') acked.add(f.seq);
@@ -89,13 +67,13 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
     assert.is(ready.lastHeartbeatSeq, stored, 'ready says the last stored seq');
     const resend: number[] = [];
     for (let seq = 1; seq <= sent; seq++) if (!acked.has(seq) && seq > ready.lastHeartbeatSeq) resend.push(seq);
-    for (const seq of resend) raw.send(heartbeat(seq));
-    raw.send(heartbeat(++sent)); // numbered on above both
+    for (const seq of resend) raw.send(heartbeat(seq, 1, 2));
+    raw.send(heartbeat(++sent, 1, 2)); // numbered on above both
     for (let i = 0; i <= resend.length; i++) await raw.next('heartbeat_ack');
     assert.equal(await totals(), { promptTokens: sent, completionTokens: 2 * sent }, 'each heartbeat counted once');
 
     // Killed again with nothing in flight: nothing lost, and ready still knows the last seq.
-    child.process.kill('SIGKILL');
+    child.kill('SIGKILL');
     await child.exited;
     raw.ws.terminate();
     ({ child, api } = await start());
@@ -104,12 +82,12 @@ test('SIGKILL in the middle of heartbeats: after the restart ready says the last
     assert.is((await raw.acceptNextOffer()).lastHeartbeatSeq, sent);
     assert.equal(await totals(), { promptTokens: sent, completionTokens: 2 * sent });
     raw.close();
-    child.process.kill('SIGTERM');
+    child.kill('SIGTERM');
     assert.is(await child.exited, 0, 'a clean shutdown after it all');
   } finally {
-    for (const c of children) if (c.process.exitCode === null && c.process.signalCode === null) c.process.kill('SIGKILL');
+    for (const c of children) if (!c.exit) c.kill('SIGKILL');
     await rm(dataDir, { recursive: true, force: true });
-    await store.cleanup();
+    await store.drop();
   }
 });
 

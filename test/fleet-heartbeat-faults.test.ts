@@ -4,33 +4,29 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { generateKeyPair } from '../src/domain/did.js';
-import { StoreUnavailableError } from '../src/store/types.js';
 import { ownerOf, type TestUser } from './fixtures.js';
-import { startServer, waitFor, type TestServer } from './helpers.js';
-import { fleet, once, RawAgent, readyAgent, readyRawAgent } from './fleet-helpers.js';
-import { FaultInjector } from './fault-store.js';
-import { storeEnv, type StoreEnv } from './store-env.js';
+import { waitFor, type TestServer } from './helpers.js';
+import { fleet, heartbeat, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
+import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
+import { backend, type Backend } from './store-backend.js';
 
 const test = suite('fleet heartbeats: ambiguous ledger writes, exact totals');
-let store: StoreEnv;
+let store: Backend;
 let faults: FaultInjector;
 let s: TestServer;
 let owner: TestUser;
 
 test.before(async () => {
-  store = storeEnv();
+  store = backend();
   faults = new FaultInjector();
-  s = await startServer({ STEWARD_OWNER_DID: generateKeyPair().did, TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', ...store.env }, undefined, { wrapStore: faults.wrap });
-  owner = await ownerOf(s);
+  ({ s, owner } = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', ...store.env }, { wrapStore: faults.wrap }));
 });
 test.after(async () => {
   await s.stop(true);
-  await store.cleanup();
+  await store.drop();
 });
 test.after.each(() => faults.clear());
 
-const heartbeat = (seq: number, p: number, c: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: p, completionTokens: c } });
 const allTime = async () => (await owner.api.get('/api/stats/tokens')).body.allTime as { promptTokens: number; completionTokens: number };
 /** Documents of the token ledger that hold an entry of `did`. */
 const ledgerDocsOf = async (did: string) => (await s.ctx.c.tokenLedger.find({})).filter((d) => d.entries.includes(`${did} `)).length;
@@ -95,22 +91,9 @@ test('an insertMany that stores its first document and fails is completed, not d
   const { raw } = await readyRawAgent(s, owner);
   const tokens = fleet(s).tokens;
   const before = await allTime();
-  const ledger = s.ctx.c.tokenLedger as unknown as { insertMany: (docs: unknown[]) => Promise<void> };
-  const insertMany = ledger.insertMany;
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  const calls: number[] = [];
   // The first write is held while 2,100 more heartbeats arrive: the next write is two documents
   // (2,000 entries each at most), and only the first of them is stored before the call fails.
-  ledger.insertMany = async (docs) => {
-    calls.push(docs.length);
-    if (calls.length === 1) await held;
-    if (calls.length === 2) {
-      await insertMany(docs.slice(0, 1));
-      throw new StoreUnavailableError('injected: the first document is stored, then the call fails');
-    }
-    return insertMany(docs);
-  };
+  const { calls, release, restore } = heldThenPartlyStored(s.ctx.c.tokenLedger, 1, 'injected: the first document is stored, then the call fails');
   try {
     raw.send(heartbeat(1, 1, 1));
     await waitFor(() => calls.length === 1);
@@ -120,7 +103,7 @@ test('an insertMany that stores its first document and fails is completed, not d
     release();
     for (let i = 0; i < 2101; i++) await raw.next('heartbeat_ack', 20_000);
   } finally {
-    ledger.insertMany = insertMany;
+    restore();
   }
   assert.equal(calls, [1, 2, 1], 'held, partly stored, completed with the missing document');
   const sent = { promptTokens: 1 + 2100 * 1000, completionTokens: 2101 };

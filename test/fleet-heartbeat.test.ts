@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { makeUser, ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { fleet, isError, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
+import { fleet, heartbeat, isError, once, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { makeAgent } from './people-helpers.js';
 import { DAYS_KEPT, GLOBAL_ID, utcDay, utcMonth } from '../src/services/token-usage.js';
 
@@ -131,7 +131,6 @@ function holdLedgerWrites(s: typeof ctx.s) {
 
 test('a heartbeat sent again under a seq already stored is acknowledged, not counted again; ready says the last seq stored, also after a restart', async () => {
   const { s, owner } = ctx;
-  const heartbeat = (seq: number, p: number, c: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: p, completionTokens: c } });
   const { raw: first, ready } = await readyRawAgent(s, owner);
   const { keys } = first;
   const did = keys.did;
@@ -212,24 +211,18 @@ for (const when of ['before', 'after'] as const) {
 
 test('heartbeats arriving together are written as one ledger document', async () => {
   const { s, owner } = ctx;
-  const sdk = await readyAgent(s, owner);
-  const keys = sdk['opts'].keys;
-  await sdk.stop();
-  await waitFor(() => !fleet(s).gateway.isOnline(sdk.did));
-  const raw = new RawAgent(s.url, keys);
-  await raw.authenticate();
-  await raw.acceptNextOffer();
+  const { raw } = await readyRawAgent(s, owner);
   const tokens = fleet(s).tokens;
   const writes = tokens.stats.ledgerWrites;
   const n = 50;
-  const burst = Array.from({ length: n }, (_, i) => JSON.stringify({ type: 'heartbeat', seq: i + 1, sinceLastSync: { promptTokens: 1, completionTokens: 1 } }));
+  const burst = Array.from({ length: n }, (_, i) => JSON.stringify(heartbeat(i + 1, 1, 1)));
   for (const f of burst) raw.ws.send(f);
   for (let i = 1; i <= n; i++) assert.is((await raw.next('heartbeat_ack')).seq, i, 'acks in order');
   const used = tokens.stats.ledgerWrites - writes;
   assert.ok(used >= 1 && used < n, `${n} heartbeats took ${used} ledger writes`);
   // Ack frames are written digit by digit into a scratch buffer: every length of seq comes back right.
   const seqs = [0, 9, 10, 99, 100, 123456789, 2 ** 32, Number.MAX_SAFE_INTEGER, 7];
-  for (const seq of seqs) raw.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 0, completionTokens: 0 } }));
+  for (const seq of seqs) raw.send(heartbeat(seq, 0, 0));
   for (const seq of seqs) assert.is((await raw.next('heartbeat_ack')).seq, seq);
   raw.close();
 });
@@ -237,15 +230,9 @@ test('heartbeats arriving together are written as one ledger document', async ()
 test('TOKEN_LEDGER_WRITE_GAP_MS: heartbeats arriving within the gap after a ledger write wait and share the next one', async () => {
   const own = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', TOKEN_LEDGER_WRITE_GAP_MS: '1000' });
   try {
-    const sdk = await readyAgent(own.s, own.owner);
-    const keys = sdk['opts'].keys;
-    await sdk.stop();
-    await waitFor(() => !fleet(own.s).gateway.isOnline(sdk.did));
-    const raw = new RawAgent(own.s.url, keys);
-    await raw.authenticate();
-    await raw.acceptNextOffer();
+    const { raw } = await readyRawAgent(own.s, own.owner);
     const tokens = fleet(own.s).tokens;
-    const beat = (seq: number) => raw.ws.send(JSON.stringify({ type: 'heartbeat', seq, sinceLastSync: { promptTokens: 1, completionTokens: 0 } }));
+    const beat = (seq: number) => raw.send(heartbeat(seq, 1, 0));
     const writes = tokens.stats.ledgerWrites;
     beat(1);
     assert.is((await raw.next('heartbeat_ack')).seq, 1);

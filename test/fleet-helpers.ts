@@ -3,15 +3,15 @@
  * approval round trip, and a raw WebSocket client that speaks the protocol frame by frame.
  */
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import { StewardAgent, type StewardAgentOptions } from '../src/agent/index.js';
 import { generateKeyPair, signMessage, PURPOSE, type Ed25519KeyPair } from '../src/domain/did.js';
 import { certificateBytes, type Certificate } from '../src/domain/certificate.js';
 import { frameValidators, isOutboundType } from '../src/domain/wire-schemas.js';
 import { fleetOf, type Fleet } from '../src/services/fleet-module.js';
 import type { Capability } from '../src/store/collections.js';
-import { startServer, waitFor, type TestServer } from './helpers.js';
-import { ownerOf, type TestUser } from './fixtures.js';
+import { waitFor, type TestServer } from './helpers.js';
+import type { TestUser } from './fixtures.js';
+import { FrameSocket } from './frames.js';
 
 export { makeWorkspace, isError, enc, startWithOwner } from './people-helpers.js';
 
@@ -32,11 +32,16 @@ export function newAgent(s: TestServer, opts: AgentOpts = {}): StewardAgent {
   }).start();
 }
 
+/** Approves registration `registrationId` through the HTTP API. */
+export async function approveRegistration(admin: TestUser, registrationId: string, capabilities: Capability[]): Promise<void> {
+  const r = await admin.api.post(`/api/registrations/${registrationId}/approve`, { capabilities });
+  assert.is(r.status, 200, r.text);
+}
+
 /** Approves the agent's pending registration through the HTTP API. */
 export async function approve(admin: TestUser, agent: StewardAgent, capabilities?: Capability[]): Promise<void> {
   await agent.waitFor('pending');
-  const r = await admin.api.post(`/api/registrations/${agent.registrationId}/approve`, { capabilities: capabilities ?? agent['opts'].capabilities });
-  assert.is(r.status, 200, r.text);
+  await approveRegistration(admin, agent.registrationId!, capabilities ?? agent['opts'].capabilities);
 }
 
 /** A started, approved and ready SDK agent. */
@@ -48,13 +53,10 @@ export async function readyAgent(s: TestServer, admin: TestUser, opts: AgentOpts
   return agent;
 }
 
-/** Resolves when the agent emits `event` (with its first argument). */
-/** Keys of an agent that was approved (through the SDK) and has gone offline again. */
+/** Keys of an agent that was approved and online (through the SDK) and has gone offline again. */
 export async function approvedKeys(s: TestServer, admin: TestUser): Promise<Ed25519KeyPair> {
   const keys = generateKeyPair();
-  const sdk = newAgent(s, { keys });
-  await approve(admin, sdk);
-  await sdk.waitFor('ready');
+  const sdk = await readyAgent(s, admin, { keys });
   await sdk.stop();
   await waitFor(() => !fleet(s).gateway.isOnline(keys.did));
   return keys;
@@ -67,6 +69,7 @@ export async function readyRawAgent(s: TestServer, admin: TestUser, keys?: Ed255
   return { raw, ready: await raw.acceptNextOffer() };
 }
 
+/** Resolves when the agent emits `event` (with its first argument). */
 export function once<T = unknown>(agent: StewardAgent, event: string, timeoutMs = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no '${event}' within ${timeoutMs} ms`)), timeoutMs);
@@ -77,74 +80,28 @@ export function once<T = unknown>(agent: StewardAgent, event: string, timeoutMs 
   });
 }
 
+/** A heartbeat frame: the tokens used since the last one acknowledged. */
+export const heartbeat = (seq: number, promptTokens: number, completionTokens: number) => ({ type: 'heartbeat', seq, sinceLastSync: { promptTokens, completionTokens } });
+
+/** Every frame the server sends is text, of a known outbound type, and matches its schema. */
+function checkOutbound(frame: any, isBinary: boolean): void {
+  assert.not.ok(isBinary, 'the server sends text frames');
+  assert.ok(isOutboundType(frame.type), `known outbound frame type ${frame.type}`);
+  const ok = frameValidators[frame.type as 'error'](frame);
+  assert.ok(ok, `${frame.type} frame matches its schema: ${JSON.stringify(frameValidators[frame.type as 'error'].errors)}`);
+}
+
 /**
  * A raw protocol client: every frame received is checked against its schema and queued;
- * `next(type)` waits for the next frame of a type.
+ * `next(type)` waits for the next frame of a type (test/frames.ts).
  */
-export class RawAgent {
-  readonly ws: WebSocket;
-  readonly frames: any[] = [];
-  closed: { code: number; reason: string } | null = null;
-  private waiters: Array<() => void> = [];
-  private readonly opened: Promise<void>;
-
-  constructor(url: string, readonly keys: Ed25519KeyPair = generateKeyPair()) {
-    this.ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/agent');
-    this.opened = new Promise((resolve, reject) => {
-      this.ws.once('open', () => resolve());
-      this.ws.once('error', reject);
-    });
-    this.ws.on('message', (data, isBinary) => {
-      assert.not.ok(isBinary, 'the server sends text frames');
-      const frame = JSON.parse(data.toString());
-      assert.ok(isOutboundType(frame.type), `known outbound frame type ${frame.type}`);
-      const ok = frameValidators[frame.type as 'error'](frame);
-      assert.ok(ok, `${frame.type} frame matches its schema: ${JSON.stringify(frameValidators[frame.type as 'error'].errors)}`);
-      this.frames.push(frame);
-      this.wake();
-    });
-    this.ws.on('close', (code, reason) => {
-      this.closed = { code, reason: reason.toString() };
-      this.wake();
-    });
-  }
-
-  private wake(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
-  }
-
-  open(): Promise<void> {
-    return this.opened;
-  }
-
-  send(frame: unknown): void {
-    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
-  }
-
-  /** The next unread frame of `type` (frames of other types before it stay queued). */
-  async next(type: string, timeoutMs = 5000): Promise<any> {
-    const end = Date.now() + timeoutMs;
-    for (;;) {
-      const i = this.frames.findIndex((f) => f.type === type);
-      if (i >= 0) return this.frames.splice(i, 1)[0];
-      if (this.closed) throw new Error(`socket closed (${this.closed.code} ${this.closed.reason}) before a '${type}' frame`);
-      const left = end - Date.now();
-      if (left <= 0) throw new Error(`no '${type}' frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames.map((f) => f.type))}`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
-  }
-
-  async waitClosed(timeoutMs = 5000): Promise<{ code: number; reason: string }> {
-    await waitFor(() => this.closed, timeoutMs);
-    return this.closed!;
+export class RawAgent extends FrameSocket {
+  constructor(
+    url: string,
+    readonly keys: Ed25519KeyPair = generateKeyPair(),
+    headers?: Record<string, string>,
+  ) {
+    super(url, '/ws/agent', { headers, check: checkOutbound });
   }
 
   hello(extra: Record<string, unknown> = {}): void {
@@ -164,10 +121,6 @@ export class RawAgent {
     const offer = await this.next('certificate_offer');
     this.send({ type: 'certificate_accept', agentSignature: signMessage(this.keys, certificateBytes(offer.certificate as Certificate)) });
     return this.next('ready');
-  }
-
-  close(): void {
-    this.ws.close();
   }
 }
 

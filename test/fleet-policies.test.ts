@@ -4,7 +4,7 @@ import { publicKeyFromDidKey } from '../src/domain/did.js';
 import { verifyCertificateSignature } from '../src/domain/certificate.js';
 import { makeUser } from './fixtures.js';
 import { sleep, waitFor } from './helpers.js';
-import { approve, fleet, isError, makeWorkspace, newAgent, once, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approve, approvedKeys, fleet, isError, makeWorkspace, newAgent, once, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import type { StewardAgent } from '../src/agent/index.js';
 
 const test = suite('fleet policies');
@@ -98,11 +98,8 @@ test('a certificate larger than the frame scratch buffer goes out whole in the o
 
 test('an offline agent gets the new policy when it reconnects', async () => {
   const { s, owner } = ctx;
-  const agent = await readyAgent(s, owner);
-  const keys = agent['opts'].keys;
-  await agent.stop();
-  await waitFor(() => !fleet(s).gateway.isOnline(agent.did));
-  const r = await owner.api.post('/api/policies', { agentDid: agent.did, capabilities: ['browser_control'], resourceLimits: { maxRequestsPerHour: 3 } });
+  const keys = await approvedKeys(s, owner);
+  const r = await owner.api.post('/api/policies', { agentDid: keys.did, capabilities: ['browser_control'], resourceLimits: { maxRequestsPerHour: 3 } });
   assert.is(r.status, 201);
   assert.equal(r.body.sentTo, [], 'offline: nobody received it now');
   const again = newAgent(s, { keys });

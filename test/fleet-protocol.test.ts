@@ -5,7 +5,7 @@ import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { sleep, waitFor } from './helpers.js';
 import { AgentSessions } from '../src/services/agent-sessions.js';
-import { approvedKeys, fleet, newAgent, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
+import { approvedKeys, fleet, heartbeat, newAgent, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { readCanonicalHeartbeat } from '../src/ws/agent-gateway.js';
 
 /** Long enough for a reconnect on a busy machine (the handshake includes signature checks). */
@@ -67,7 +67,7 @@ test('unknown and out-of-order frames are invalid too', async () => {
   await raw.open();
   raw.send({ type: 'teleport' });
   assert.is((await raw.next('error')).code, 'unknown_frame');
-  raw.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 1, completionTokens: 1 } });
+  raw.send(heartbeat(1, 1, 1));
   assert.is((await raw.next('error')).code, 'unexpected_frame');
   raw.hello();
   await raw.next('challenge');
@@ -79,8 +79,8 @@ test('a heartbeat with a negative or fractional delta is refused by its schema',
   const agent = await readyAgent(s, owner);
   const errors: any[] = [];
   agent.on('serverError', (f) => errors.push(f));
-  agent['send']({ type: 'heartbeat', seq: 99, sinceLastSync: { promptTokens: -5, completionTokens: 0 } });
-  agent['send']({ type: 'heartbeat', seq: 100, sinceLastSync: { promptTokens: 1.5, completionTokens: 0 } });
+  agent['send'](heartbeat(99, -5, 0));
+  agent['send'](heartbeat(100, 1.5, 0));
   await waitFor(() => errors.length === 2);
   assert.ok(errors.every((e) => e.code === 'schema_violation'));
   await agent.stop();
@@ -147,7 +147,7 @@ test('a second authenticated connection of the same agent replaces the first (44
   assert.is(await closed, 4409);
   assert.is(first.status, 'stopped', 'the SDK does not reconnect after 4409');
   assert.ok(fleet(s).gateway.isOnline(first.did), 'the new connection is the live one');
-  second.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
+  second.send(heartbeat(1, 0, 0));
   assert.equal(await second.next('heartbeat_ack'), { type: 'heartbeat_ack', seq: 1 });
   second.close();
 });
@@ -236,7 +236,7 @@ test('ready waits for the ready listeners; frames pushed meanwhile follow it, in
   const prompts = after.filter((f) => f.type === 'llm_config').map((f) => f.config.systemPrompt ?? null);
   assert.equal(prompts.filter((p) => p !== null), ['from the listener', 'while ready waits'], 'pushed frames in the order they were pushed');
   // The heartbeat that follows is acknowledged as usual: frames go out at once again.
-  raw.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
+  raw.send(heartbeat(1, 0, 0));
   assert.is((await raw.next('heartbeat_ack')).seq, 1);
   raw.close();
 });
@@ -275,7 +275,7 @@ test('a held frame larger than the send-buffer limit does not keep the agent fro
   assert.equal(marked(raw), ['b:100000', 's:1000'], 'both, whole and in order');
   assert.is(raw.closed, null);
   // Frames go out at once again.
-  raw.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
+  raw.send(heartbeat(1, 0, 0));
   assert.is((await raw.next('heartbeat_ack')).seq, 1);
   assert.ok(gateway.isOnline(keys.did));
   raw.close();
@@ -312,7 +312,7 @@ test('held frames after ready wait for the send buffer to drain: a frame that ov
   await waitFor(() => marked(raw).length === 4, 10_000);
   assert.equal(marked(raw), [`h:${HUGE}`, 'n:2000', 'm:3000', 'p:1000'], 'every frame, whole and in order');
   assert.is(raw.frames.findIndex((f) => f.type === 'ready'), 0, 'ready first');
-  raw.send({ type: 'heartbeat', seq: 1, sinceLastSync: { promptTokens: 0, completionTokens: 0 } });
+  raw.send(heartbeat(1, 0, 0));
   assert.is((await raw.next('heartbeat_ack')).seq, 1);
   assert.is(raw.closed, null);
   raw.close();

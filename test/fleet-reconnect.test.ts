@@ -1,8 +1,5 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFile } from 'node:fs/promises';
@@ -11,63 +8,11 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { agentCommand } from '../src/cli/agent.js';
 import { ownerOf } from './fixtures.js';
 import { startServer, tempDir, waitFor } from './helpers.js';
-import { fleet, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approveRegistration, fleet, newAgent, RawAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { freePort, StandIn } from './stand-in-server.js';
+import { LONG, StewardProcess } from './cli-process.js';
 
 const test = suite('agents survive faults: reconnecting, saying why, stopping only when told');
-
-const cliPath = fileURLToPath(new URL('../src/cli/index.ts', import.meta.url));
-/** Generous: a child process on a loaded machine; never a measure of the behaviour. */
-const LONG = 60_000;
-
-/** `steward agent` as a real child process, its output collected. */
-class AgentProcess {
-  readonly child: ChildProcess;
-  out = '';
-  err = '';
-  exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-  readonly exited: Promise<number | null>;
-
-  constructor(args: string[]) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', cliPath, 'agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child.stdout!.on('data', (d) => (this.out += d));
-    this.child.stderr!.on('data', (d) => (this.err += d));
-    this.exited = new Promise((resolve) =>
-      this.child.on('exit', (code, signal) => {
-        this.exit = { code, signal };
-        resolve(code);
-      }),
-    );
-  }
-
-  count(re: RegExp): number {
-    return (this.out.match(new RegExp(re.source, 'g')) ?? []).length;
-  }
-
-  /** Waits until `re` has appeared `times` times in stdout (fails at once if the process ended). */
-  async seen(re: RegExp, times = 1): Promise<void> {
-    await waitFor(() => {
-      if (this.exit) throw new Error(`the agent exited (${JSON.stringify(this.exit)}) before ${re} was seen ${times}x:\n${this.out}\n${this.err}`);
-      return this.count(re) >= times;
-    }, LONG);
-  }
-
-  async stop(): Promise<number | null> {
-    if (!this.exit) this.child.kill('SIGTERM');
-    return this.exited;
-  }
-}
-
-/**
- * A port free now. A server that is to come back on its port must start on a fixed one: uWS sets
- * SO_REUSEADDR only then, and without it the connections it closed keep the port from a new listener.
- */
-async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** Collects an SDK agent's `disconnected` reports. */
 function reports(agent: StewardAgent): Disconnection[] {
@@ -80,12 +25,12 @@ test('steward agent (a child process) keeps running across a server restart on t
   const port = await freePort();
   let { s, owner } = await startWithOwner({ PORT: String(port) });
   const keyFile = join(await tempDir(), 'agent.json');
-  const agent = new AgentProcess(['--url', s.url, '--key', keyFile, '--capabilities', 'api_call']);
+  const agent = new StewardProcess(['agent', '--url', s.url, '--key', keyFile, '--capabilities', 'api_call']);
   try {
     await agent.seen(/registration \S+ awaits approval/);
     const regId = /registration (\S+) awaits approval/.exec(agent.out)![1]!;
     const did = /DID (did:key:\S+)/.exec(agent.out)![1]!;
-    assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+    await approveRegistration(owner, regId, ['api_call']);
     await agent.seen(/status ready/);
 
     s = await s.restart();
@@ -107,7 +52,7 @@ test('steward agent (a child process) keeps running across a server restart on t
 test('steward agent started before the server keeps trying, says the connection is refused, and comes online once the server starts', async () => {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const agent = new AgentProcess(['--url', url, '--key', join(await tempDir(), 'agent.json')]);
+  const agent = new StewardProcess(['agent', '--url', url, '--key', join(await tempDir(), 'agent.json')]);
   let s: Awaited<ReturnType<typeof startServer>> | null = null;
   try {
     await agent.seen(new RegExp(`cannot connect: connection refused by 127\\.0\\.0\\.1:${port} \\(is Steward running there\\?\\); retrying in [\\d.]+ s`), 2);
@@ -122,7 +67,7 @@ test('steward agent started before the server keeps trying, says the connection 
 
 test('a rejected agent (a child process) exits 1 and says it was rejected, and why', async () => {
   const { s, owner } = await startWithOwner();
-  const agent = new AgentProcess(['--url', s.url, '--key', join(await tempDir(), 'agent.json')]);
+  const agent = new StewardProcess(['agent', '--url', s.url, '--key', join(await tempDir(), 'agent.json')]);
   try {
     await agent.seen(/registration \S+ awaits approval/);
     const regId = /registration (\S+) awaits approval/.exec(agent.out)![1]!;
@@ -147,7 +92,7 @@ test('steward agent replaced by another instance with the same key exits 1 and s
   let twin: RawAgent | undefined;
   try {
     const regId = await waitFor(() => /registration (\S+) awaits approval/.exec(out)?.[1]);
-    assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+    await approveRegistration(owner, regId, ['api_call']);
     await waitFor(() => out.includes('status ready'));
     twin = new RawAgent(s.url, await loadKeys(keyFile));
     await twin.authenticate();
@@ -164,9 +109,8 @@ test('steward agent replaced by another instance with the same key exits 1 and s
 
 test('SDK: a wrong path, an HTTP error, TLS to a plain server and an unknown host are each reported in words, and the agent keeps trying', async () => {
   const s = await startServer();
-  const plain: Server = createServer((_req, res) => res.writeHead(503).end('upstream down'));
-  await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
-  const plainPort = (plain.address() as { port: number }).port;
+  const plain = await StandIn.start({ respond: () => ({ status: 503, body: 'upstream down' }) });
+  const plainPort = new URL(plain.url).port;
   const cases: Array<{ url: string; cause: Disconnection['cause']; message: RegExp; httpStatus?: number }> = [
     { url: `${s.url.replace('http', 'ws')}/ws/agnet`, cause: 'http', httpStatus: 404, message: /^HTTP 404 Not Found from ws:\/\/127\.0\.0\.1:\d+\/ws\/agnet instead of a WebSocket \(is the address right\? the agent endpoint is \/ws\/agent\)$/ },
     { url: `http://127.0.0.1:${plainPort}`, cause: 'http', httpStatus: 503, message: /^HTTP 503 Service Unavailable from ws:\/\/127\.0\.0\.1:\d+\/ws\/agent instead of a WebSocket/ },
@@ -192,7 +136,7 @@ test('SDK: a wrong path, an HTTP error, TLS to a plain server and an unknown hos
     assert.equal(seen.map((d) => d.attempt), seen.map((_, i) => i + 1), 'failures in a row are counted');
     assert.equal(agent.lastDisconnect, seen[seen.length - 1]);
   }
-  plain.close();
+  await plain.close();
   await s.stop(true);
 });
 
@@ -264,7 +208,7 @@ test('a pending socket is closed with 4202 after AGENT_PENDING_SOCKET_TIMEOUT_SE
     assert.equal(registrations[1], { type: 'registration', status: 'pending', registrationId: regId });
     assert.is(await s.ctx.c.registrations.count({ agentDid: agent.did }), 1, 'the registration is kept, not made again');
     await agent.waitFor('pending');
-    assert.is((await owner.api.post(`/api/registrations/${regId}/approve`, { capabilities: ['api_call'] })).status, 200);
+    await approveRegistration(owner, regId!, ['api_call']);
     await agent.waitFor('ready', LONG);
   } finally {
     await stopAll(agent);

@@ -1,31 +1,18 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { request } from 'node:http';
 import type { Disconnection } from '../src/agent/index.js';
 import { generateKeyPair, type Ed25519KeyPair } from '../src/domain/did.js';
 import { sourceOf } from '../src/services/registration-limits.js';
 import { ownerOf } from './fixtures.js';
-import { waitFor } from './helpers.js';
+import { http, waitFor, type HttpResult } from './helpers.js';
 import { isError, newAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 
 const test = suite('the registration queue: limits on pending registrations, paging');
 
 /** POST /api/agents/register from a chosen loopback address (Linux accepts all of 127.0.0.0/8). */
-function registerFrom(baseUrl: string, localAddress: string, keys: Ed25519KeyPair = generateKeyPair()): Promise<{ status: number; headers: Record<string, unknown>; body: any }> {
-  const url = new URL('/api/agents/register', baseUrl);
-  const payload = JSON.stringify({ name: `from-${localAddress}`, version: '1.0.0', capabilities: ['api_call'], publicKey: keys.publicKey });
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { method: 'POST', hostname: url.hostname, port: url.port, path: url.pathname, localAddress, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
-      (res) => {
-        let text = '';
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: JSON.parse(text) }));
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
+function registerFrom(baseUrl: string, localAddress: string, keys: Ed25519KeyPair = generateKeyPair()): Promise<HttpResult> {
+  const json = { name: `from-${localAddress}`, version: '1.0.0', capabilities: ['api_call'], publicKey: keys.publicKey };
+  return http(baseUrl, 'POST', '/api/agents/register', { json, localAddress });
 }
 
 test('pending registrations are limited in all and per source address; a refusal is 429 with Retry-After (HTTP) or 4429 (socket) and changes nothing', async () => {

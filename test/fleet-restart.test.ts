@@ -4,7 +4,7 @@ import { openStore } from '../src/store/index.js';
 import type { SnapshotDoc } from '../src/actors/host.js';
 import { ownerOf } from './fixtures.js';
 import { waitFor } from './helpers.js';
-import { fleet, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { approve, fleet, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 
 const test = suite('fleet restart');
 
@@ -42,8 +42,7 @@ test('after a restart agents come back in their states, all offline until they r
   await waitFor(async () => (await inspect(active.did)).state.active?.connection === 'online');
   // The pending agent can still be approved after the restart.
   const again = newAgent(s, { keys: pending['opts'].keys });
-  await again.waitFor('pending');
-  assert.is((await owner.api.post(`/api/registrations/${again.registrationId}/approve`, { capabilities: ['api_call'] })).status, 200);
+  await approve(owner, again, ['api_call']);
   await again.waitFor('ready');
   await stopAll(back, again);
   await s.stop(true);
@@ -77,8 +76,7 @@ test('an agent left online by a crash is restored offline', async () => {
 test('an approval is in the stored actor snapshot when it is answered, whatever the write delay', async () => {
   const { s, owner } = await startWithOwner({ AGENT_ACTOR_WRITE_DELAY_MS: '60000' });
   const agent = newAgent(s, { reconnect: false });
-  await agent.waitFor('pending');
-  assert.is((await owner.api.post(`/api/registrations/${agent.registrationId}/approve`, { capabilities: ['api_call'] })).status, 200);
+  await approve(owner, agent, ['api_call']);
   const doc = await s.ctx.store.collection<SnapshotDoc>('actor_snapshots').findById(`agent:${agent.did}`);
   assert.ok(doc, 'snapshot stored');
   const value = JSON.parse(doc!.snapshot).value;

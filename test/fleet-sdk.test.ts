@@ -1,12 +1,12 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createServer } from 'node:http';
 import { WebSocketServer, type WebSocket as WsSocket } from 'ws';
 import { StewardAgent } from '../src/agent/index.js';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { certificateBytes, newCertificate, type Certificate } from '../src/domain/certificate.js';
 import { waitFor } from './helpers.js';
 import { once, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
+import { StandIn } from './stand-in-server.js';
 
 const test = suite('agent SDK');
 
@@ -31,25 +31,17 @@ test('pushes: llm_config, skills_config (latest set kept), channel_message_send 
   assert.equal(agent.skills.map((x) => x.name), ['b', 'c']);
 
   // The reply goes to the agent-response endpoint with the agent's session as bearer token.
-  const seen: Array<{ url: string; auth: string; body: unknown }> = [];
-  const fake = createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      seen.push({ url: req.url!, auth: req.headers.authorization ?? '', body: JSON.parse(body) });
-      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ message: { id: 'm2' } }));
-    });
-  });
-  await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
-  (agent as any).httpBase = `http://127.0.0.1:${(fake.address() as { port: number }).port}`;
+  const fake = await StandIn.start({ respond: () => ({ status: 201, body: { message: { id: 'm2' } } }) });
+  (agent as any).httpBase = fake.url;
   s.ctx.agentPush.push(agent.did, { type: 'channel_message_send', channelId: 'ch/1', message: { id: 'm1', content: '@agent hi', threadId: null } });
-  await waitFor(() => seen.length === 1);
-  assert.equal(seen[0], {
+  await waitFor(() => fake.received.length === 1);
+  const [reply] = fake.received;
+  assert.equal({ url: reply!.url, auth: reply!.headers.authorization ?? '', body: reply!.body }, {
     url: '/api/channels/ch%2F1/messages/agent-response',
     auth: `Bearer ${agent.session!.token}`,
     body: { content: 'on it', threadId: 'm1' },
   });
-  fake.close();
+  await fake.close();
   await stopAll(agent);
   await s.stop(true);
 });

@@ -6,6 +6,7 @@ import { request as httpRequest } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type StartOptions, type Steward } from '../src/server.js';
@@ -23,7 +24,12 @@ export async function tempDir(prefix = 'steward-test-'): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string, options: StartOptions = {}): Promise<TestServer> {
+export interface TestStartOptions extends StartOptions {
+  /** Where the log goes, at LOG_LEVEL (default: standard output). */
+  logTo?: Writable;
+}
+
+export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string, options: TestStartOptions = {}): Promise<TestServer> {
   const dir = dataDir ?? (await tempDir());
   const env: Record<string, string> = {
     PORT: '0',
@@ -33,8 +39,9 @@ export async function startServer(extraEnv: Record<string, string> = {}, dataDir
     ...extraEnv,
   };
   const config = loadConfig(env);
-  const log = createLogger(config.logLevel);
-  const steward = await startSteward(config, log, options);
+  const { logTo, ...startOptions } = options;
+  const log = createLogger(config.logLevel, logTo);
+  const steward = await startSteward(config, log, startOptions);
   let stopped = false;
   const server: TestServer = {
     ...steward,
@@ -60,6 +67,8 @@ export interface HttpResult<T = any> {
   headers: Record<string, string | string[] | undefined>;
   text: string;
   body: T;
+  /** The body's bytes as received (node:http does not decompress). */
+  bytes: Buffer;
 }
 
 export interface RequestOptions {
@@ -68,6 +77,8 @@ export interface RequestOptions {
   json?: unknown;
   raw?: string | Buffer;
   token?: string;
+  /** The local address to connect from (Linux accepts any of 127.0.0.0/8). */
+  localAddress?: string;
 }
 
 /** One HTTP request on a fresh connection (Connection: close). */
@@ -85,19 +96,20 @@ export function http<T = any>(baseUrl: string, method: string, path: string, opt
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { method, hostname: url.hostname, port: url.port, path: url.pathname + url.search, headers, agent: false },
+      { method, hostname: url.hostname, port: url.port, path: url.pathname + url.search, headers, agent: false, localAddress: opts.localAddress },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
+          const bytes = Buffer.concat(chunks);
+          const text = bytes.toString('utf8');
           let body: unknown = undefined;
           try {
             body = text ? JSON.parse(text) : undefined;
           } catch {
             body = undefined;
           }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body: body as T });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body: body as T, bytes });
         });
         res.on('error', reject);
       },
@@ -121,7 +133,25 @@ export function client(baseUrl: string, token?: string) {
   };
 }
 
+/** A log destination that keeps every line written to it, in `lines`. */
+export function logLines(): { lines: string[]; sink: Writable } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { lines, sink };
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until `list` holds more than `count` items, and resolves with the last one. */
+export async function lastAfter<T>(list: T[], count: number, timeoutMs = 5000): Promise<T> {
+  await waitFor(() => list.length > count, timeoutMs);
+  return list[list.length - 1]!;
+}
 
 /** Polls until fn returns a truthy value (which it resolves to) or the time runs out. */
 export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, stepMs = 10): Promise<Exclude<T, null | undefined | false | 0 | ''>> {

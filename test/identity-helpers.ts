@@ -1,17 +1,14 @@
 /**
  * Helpers for the identity suites (auth, claims, invitations, wallet, owner bootstrap): DID login
- * over real HTTP, a local SMTP server that records what it receives, the `steward` CLI as a child
- * process, and a test route that tells who a request authenticated as.
+ * over real HTTP, a local SMTP server that records what it receives, and a test route that tells
+ * who a request authenticated as (the `steward` CLI as a child process is in cli-process.ts).
  */
-import { spawn } from 'node:child_process';
 import { SMTPServer } from 'smtp-server';
 import type { AddressInfo } from 'node:net';
 import { signMessage, type Ed25519KeyPair } from '../src/domain/did.js';
 import { claimMessage, loginMessage } from '../src/domain/claims.js';
 import { route } from '../src/http/router.js';
 import { http, type HttpResult, type TestServer } from './helpers.js';
-
-export const cliPath = new URL('../src/cli/index.ts', import.meta.url).pathname;
 
 /** Challenge + login with a key; the raw login answer. */
 export async function login(url: string, keys: Ed25519KeyPair, headers: Record<string, string> = {}): Promise<HttpResult> {
@@ -97,28 +94,6 @@ export async function startSmtp(opts: { user?: string; pass?: string } = {}) {
 
 function decodeQuotedPrintable(s: string): string {
   return s.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
-}
-
-export interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `steward <args>` to completion. */
-export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 /** Audit entries as one JSON text, to search for things that must never be there. */

@@ -1,12 +1,11 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn } from 'node:child_process';
 import { createMachine, assign } from 'xstate';
-import WebSocket from 'ws';
-import { http, startServer, tempDir, waitFor } from './helpers.js';
+import { http, startServer, tempDir } from './helpers.js';
+import { FrameSocket } from './frames.js';
+import { StewardProcess } from './cli-process.js';
 
 const test = suite('lifecycle');
-const cli = new URL('../src/cli/index.ts', import.meta.url).pathname;
 
 test('data written through the store survives a restart', async () => {
   let s = await startServer();
@@ -39,38 +38,23 @@ test('close() flushes pending actor snapshots', async () => {
 });
 
 test('SIGTERM stops listening and exits 0 within the shutdown timeout', async () => {
-  const dataDir = await tempDir();
-  const child = spawn(process.execPath, ['--import', 'tsx', cli, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  const port = await waitFor(() => /"port":(\d+)/.exec(out)?.[1], 20_000);
-  assert.match(out, /uWebSockets.js native binary loaded/);
-  const r = await http(`http://127.0.0.1:${port}`, 'GET', '/healthz');
+  const child = await StewardProcess.serve({ DATA_DIR: await tempDir() });
+  assert.match(child.all, /uWebSockets.js native binary loaded/);
+  const r = await http(child.url, 'GET', '/healthz');
   assert.is(r.status, 200);
   // Exit code 0 also proves it finished within SHUTDOWN_TIMEOUT_MS (the watchdog exits 1).
-  const code = await new Promise<number | null>((resolve) => {
-    child.on('exit', (c) => resolve(c));
-    child.kill('SIGTERM');
-  });
-  assert.is(code, 0);
-  assert.match(out, /shutdown complete/);
-  const reachable = await http(`http://127.0.0.1:${port}`, 'GET', '/healthz').then(() => true, () => false);
+  assert.is(await child.stop(), 0);
+  assert.match(child.all, /shutdown complete/);
+  const reachable = await http(child.url, 'GET', '/healthz').then(() => true, () => false);
   assert.not.ok(reachable, 'no longer listening');
 });
 
 test('close() ends open WebSockets with 1001 (going away)', async () => {
   const s = await startServer();
-  const url = s.url.replace('http', 'ws');
-  const agentSock = new WebSocket(`${url}/ws/agent`);
-  const feedSock = new WebSocket(`${url}/ws/feed`);
-  await Promise.all([agentSock, feedSock].map((ws) => new Promise((r, j) => (ws.once('open', r), ws.once('error', j)))));
-  const closed = [agentSock, feedSock].map((ws) => new Promise<number>((r) => ws.once('close', (code) => r(code))));
+  const sockets = [new FrameSocket(s.url, '/ws/agent'), new FrameSocket(s.url, '/ws/feed')];
+  await Promise.all(sockets.map((ws) => ws.open()));
   await s.stop(true);
-  assert.equal(await Promise.all(closed), [1001, 1001]);
+  assert.equal(await Promise.all(sockets.map(async (ws) => (await ws.waitClosed()).code)), [1001, 1001]);
 });
 
 test.run();

@@ -1,9 +1,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { http, waitFor, type TestServer } from './helpers.js';
+import { http, lastAfter, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { isError, makeWorkspace, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
-import { FakeLiteLlm, leaked, recordingClient, seenBodies } from './models-fake-proxy.js';
+import { createModel, FakeLiteLlm, leaked, recordingClient, seenBodies } from './models-fake-proxy.js';
 import type { StewardAgent } from '../src/agent/index.js';
 
 const test = suite('workspace model access, proxy configured');
@@ -22,18 +22,8 @@ const configs: any[] = [];
 const models: Record<string, string> = {};
 const secrets: string[] = [];
 
-const createModel = async (name: string, provider: string, modelId: string, extra: Record<string, unknown> = {}) => {
-  const r = await admin.post('/api/admin/models', { name, provider, modelId, ...extra });
-  assert.is(r.status, 201, r.text);
-  return r.body.model.id as string;
-};
 const grant = (api: ReturnType<typeof recordingClient>, ws: string, modelId: string) => api.post(`/api/workspaces/${ws}/models`, { modelId });
 const revoke = (api: ReturnType<typeof recordingClient>, ws: string, modelId: string) => api.del(`/api/workspaces/${ws}/models?modelId=${modelId}`);
-/** Waits for an llm_config after `count` received ones and returns it. */
-const configAfter = async (count: number) => {
-  await waitFor(() => configs.length > count);
-  return configs[configs.length - 1];
-};
 
 test.before(async () => {
   proxy = await new FakeLiteLlm().start();
@@ -46,10 +36,10 @@ test.before(async () => {
   memberA = recordingClient(s.url, (await makeUser(s, { workspaces: { [wsA.id]: 'manager' } })).token);
   adminB = recordingClient(s.url, (await makeUser(s, { workspaces: { [wsB.id]: 'admin' } })).token);
   secrets.push('sk-openai-access-secret', 'sk-anthropic-access-secret');
-  models.gpt = await createModel('GPT 4o', 'openai', 'gpt-4o', { apiKey: 'sk-openai-access-secret' });
-  models.claude = await createModel('Claude Sonnet', 'anthropic', 'claude-sonnet-4', { apiKey: 'sk-anthropic-access-secret' });
-  models.mistral = await createModel('Mistral', 'mistral', 'mistral-large');
-  models.old = await createModel('Old One', 'openai', 'gpt-3.5-turbo');
+  models.gpt = await createModel(admin, { name: 'GPT 4o', provider: 'openai', modelId: 'gpt-4o', apiKey: 'sk-openai-access-secret' });
+  models.claude = await createModel(admin, { name: 'Claude Sonnet', provider: 'anthropic', modelId: 'claude-sonnet-4', apiKey: 'sk-anthropic-access-secret' });
+  models.mistral = await createModel(admin, { name: 'Mistral', provider: 'mistral', modelId: 'mistral-large' });
+  models.old = await createModel(admin, { name: 'Old One', provider: 'openai', modelId: 'gpt-3.5-turbo' });
   assert.is((await admin.put(`/api/admin/models/${models.old}`, { status: 'inactive' })).status, 200);
   agent = await readyAgent(s, owner, { name: 'researcher', workspace: wsA.id });
   agent.on('llmConfig', (c: unknown) => configs.push(c));
@@ -61,7 +51,7 @@ test.before(async () => {
 test.after(async () => {
   await stopAll(agent);
   await s.stop(true);
-  await proxy.stop();
+  await proxy.close();
 });
 
 test('the agent got an empty llm_config when it connected (nothing configured yet)', () => {
@@ -91,7 +81,7 @@ test('first grant: /key/generate scoped to the model, the key stored sealed, llm
   assert.not.ok(JSON.stringify(stored).includes(issued.key), 'the virtual key is not stored in clear');
   assert.is(s.ctx.secrets.open(stored!.keySealed, `workspace-llm-key:${wsA.id}`), issued.key);
 
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.equal(frame, { proxy: { baseUrl: proxy.url, workspaces: [{ workspaceId: wsA.id, apiKey: issued.key, models: ['openai/gpt-4o'] }] } });
 
   const list = await memberA.get(`/api/workspaces/${wsA.slug}/models`);
@@ -108,7 +98,7 @@ test('a second grant refreshes the same key with /key/update scoped to exactly b
   const key = proxy.keyOf(wsA.id)!.key;
   assert.equal(proxy.calls.map((c) => [c.path, c.body]), [['/key/update', { key, models: ['anthropic/claude-sonnet', 'openai/gpt-4o'] }]]);
   assert.is(proxy.keys.size, 1, 'no second key');
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.equal(frame.proxy.workspaces[0].models, ['anthropic/claude-sonnet', 'openai/gpt-4o']);
 });
 
@@ -176,7 +166,7 @@ test('revoke: /key/update without the model; the agent gets the narrower list', 
   const key = proxy.keyOf(wsA.id)!.key;
   assert.equal(proxy.calls.map((c) => [c.path, c.body]), [['/key/update', { key, models: ['anthropic/claude-sonnet'] }]]);
   assert.is(await s.ctx.c.workspaceModels.count({ workspaceId: wsA.id, modelId: models.gpt }), 0);
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.equal(frame.proxy.workspaces, [{ workspaceId: wsA.id, apiKey: key, models: ['anthropic/claude-sonnet'] }]);
   assert.ok(await s.ctx.c.audit.findOne({ action: 'workspace.model.revoke', target: wsA.id }));
 });
@@ -196,7 +186,7 @@ test('revoking the last model deletes the key (an empty list would mean every mo
   assert.is(proxy.keyOf(wsA.id), null);
   assert.is(await s.ctx.c.workspaceLlmKeys.count({ _id: wsA.id }), 0);
   assert.is((await memberA.get(`/api/workspaces/${wsA.id}/models`)).body.hasVirtualKey, false);
-  assert.equal(await configAfter(seen), {}, 'the agent has no proxy access left');
+  assert.equal(await lastAfter(configs, seen), {}, 'the agent has no proxy access left');
 });
 
 test('deleting a model removes every workspace access to it and refreshes the keys', async () => {
@@ -219,7 +209,7 @@ test('deleting a model removes every workspace access to it and refreshes the ke
   );
   assert.is(await s.ctx.c.workspaceModels.count({ modelId: models.gpt }), 0);
   assert.equal((await adminB.get(`/api/workspaces/${wsB.id}/models`)).body.models.map((m: any) => m.name), ['Mistral']);
-  assert.equal(await configAfter(seen), {});
+  assert.equal(await lastAfter(configs, seen), {});
 });
 
 test('deleting a workspace deletes its key in the proxy and its access rows', async () => {
@@ -253,7 +243,7 @@ off.before(async () => {
 });
 off.after(async () => {
   await so.stop(true);
-  await watcher.stop();
+  await watcher.close();
 });
 
 off('grant and revoke keep the access list only: no key, no proxy call', async () => {

@@ -1,20 +1,13 @@
 /**
- * Helpers for the models suites: a local HTTP server playing LiteLLM's management API that
- * records every call (method, path, headers, body) and keeps the models and virtual keys it was
- * given, with failures on demand; a port where nothing listens; and a client that keeps every
+ * Helpers for the models suites: a stand-in for LiteLLM's management API (test/stand-in-server.ts)
+ * that records every call (method, path, headers, body) and keeps the models and virtual keys it
+ * was given, with failures on demand; model registration over HTTP; and a client that keeps every
  * response body so a suite can check that no stored secret ever appears in one.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import * as assert from 'uvu/assert';
 import { client, type RequestOptions } from './helpers.js';
-
-export interface ProxyCall {
-  method: string;
-  path: string;
-  headers: IncomingMessage['headers'];
-  body: any;
-}
+import { routes, StandIn, type Answer, type Recorded } from './stand-in-server.js';
 
 export interface Failure {
   status: number;
@@ -25,45 +18,33 @@ export interface Failure {
 }
 
 export class FakeLiteLlm {
-  readonly calls: ProxyCall[] = [];
   /** By model_info.id. */
   readonly models = new Map<string, { model_name: string; litellm_params: Record<string, string>; model_info: { id: string } }>();
   /** By key value. */
   readonly keys = new Map<string, { models: string[]; key_alias: string; metadata: Record<string, string> }>();
   /** Every virtual key ever issued (to scan responses for). */
   readonly issued: string[] = [];
-  private readonly failures = new Map<string, Failure>();
-  private server!: Server;
-  url = '';
+  private server!: StandIn;
 
   constructor(readonly masterKey = `sk-master-${randomBytes(12).toString('hex')}`) {}
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: any = null;
-        try {
-          body = text ? JSON.parse(text) : null;
-        } catch {
-          body = text;
-        }
-        const path = (req.url ?? '').split('?')[0]!;
-        this.calls.push({ method: req.method ?? '', path, headers: req.headers, body });
-        const [status, answer] = this.handle(req, path, body);
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer));
-      });
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    // A body that is not JSON is kept as its text: the proxy is asked in JSON, and a test should see anything else.
+    this.server = await StandIn.start({ respond: (req) => this.handle(req), nonJson: 'text' });
     return this;
   }
 
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  /** Every call received, in order (`path` without the query). */
+  get calls(): Recorded[] {
+    return this.server.received;
+  }
+
+  get url(): string {
+    return this.server.url;
+  }
+
+  async close(): Promise<void> {
+    await this.server.close();
   }
 
   /** The environment that points a Steward at this proxy. */
@@ -73,15 +54,11 @@ export class FakeLiteLlm {
 
   /** Makes the next call(s) to `path` fail. */
   fail(path: string, f: Failure): void {
-    this.failures.set(path, { times: 1, ...f });
+    this.server.fail(path, { ...f, body: { error: { message: 'Internal Server Error', type: 'internal' } } });
   }
 
   clearCalls(): void {
-    this.calls.length = 0;
-  }
-
-  callsTo(path: string): ProxyCall[] {
-    return this.calls.filter((c) => c.path === path);
+    this.server.clear();
   }
 
   /** The key whose alias starts with `steward-workspace-<workspaceId>-`. */
@@ -90,62 +67,47 @@ export class FakeLiteLlm {
     return null;
   }
 
-  private handle(req: IncomingMessage, path: string, body: any): [number, unknown] {
-    if (req.headers.authorization !== `Bearer ${this.masterKey}`) return [401, { error: { message: 'Authentication Error' } }];
-    if (req.method !== 'POST') return [405, { detail: 'Method Not Allowed' }];
-    const failure = this.failures.get(path);
-    if (failure) {
-      failure.times = (failure.times ?? 1) - 1;
-      if (failure.times <= 0) this.failures.delete(path);
-      if (failure.apply) this.apply(path, body);
-      return [failure.status, { error: { message: 'Internal Server Error', type: 'internal' } }];
-    }
-    return this.apply(path, body);
+  private handle(req: Recorded): Answer | Promise<Answer> {
+    if (req.headers.authorization !== `Bearer ${this.masterKey}`) return { status: 401, body: { error: { message: 'Authentication Error' } } };
+    if (req.method !== 'POST') return { status: 405, body: { detail: 'Method Not Allowed' } };
+    return this.routes(req);
   }
 
-  private apply(path: string, body: any): [number, unknown] {
-    switch (path) {
-      case '/model/new':
+  private readonly routes = routes(
+    {
+      '/model/new': ({ body }) => {
         this.models.set(body.model_info.id, body);
-        return [200, { model_id: body.model_info.id, model_name: body.model_name }];
-      case '/model/delete':
-        if (!this.models.delete(body.id)) return [404, { detail: `Model with id=${body.id} not found` }];
-        return [200, { message: `Model: ${body.id} deleted successfully` }];
-      case '/key/generate': {
-        for (const v of this.keys.values()) if (v.key_alias === body.key_alias) return [400, { error: { message: 'Unique key aliases across all keys are required' } }];
+        return { status: 200, body: { model_id: body.model_info.id, model_name: body.model_name } };
+      },
+      '/model/delete': ({ body }) => {
+        if (!this.models.delete(body.id)) return { status: 404, body: { detail: `Model with id=${body.id} not found` } };
+        return { status: 200, body: { message: `Model: ${body.id} deleted successfully` } };
+      },
+      '/key/generate': ({ body }) => {
+        for (const v of this.keys.values()) if (v.key_alias === body.key_alias) return { status: 400, body: { error: { message: 'Unique key aliases across all keys are required' } } };
         const key = `sk-virtual-${randomBytes(12).toString('hex')}`;
         this.keys.set(key, { models: body.models, key_alias: body.key_alias, metadata: body.metadata });
         this.issued.push(key);
-        return [200, { key, key_alias: body.key_alias, models: body.models }];
-      }
-      case '/key/update': {
+        return { status: 200, body: { key, key_alias: body.key_alias, models: body.models } };
+      },
+      '/key/update': ({ body }) => {
         const k = this.keys.get(body.key);
-        if (!k) return [404, { detail: 'key not found' }];
+        if (!k) return { status: 404, body: { detail: 'key not found' } };
         k.models = body.models;
-        return [200, { key: body.key, models: body.models }];
-      }
-      case '/key/delete': {
+        return { status: 200, body: { key: body.key, models: body.models } };
+      },
+      '/key/delete': ({ body }) => {
         const deleted: string[] = [];
         for (const key of body.keys ?? []) if (this.keys.delete(key)) deleted.push(key);
         for (const alias of body.key_aliases ?? []) {
           for (const [key, v] of this.keys) if (v.key_alias === alias && this.keys.delete(key)) deleted.push(key);
         }
-        if (deleted.length === 0) return [404, { detail: 'no such key' }];
-        return [200, { deleted_keys: deleted }];
-      }
-      default:
-        return [404, { detail: 'Not Found' }];
-    }
-  }
-}
-
-/** A loopback URL where nothing listens (a proxy that is down). */
-export async function deadUrl(): Promise<string> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
+        if (deleted.length === 0) return { status: 404, body: { detail: 'no such key' } };
+        return { status: 200, body: { deleted_keys: deleted } };
+      },
+    },
+    { status: 404, body: { detail: 'Not Found' } },
+  );
 }
 
 /** Every response body any recording client received. */
@@ -166,6 +128,13 @@ export function recordingClient(baseUrl: string, token?: string) {
     patch: (path: string, json?: unknown, opts?: RequestOptions) => keep(inner.patch(path, json, opts)),
     del: (path: string, opts?: RequestOptions) => keep(inner.del(path, opts)),
   };
+}
+
+/** Registers a model over HTTP (`POST /api/admin/models`, asserted 201) and returns its id. */
+export async function createModel(api: Pick<ReturnType<typeof client>, 'post'>, body: Record<string, unknown>): Promise<string> {
+  const r = await api.post('/api/admin/models', body);
+  assert.is(r.status, 201, r.text);
+  return r.body.model.id as string;
 }
 
 /** The secrets that `seenBodies` contains, among `secrets`. */

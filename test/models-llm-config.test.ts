@@ -1,9 +1,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { http, waitFor, type TestServer } from './helpers.js';
+import { http, lastAfter, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { enc, fleet, isError, makeWorkspace, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
-import { FakeLiteLlm, leaked, recordingClient, seenBodies } from './models-fake-proxy.js';
+import { createModel, FakeLiteLlm, leaked, recordingClient, seenBodies } from './models-fake-proxy.js';
 import type { StewardAgent } from '../src/agent/index.js';
 import type { Ed25519KeyPair } from '../src/domain/did.js';
 
@@ -29,10 +29,6 @@ const MODEL_KEY = 'sk-registry-openai-secret-1234';
 const MANUAL_KEY = 'sk-manual-agent-secret-5678';
 
 const path = (did: string, what = 'llm-config') => `/api/agents/${enc(did)}/${what}`;
-const configAfter = async (count: number) => {
-  await waitFor(() => configs.length > count);
-  return configs[configs.length - 1];
-};
 const EMPTY_VIEW = { provider: null, baseUrl: null, model: null, apiKeySet: false };
 
 test.before(async () => {
@@ -44,15 +40,10 @@ test.before(async () => {
   adminA = recordingClient(s.url, (await makeUser(s, { workspaces: { [wsA.id]: 'admin' } })).token);
   managerA = recordingClient(s.url, (await makeUser(s, { workspaces: { [wsA.id]: 'manager' } })).token);
   outsider = recordingClient(s.url, (await makeUser(s, { workspaces: { [wsB.id]: 'owner' } })).token);
-  const create = async (body: Record<string, unknown>) => {
-    const r = await admin.post('/api/admin/models', body);
-    assert.is(r.status, 201, r.text);
-    return r.body.model.id as string;
-  };
-  models.gpt = await create({ name: 'GPT 4o', provider: 'openai', modelId: 'gpt-4o', apiKey: MODEL_KEY });
-  models.local = await create({ name: 'Local', provider: 'openai-compatible', modelId: 'qwen2.5', baseUrl: 'http://gpu-box:8000/v1' });
-  models.claude = await create({ name: 'Claude', provider: 'anthropic', modelId: 'claude-sonnet-4' });
-  models.retired = await create({ name: 'Retired', provider: 'openai', modelId: 'gpt-3.5-turbo' });
+  models.gpt = await createModel(admin, { name: 'GPT 4o', provider: 'openai', modelId: 'gpt-4o', apiKey: MODEL_KEY });
+  models.local = await createModel(admin, { name: 'Local', provider: 'openai-compatible', modelId: 'qwen2.5', baseUrl: 'http://gpu-box:8000/v1' });
+  models.claude = await createModel(admin, { name: 'Claude', provider: 'anthropic', modelId: 'claude-sonnet-4' });
+  models.retired = await createModel(admin, { name: 'Retired', provider: 'openai', modelId: 'gpt-3.5-turbo' });
   assert.is((await admin.post(`/api/workspaces/${wsA.id}/models`, { modelId: models.gpt })).status, 200);
   assert.is((await admin.post(`/api/workspaces/${wsA.id}/models`, { modelId: models.local })).status, 200);
   assert.is((await admin.post(`/api/workspaces/${wsA.id}/models`, { modelId: models.retired })).status, 200);
@@ -74,7 +65,7 @@ test.before(async () => {
 test.after(async () => {
   await stopAll(alpha, beta);
   await s.stop(true);
-  await proxy.stop();
+  await proxy.close();
 });
 
 test('at connect the agent got the workspace proxy access of its workspaces', () => {
@@ -93,7 +84,7 @@ test('PUT workspace routing: the workspace virtual key is resolved on the server
   const r = await adminA.put(path(alpha.did), { workspaceId: wsA.id, workspaceModelId: models.gpt });
   assert.is(r.status, 200, r.text);
   assert.equal(r.body, { ok: true, pushed: true, config: { provider: 'openai-compatible', model: 'openai/gpt-4o', apiKeySet: true } });
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.equal(
     { ...frame, proxy: undefined },
     { provider: 'openai-compatible', model: 'openai/gpt-4o', baseUrl: proxy.url, apiKey: virtualKey, source: 'workspace', workspaceId: wsA.id, proxy: undefined },
@@ -112,7 +103,7 @@ test('PUT registry shortcut: the model stored key is resolved on the server', as
   const r = await adminA.put(path(alpha.did), { registryModelId: models.gpt, systemPrompt: 'You keep the lights on.' });
   assert.is(r.status, 200, r.text);
   assert.equal(r.body, { ok: true, pushed: true, config: { provider: 'openai', model: 'gpt-4o', apiKeySet: true } });
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.is(frame.apiKey, MODEL_KEY, 'the provider key reaches the agent inside its socket');
   assert.is(frame.provider, 'openai');
   assert.is(frame.model, 'gpt-4o');
@@ -125,7 +116,7 @@ test('PUT registry shortcut: the model stored key is resolved on the server', as
   const local = await adminA.put(path(alpha.did), { registryModelId: models.local });
   assert.equal(local.body.config, { provider: 'openai-compatible', model: 'qwen2.5', apiKeySet: false });
   assert.equal((await adminA.get(path(alpha.did))).body.config, { provider: 'openai-compatible', baseUrl: 'http://gpu-box:8000/v1', model: 'qwen2.5', apiKeySet: false });
-  const f2 = await configAfter(seen + 1);
+  const f2 = await lastAfter(configs, seen + 1);
   assert.is(f2.apiKey, undefined, 'no key stored, none sent');
   assert.is(f2.systemPrompt, 'You keep the lights on.', 'a PUT without systemPrompt keeps it');
 });
@@ -135,7 +126,7 @@ test('PUT manual: values taken as given; the key stored sealed and only sent to 
   const r = await adminA.put(path(alpha.did), { provider: 'openai-compatible', model: 'llama3.1', baseUrl: 'http://10.0.0.7:11434/v1', apiKey: MANUAL_KEY });
   assert.is(r.status, 200, r.text);
   assert.equal(r.body, { ok: true, pushed: true, config: { provider: 'openai-compatible', model: 'llama3.1', apiKeySet: true } });
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.equal({ ...frame, proxy: undefined, systemPrompt: undefined }, {
     provider: 'openai-compatible',
     model: 'llama3.1',
@@ -282,12 +273,12 @@ test('revoking the routed model clears the agents routed to it, and they are tol
 test('DELETE: the stored config goes, the online agent gets a config without a model, {ok, pushed}', async () => {
   const seen = configs.length;
   await adminA.put(path(alpha.did), { provider: 'openai', model: 'gpt-4o', apiKey: MANUAL_KEY, systemPrompt: 'x' });
-  await configAfter(seen);
+  await lastAfter(configs, seen);
   const after = configs.length;
   const r = await adminA.del(path(alpha.did));
   assert.is(r.status, 200, r.text);
   assert.equal(r.body, { ok: true, pushed: true });
-  const frame = await configAfter(after);
+  const frame = await lastAfter(configs, after);
   assert.equal(Object.keys(frame), ['proxy'], 'only the workspace proxy access is left');
   assert.equal((await adminA.get(path(alpha.did))).body, { config: EMPTY_VIEW });
   const stored = await s.ctx.c.agents.findById(alpha.did);
@@ -308,7 +299,7 @@ test('an agent that leaves the workspace it routes through loses that config and
   const seen = configs.length;
   const r = await admin.del(`/api/workspaces/${wsB.id}/agents/${enc(alpha.did)}`);
   assert.is(r.status, 200, r.text);
-  const frame = await configAfter(seen);
+  const frame = await lastAfter(configs, seen);
   assert.is(frame.model, undefined, 'the routed model is gone from the frame');
   assert.ok(!JSON.stringify(frame).includes(wsB.id), 'no access to the workspace it left');
   assert.equal((await admin.get(path(alpha.did))).body, { config: EMPTY_VIEW });

@@ -1,16 +1,12 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { Writable } from 'node:stream';
-import { rm } from 'node:fs/promises';
-import { http, tempDir, type TestServer } from './helpers.js';
-import { makeUser, ownerOf, type TestUser } from './fixtures.js';
+import { http, logLines, type TestServer } from './helpers.js';
+import { makeUser, type TestUser } from './fixtures.js';
 import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
-import { startSteward, type Steward } from '../src/server.js';
-import { generateKeyPair } from '../src/domain/did.js';
 import { isError } from './people-helpers.js';
 import { startWithOwner } from './fleet-helpers.js';
-import { FakeLiteLlm, deadUrl, leaked, recordingClient } from './models-fake-proxy.js';
+import { FakeLiteLlm, leaked, recordingClient } from './models-fake-proxy.js';
+import { deadUrl } from './stand-in-server.js';
 
 const ENTRY_KEYS = ['apiKeySet', 'createdAt', 'id', 'modelId', 'name', 'provider', 'proxyModelName', 'status'];
 
@@ -32,7 +28,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await proxy.stop();
+  await proxy.close();
 });
 
 const create = (body: Record<string, unknown>) => admin.post('/api/admin/models', body);
@@ -253,35 +249,16 @@ test.run();
 // --- the proxy down -----------------------------------------------------------------------------
 
 const down = suite('models registry, proxy down');
-let sd: Steward;
+let sd: TestServer;
 let ownerD: TestUser;
-let downDir: string;
-const logLines: string[] = [];
+const log = logLines();
 
 down.before(async () => {
-  // Started by hand to keep every log line (at debug level) and check that no secret is in one.
-  downDir = await tempDir();
-  const ownerKeys = generateKeyPair();
-  const config = loadConfig({
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATA_DIR: downDir,
-    STEWARD_OWNER_DID: ownerKeys.did,
-    PROXY_BASE_URL: await deadUrl(),
-    PROXY_MASTER_KEY: 'sk-master-down',
-  });
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      logLines.push(String(chunk));
-      done();
-    },
-  });
-  sd = await startSteward(config, createLogger('debug', sink));
-  ownerD = await ownerOf(sd as TestServer);
+  // Every log line kept (at debug level), to check that no secret is in one.
+  ({ s: sd, owner: ownerD } = await startWithOwner({ LOG_LEVEL: 'debug', PROXY_BASE_URL: await deadUrl(), PROXY_MASTER_KEY: 'sk-master-down' }, { logTo: log.sink }));
 });
 down.after(async () => {
-  await sd.close();
-  await rm(downDir, { recursive: true, force: true });
+  await sd.stop(true);
 });
 
 down('create with the proxy unreachable: 502 naming the proxy, nothing stored', async () => {
@@ -293,8 +270,8 @@ down('create with the proxy unreachable: 502 naming the proxy, nothing stored', 
   assert.not.ok(r.text.includes('sk-master-down'));
   assert.equal((await api.get('/api/admin/models')).body.models, []);
   assert.is(await sd.ctx.c.models.count({}), 0);
-  assert.ok(logLines.length > 0);
-  assert.not.ok(logLines.some((l) => l.includes('sk-master-down') || l.includes('sk-down-secret')), 'no log line holds a key');
+  assert.ok(log.lines.length > 0);
+  assert.not.ok(log.lines.some((l) => l.includes('sk-master-down') || l.includes('sk-down-secret')), 'no log line holds a key');
 });
 
 down('configuration: the proxy needs both variables; PROXY_BASE_URL must be an http(s) URL', () => {
@@ -326,7 +303,7 @@ off.before(async () => {
 });
 off.after(async () => {
   await so.stop(true);
-  await watcher.stop();
+  await watcher.close();
 });
 
 off('create and delete work on the registry alone; nothing reaches a proxy', async () => {

@@ -1,51 +1,25 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generateKeyPair } from '../src/domain/did.js';
-import { http, tempDir, waitFor } from './helpers.js';
-import { cliPath, login, runCli } from './identity-helpers.js';
+import { http, tempDir } from './helpers.js';
+import { login } from './identity-helpers.js';
+import { runCli, StewardProcess } from './cli-process.js';
 
 const test = suite('owner bootstrap on the console');
 
-interface Serving {
-  child: ChildProcess;
-  url: string;
-  stdout: () => string;
-  stop: () => Promise<number | null>;
-}
-
 /** `steward serve` on a data directory; resolves once the 'listening' line is out (the claim is printed before it). */
-async function serve(dataDir: string, env: Record<string, string> = {}): Promise<Serving> {
-  const child = spawn(process.execPath, ['--import', 'tsx', cliPath, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const port = await waitFor(() => /"msg":"Steward listening[^\n]*"port":(\d+)|"port":(\d+)[^\n]*"msg":"Steward listening/.exec(out), 20_000);
-  return {
-    child,
-    url: `http://127.0.0.1:${port[1] ?? port[2]}`,
-    stdout: () => out,
-    stop: () =>
-      new Promise((resolve) => {
-        child.on('exit', (code) => resolve(code));
-        child.kill('SIGTERM');
-      }),
-  };
-}
+const serve = (dataDir: string, env: Record<string, string> = {}) => StewardProcess.serve({ DATA_DIR: dataDir, ...env });
 
 const connectionStringIn = (out: string) => /Connection string \(claim URL\): (http:\/\/\S+\/api\/user\/claim\/([A-Za-z0-9_-]+))/.exec(out);
 
 test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fresh one; the wallet claims it', async () => {
   const dataDir = await tempDir();
   let srv = await serve(dataDir);
-  const first = connectionStringIn(srv.stdout());
-  assert.ok(first, `connection string printed:\n${srv.stdout()}`);
-  const out1 = srv.stdout();
+  const first = connectionStringIn(srv.all);
+  assert.ok(first, `connection string printed:\n${srv.all}`);
+  const out1 = srv.all;
   assert.ok(out1.includes(`#${first![1]}&protocol=p2p&service=auth&did=did:key:z6Mk`), 'the wallet link');
   assert.ok(out1.includes(`wallet claim '${first![1]}'`), 'the wallet command');
   assert.ok(out1.includes('▄') || out1.includes('█'), 'a terminal QR code');
@@ -53,7 +27,7 @@ test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fr
   assert.is(await srv.stop(), 0);
 
   srv = await serve(dataDir);
-  const second = connectionStringIn(srv.stdout());
+  const second = connectionStringIn(srv.all);
   assert.ok(second, 'printed again after a restart');
   assert.is.not(second![2], first![2]);
   assert.is((await http(srv.url, 'GET', `/api/user/listen/${first![2]}`)).body.status, -2, 'the earlier claim stops');
@@ -81,8 +55,8 @@ test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fr
 
   // Claimed: nothing more is printed.
   srv = await serve(dataDir);
-  assert.not.ok(connectionStringIn(srv.stdout()));
-  assert.not.ok(srv.stdout().includes('no claimed owner'));
+  assert.not.ok(connectionStringIn(srv.all));
+  assert.not.ok(srv.all.includes('no claimed owner'));
   assert.is(await srv.stop(), 0);
 });
 
@@ -91,7 +65,7 @@ test('with STEWARD_OWNER_DID: the owner is claimed, no claim is printed, the own
   const keys = generateKeyPair();
   const srv = await serve(dataDir, { STEWARD_OWNER_DID: keys.did });
   try {
-    assert.not.ok(connectionStringIn(srv.stdout()));
+    assert.not.ok(connectionStringIn(srv.all));
     const li = await login(srv.url, keys);
     assert.is(li.status, 200);
     assert.is(li.body.user.did, keys.did);

@@ -6,16 +6,16 @@
 import * as assert from 'uvu/assert';
 import { generateKeyPair } from '../src/domain/did.js';
 import type { AgentDoc, Capability } from '../src/store/collections.js';
-import { startServer, type TestServer } from './helpers.js';
+import { startServer, type TestServer, type TestStartOptions } from './helpers.js';
 import { ownerOf, type TestUser } from './fixtures.js';
 
 /**
- * A fresh server (extra environment allowed) whose owner (isOwner, isAdmin, role owner) is claimed
+ * A fresh server (extra environment and start options allowed) whose owner (isOwner, isAdmin, role owner) is claimed
  * and has a session.
  */
-export async function startWithOwner(env: Record<string, string> = {}): Promise<{ s: TestServer; owner: TestUser }> {
+export async function startWithOwner(env: Record<string, string> = {}, options: TestStartOptions = {}): Promise<{ s: TestServer; owner: TestUser }> {
   const keys = generateKeyPair();
-  const s = await startServer({ STEWARD_OWNER_DID: keys.did, ...env });
+  const s = await startServer({ STEWARD_OWNER_DID: keys.did, ...env }, undefined, options);
   const owner = await ownerOf(s);
   owner.keys = keys;
   return { s, owner };

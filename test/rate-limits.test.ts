@@ -6,7 +6,6 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import { generateKeyPair } from '../src/domain/did.js';
 import { CLOSE } from '../src/domain/agent-protocol.js';
 import { http, type HttpResult, type TestServer } from './helpers.js';
@@ -185,17 +184,16 @@ test('hellos over the per-address limit are closed with 4429 after a rate_limite
 
 test('hellos behind a trusted proxy count per forwarded address', async () => {
   const { s } = await start({ ...SMALL, RATE_LIMIT_AGENT_PER_ADDRESS: '1/1m', TRUSTED_PROXIES: '127.0.0.1' });
+  /** The type of the first frame answering a hello from `client`, or `close <code>` if the socket closes first. */
   const helloFrom = async (client: string) => {
-    const ws = new WebSocket(`${s.url.replace(/^http/, 'ws')}/ws/agent`, { headers: { 'x-forwarded-for': client } });
-    const keys = generateKeyPair();
-    const first = new Promise<string>((resolve) => {
-      ws.once('message', (d) => resolve(JSON.parse(d.toString()).type));
-      ws.once('close', (code) => resolve(`close ${code}`));
-    });
-    await new Promise((resolve) => ws.once('open', resolve));
-    ws.send(JSON.stringify({ type: 'hello', did: keys.did, publicKey: keys.publicKey, name: 'p', version: '1', capabilities: ['file_access'] }));
-    const type = await first;
-    ws.close();
+    const raw = new RawAgent(s.url, generateKeyPair(), { 'x-forwarded-for': client });
+    await raw.open();
+    raw.hello({ name: 'p', version: '1' });
+    const type = await raw.next(() => true).then(
+      (f) => f.type as string,
+      (err: Error) => (raw.closed ? `close ${raw.closed.code}` : Promise.reject(err)),
+    );
+    raw.close();
     return type;
   };
   assert.is(await helloFrom('203.0.113.10'), 'challenge');

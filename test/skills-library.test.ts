@@ -4,39 +4,18 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { startServer, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { isError, makeWorkspace } from './people-helpers.js';
 import { startWithOwner } from './fleet-helpers.js';
 import { splitFrontMatter } from '../src/integrations/skills-library.js';
+import { deadUrl, StandIn, type Answer } from './stand-in-server.js';
 
 const test = suite('skills-library');
 
-interface Upstream {
-  server: Server;
-  base: string;
-  /** Paths requested, in order. */
-  requests: string[];
-  /** Path -> answer; anything else is 404. */
-  files: Map<string, { status: number; body: string }>;
-}
-
-async function upstream(): Promise<Upstream> {
-  const u: Upstream = { server: null as unknown as Server, base: '', requests: [], files: new Map() };
-  u.server = createServer((req, res) => {
-    u.requests.push(req.url ?? '');
-    const f = u.files.get(req.url ?? '');
-    res.writeHead(f?.status ?? 404, { 'content-type': 'text/plain; charset=utf-8' });
-    res.end(f?.body ?? 'Not Found');
-  });
-  await new Promise<void>((r) => u.server.listen(0, '127.0.0.1', r));
-  u.base = `http://127.0.0.1:${(u.server.address() as AddressInfo).port}`;
-  return u;
-}
-
-let up: Upstream;
+/** Path -> the stand-in catalogue's or code host's answer; anything else is 404. */
+const files = new Map<string, Answer>();
+let up: StandIn;
 let s: TestServer;
 let owner: TestUser;
 let t0: number;
@@ -63,13 +42,13 @@ const catalogueV1 = {
 };
 const ENTRY_KEYS = ['contentType', 'description', 'githubStars', 'id', 'installs', 'name', 'repoUrl', 'skillId', 'source', 'standalone'];
 
-const setCatalogue = (body: unknown, status = 200) => up.files.set(CATALOGUE, { status, body: JSON.stringify(body) });
-const catalogueCalls = () => up.requests.filter((p) => p === CATALOGUE).length;
-const fileCalls = () => up.requests.filter((p) => p !== CATALOGUE);
+const setCatalogue = (body: unknown, status = 200) => files.set(CATALOGUE, { status, body: JSON.stringify(body) });
+const catalogueCalls = () => up.to(CATALOGUE).length;
+const fileCalls = () => up.received.map((r) => r.url).filter((p) => p !== CATALOGUE);
 
 test.before(async () => {
-  up = await upstream();
-  ({ s, owner } = await startWithOwner({ SKILLS_LIBRARY_URL: `${up.base}${CATALOGUE}`, SKILLS_CODE_HOST_URL: `${up.base}/raw/` }));
+  up = await StandIn.start({ respond: (r) => files.get(r.url) ?? { status: 404, body: 'Not Found' } });
+  ({ s, owner } = await startWithOwner({ SKILLS_LIBRARY_URL: `${up.url}${CATALOGUE}`, SKILLS_CODE_HOST_URL: `${up.url}/raw/` }));
   t0 = Date.now();
   clock.now = t0;
   s.ctx.skills.library.now = () => clock.now;
@@ -77,7 +56,7 @@ test.before(async () => {
 
 test.after(async () => {
   await s.stop(true);
-  await new Promise((r) => up.server.close(r));
+  await up.close();
 });
 
 // --- the catalogue -----------------------------------------------------------------------------------
@@ -87,7 +66,7 @@ test('catalogue: no copy at all and upstream failing -> 502 in the error shape',
   const r = await owner.api.get('/api/skills/library');
   isError(r, 502, 'skills_library_unavailable');
   assert.match(r.body.error.message, /HTTP 500/);
-  assert.not.ok(r.text.includes(up.base), 'the upstream address is not in the error');
+  assert.not.ok(r.text.includes(up.url), 'the upstream address is not in the error');
   assert.is(catalogueCalls(), 1);
 });
 
@@ -131,7 +110,7 @@ test('catalogue: cached for one hour (one upstream call), then refreshed', async
 });
 
 test('catalogue: a failed refresh serves the stale copy with X-Skills-Library-Stale: true, retrying after a minute', async () => {
-  up.files.set(CATALOGUE, { status: 200, body: '{ broken json' });
+  files.set(CATALOGUE, { status: 200, body: '{ broken json' });
   clock.now = t0 + 3 * 60 * 60_000;
   const calls = catalogueCalls();
   const r = await owner.api.get('/api/skills/library');
@@ -164,8 +143,8 @@ test('library endpoints are for global admins', async () => {
 const FM = '---\nname: PDF Tools\ndescription: "Reads: PDFs"\nversion: 1.1\n---\n\n# PDF\n\nUse the tools.\n';
 
 test('content: tries each path on main then master, in order; answers {content, url} of the one that worked', async () => {
-  up.requests.length = 0;
-  up.files.set('/raw/acme/skills/master/deep.md', { status: 200, body: '# Deep\n' });
+  up.clear();
+  files.set('/raw/acme/skills/master/deep.md', { status: 200, body: '# Deep\n' });
   const r = await owner.api.get('/api/skills/library/content?source=acme/skills&skillId=deep');
   assert.is(r.status, 200, r.text);
   assert.equal(Object.keys(r.body).sort(), ['content', 'url']);
@@ -177,20 +156,20 @@ test('content: tries each path on main then master, in order; answers {content, 
     '/raw/acme/skills/main/deep.md',
     '/raw/acme/skills/master/deep.md',
   ]);
-  assert.equal(r.body, { content: '# Deep\n', url: `${up.base}/raw/acme/skills/master/deep.md` });
+  assert.equal(r.body, { content: '# Deep\n', url: `${up.url}/raw/acme/skills/master/deep.md` });
 
-  up.requests.length = 0;
-  up.files.set('/raw/acme/skills/master/skills/pdf/SKILL.md', { status: 200, body: FM });
-  up.files.set('/raw/acme/skills/main/pdf/SKILL.md', { status: 200, body: 'lower priority' });
+  up.clear();
+  files.set('/raw/acme/skills/master/skills/pdf/SKILL.md', { status: 200, body: FM });
+  files.set('/raw/acme/skills/main/pdf/SKILL.md', { status: 200, body: 'lower priority' });
   const first = await owner.api.get('/api/skills/library/content?source=acme/skills&skillId=pdf');
   assert.is(first.status, 200);
   assert.equal(fileCalls(), ['/raw/acme/skills/main/skills/pdf/SKILL.md', '/raw/acme/skills/master/skills/pdf/SKILL.md']);
-  assert.is(first.body.url, `${up.base}/raw/acme/skills/master/skills/pdf/SKILL.md`);
+  assert.is(first.body.url, `${up.url}/raw/acme/skills/master/skills/pdf/SKILL.md`);
   assert.is(first.body.content, '# PDF\n\nUse the tools.\n', 'front matter stripped');
 });
 
 test('content: 404 when SKILL.md exists at none of the paths', async () => {
-  up.requests.length = 0;
+  up.clear();
   const r = await owner.api.get('/api/skills/library/content?source=acme/skills&skillId=ghost');
   isError(r, 404, 'skill_file_not_found');
   assert.is(fileCalls().length, 6);
@@ -204,7 +183,7 @@ test('content: 400 when source or skillId is missing', async () => {
 });
 
 test('content: path traversal and absolute URLs are refused before anything is fetched', async () => {
-  up.requests.length = 0;
+  up.clear();
   const bad: Array<[string, string]> = [
     ['acme/skills', '../../etc/passwd'],
     ['acme/skills', '..'],
@@ -232,9 +211,9 @@ test('content: path traversal and absolute URLs are refused before anything is f
 });
 
 test('content: a code host failure other than 404 is a 502 and does not fall through to later paths', async () => {
-  up.requests.length = 0;
-  up.files.set('/raw/acme/flaky/main/skills/x/SKILL.md', { status: 503, body: 'busy' });
-  up.files.set('/raw/acme/flaky/main/x.md', { status: 200, body: 'must not be served' });
+  up.clear();
+  files.set('/raw/acme/flaky/main/skills/x/SKILL.md', { status: 503, body: 'busy' });
+  files.set('/raw/acme/flaky/main/x.md', { status: 200, body: 'must not be served' });
   const r = await owner.api.get('/api/skills/library/content?source=acme/flaky&skillId=x');
   isError(r, 502, 'code_host_unavailable');
   assert.equal(fileCalls(), ['/raw/acme/flaky/main/skills/x/SKILL.md']);
@@ -270,7 +249,7 @@ test('install: one call creates the skill from SKILL.md (name, description, vers
     created_at: r.body.created_at,
   });
   const audit = await s.ctx.c.audit.findOne({ action: 'skill.install', target: r.body.id });
-  assert.is((audit!.details as any).url, `${up.base}/raw/acme/skills/master/skills/pdf/SKILL.md`);
+  assert.is((audit!.details as any).url, `${up.url}/raw/acme/skills/master/skills/pdf/SKILL.md`);
 
   // Given fields win over the front matter; without front matter the name is the skill id.
   const named = await owner.api.post('/api/skills/library/install', { workspaceId: w.id, source: 'acme/skills', skillId: 'pdf', name: 'PDF Again', description: null });
@@ -298,11 +277,7 @@ test('install: 409 name taken, 404 unknown workspace or no SKILL.md, 400 bad ref
 // --- not configured, unreachable -----------------------------------------------------------------------
 
 test('without SKILLS_LIBRARY_URL the catalogue answers 503; an unreachable code host is a 502', async () => {
-  const closed = createServer();
-  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
-  const deadPort = (closed.address() as AddressInfo).port;
-  await new Promise((r) => closed.close(r));
-  const other = await startServer({ STEWARD_OWNER_DID: owner.user.did!, SKILLS_CODE_HOST_URL: `http://127.0.0.1:${deadPort}` });
+  const other = await startServer({ STEWARD_OWNER_DID: owner.user.did!, SKILLS_CODE_HOST_URL: await deadUrl() });
   try {
     const admin = await makeUser(other, { isAdmin: true });
     const r = await admin.api.get('/api/skills/library');

@@ -9,7 +9,6 @@ import * as assert from 'uvu/assert';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { request as httpRequest } from 'node:http';
 import { http, startServer, tempDir, type TestServer } from './helpers.js';
 
 const test = suite('dashboard static files');
@@ -51,21 +50,6 @@ function securityHeaders(h: Record<string, string | string[] | undefined>, what:
   assert.is(h['referrer-policy'], 'no-referrer', what);
 }
 
-/** GET with raw bytes (node:http does not decompress). */
-function raw(url: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
-  const u = new URL(path, url);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ hostname: u.hostname, port: u.port, path: u.pathname + u.search, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 test('/ is index.html, never cached, with the security headers', async () => {
   const r = await http(s.url, 'GET', '/', { headers: HTML });
   assert.is(r.status, 200);
@@ -87,30 +71,30 @@ test('a page navigation to a dashboard route answers index.html (reload of a sha
 
 test('hashed assets are cached immutably and compressed as the client accepts', async () => {
   const path = '/assets/index-Ab12Cd34.js';
-  const plain = await raw(s.url, path, {});
+  const plain = await http(s.url, 'GET', path);
   assert.is(plain.status, 200);
-  assert.is(plain.body.toString(), SCRIPT);
+  assert.is(plain.bytes.toString(), SCRIPT);
   assert.is(plain.headers['content-encoding'], undefined);
   assert.ok(String(plain.headers['content-type']).startsWith('text/javascript'));
   assert.is(plain.headers['cache-control'], 'public, max-age=31536000, immutable');
   assert.is(plain.headers.vary, 'Accept-Encoding');
   securityHeaders(plain.headers, path);
 
-  const br = await raw(s.url, path, { 'accept-encoding': 'gzip, deflate, br' });
+  const br = await http(s.url, 'GET', path, { headers: { 'accept-encoding': 'gzip, deflate, br' } });
   assert.is(br.headers['content-encoding'], 'br');
-  assert.ok(br.body.length < SCRIPT.length / 4, `brotli shrinks it (${br.body.length})`);
-  assert.is(brotliDecompressSync(br.body).toString(), SCRIPT);
+  assert.ok(br.bytes.length < SCRIPT.length / 4, `brotli shrinks it (${br.bytes.length})`);
+  assert.is(brotliDecompressSync(br.bytes).toString(), SCRIPT);
 
-  const gz = await raw(s.url, path, { 'accept-encoding': 'gzip' });
+  const gz = await http(s.url, 'GET', path, { headers: { 'accept-encoding': 'gzip' } });
   assert.is(gz.headers['content-encoding'], 'gzip');
-  assert.is(gunzipSync(gz.body).toString(), SCRIPT);
+  assert.is(gunzipSync(gz.bytes).toString(), SCRIPT);
 
-  const refused = await raw(s.url, path, { 'accept-encoding': 'br;q=0, gzip' });
+  const refused = await http(s.url, 'GET', path, { headers: { 'accept-encoding': 'br;q=0, gzip' } });
   assert.is(refused.headers['content-encoding'], 'gzip', 'a coding with q=0 is not used');
 });
 
 test('other files are revalidated; small ones are sent as they are', async () => {
-  const r = await raw(s.url, '/favicon.svg', { 'accept-encoding': 'br, gzip' });
+  const r = await http(s.url, 'GET', '/favicon.svg', { headers: { 'accept-encoding': 'br, gzip' } });
   assert.is(r.status, 200);
   assert.is(r.headers['content-type'], 'image/svg+xml');
   assert.is(r.headers['cache-control'], 'no-cache');
@@ -124,20 +108,11 @@ test('a missing asset is 404, not index.html', async () => {
 });
 
 test('HEAD answers the headers and the length without a body', async () => {
-  const r = await raw(s.url, '/', {});
-  const h = await new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; length: number }>((resolve, reject) => {
-    const u = new URL('/', s.url);
-    const req = httpRequest({ method: 'HEAD', hostname: u.hostname, port: u.port, path: '/', agent: false }, (res) => {
-      let length = 0;
-      res.on('data', (c: Buffer) => (length += c.length));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, length }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
+  const r = await http(s.url, 'GET', '/');
+  const h = await http(s.url, 'HEAD', '/');
   assert.is(h.status, 200);
-  assert.is(h.length, 0);
-  assert.is(Number(h.headers['content-length']), r.body.length);
+  assert.is(h.bytes.length, 0);
+  assert.is(Number(h.headers['content-length']), r.bytes.length);
   securityHeaders(h.headers, 'HEAD /');
 });
 

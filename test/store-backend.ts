@@ -1,7 +1,8 @@
 /**
  * Which store a suite's servers run on: the embedded store under the test's data directory, or
- * MongoDB when MONGODB_URI is set (each server a database of its own, dropped by `drop`). Suites
- * about store faults run on both, so the MongoDB backend meets the same faults as the embedded one.
+ * MongoDB when MONGODB_URI is set (each server a database of its own, dropped by `drop`). Pass
+ * `env` to startServer (or to a server started as a child process). Suites about store faults run
+ * on both, so the MongoDB backend meets the same faults as the embedded one.
  */
 import { randomBytes } from 'node:crypto';
 import { MongoClient } from 'mongodb';

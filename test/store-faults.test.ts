@@ -8,18 +8,15 @@
 import { suite } from 'uvu';
 import { assign, setup } from 'xstate';
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
-import { generateKeyPair } from '../src/domain/did.js';
 import { DocumentTooLargeError, DuplicateKeyError, MAX_DOCUMENT_BYTES } from '../src/store/types.js';
 import type { SnapshotDoc } from '../src/actors/host.js';
-import { waitFor } from './helpers.js';
+import { waitFor, type TestServer } from './helpers.js';
 import { FaultInjector } from './fault-store.js';
 import { backend, type Backend } from './store-backend.js';
-import { startServer, type TestServer } from './helpers.js';
-import { ownerOf, type TestUser } from './fixtures.js';
+import type { TestUser } from './fixtures.js';
 import { FeedClient, makeChannel, makeWorkspace } from './channels-helpers.js';
 import { isError } from './people-helpers.js';
-import { fleet } from './fleet-helpers.js';
+import { fleet, startWithOwner } from './fleet-helpers.js';
 
 const test = suite(`store faults under a running server (${process.env.MONGODB_URI ? 'mongodb' : 'embedded'})`);
 const faults = new FaultInjector();
@@ -38,24 +35,18 @@ function answered<T>(p: Promise<T>, what: string, ms = 15_000): Promise<T> {
   });
 }
 
-/** Opens a raw feed socket, sends the auth frame, and collects frames until the server closes it. */
-function feedAuthUntilClose(url: string, token: string): Promise<{ frames: any[]; code: number }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed');
-    const frames: any[] = [];
-    ws.on('open', () => ws.send(JSON.stringify({ type: 'auth', token })));
-    ws.on('message', (data) => frames.push(JSON.parse(data.toString())));
-    ws.on('close', (code) => resolve({ frames, code }));
-    ws.on('error', reject);
-  });
+/** Opens a feed socket, sends the auth frame, and collects frames until the server closes it. */
+async function feedAuthUntilClose(url: string, token: string): Promise<{ frames: any[]; code: number }> {
+  const c = new FeedClient(url);
+  await c.open();
+  c.send({ type: 'auth', token });
+  const { code } = await c.waitClosed(15_000);
+  return { frames: c.frames, code };
 }
 
 test.before(async () => {
   store = backend();
-  const keys = generateKeyPair();
-  s = await startServer({ STEWARD_OWNER_DID: keys.did, BODY_LIMIT_BYTES: String(32 * 1024 * 1024), ...store.env }, undefined, { wrapStore: faults.wrap });
-  owner = await ownerOf(s);
-  owner.keys = keys;
+  ({ s, owner } = await startWithOwner({ BODY_LIMIT_BYTES: String(32 * 1024 * 1024), ...store.env }, { wrapStore: faults.wrap }));
 });
 
 test.after.each(() => {

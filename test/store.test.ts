@@ -2,8 +2,7 @@
  * Store backends: the shared contract against the embedded store (always) and MongoDB (when
  * MONGODB_URI is set), plus backend-specific cases.
  */
-import { access, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { getHeapSnapshot } from 'node:v8';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -16,12 +15,12 @@ import { bsonDocumentSize } from '../src/store/bson-size.js';
 import { instrumentStore, openStore } from '../src/store/index.js';
 import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError, type Doc } from '../src/store/types.js';
 import { rejects, rejectsBulk, runStoreContract } from './store-contract.js';
-
-const tempDir = () => mkdtemp(join(tmpdir(), 'steward-store-'));
+import { backend, mongoUri } from './store-backend.js';
+import { tempDir } from './helpers.js';
 
 /** Runs `fn` with a fresh data directory, removed afterwards whatever happens. */
 async function inTempDir(fn: (dataDir: string) => Promise<void>): Promise<void> {
-  const dataDir = await tempDir();
+  const dataDir = await tempDir('steward-store-');
   try {
     await fn(dataDir);
   } finally {
@@ -30,7 +29,7 @@ async function inTempDir(fn: (dataDir: string) => Promise<void>): Promise<void> 
 }
 
 runStoreContract('embedded', async () => {
-  const dataDir = await tempDir();
+  const dataDir = await tempDir('steward-store-');
   return {
     store: await openEmbeddedStore({ dataDir }),
     reopen: () => openEmbeddedStore({ dataDir }),
@@ -41,7 +40,7 @@ runStoreContract('embedded', async () => {
 // The same contract with the datafiles compacted whenever they double: compactions run between
 // (and while) the contract's own operations.
 runStoreContract('embedded, compacting', async () => {
-  const dataDir = await tempDir();
+  const dataDir = await tempDir('steward-store-');
   return {
     store: await openEmbeddedStore({ dataDir, compactMinBytes: 1 }),
     reopen: () => openEmbeddedStore({ dataDir, compactMinBytes: 1 }),
@@ -49,21 +48,14 @@ runStoreContract('embedded, compacting', async () => {
   };
 });
 
-const mongoUri = process.env.MONGODB_URI;
 if (mongoUri) {
+  const uri = mongoUri;
   runStoreContract('mongodb', async () => {
-    const dbName = `steward_test_${Date.now()}_${nanoid(6).replace(/[^A-Za-z0-9]/g, 'x')}`;
+    const { dbName, drop } = backend();
     return {
-      store: await openMongoStore({ uri: mongoUri, dbName }),
-      reopen: () => openMongoStore({ uri: mongoUri, dbName }),
-      cleanup: async () => {
-        const client = new MongoClient(mongoUri);
-        try {
-          await client.db(dbName).dropDatabase();
-        } finally {
-          await client.close();
-        }
-      },
+      store: await openMongoStore({ uri, dbName: dbName! }),
+      reopen: () => openMongoStore({ uri, dbName: dbName! }),
+      cleanup: drop,
     };
   });
 }

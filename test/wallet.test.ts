@@ -6,7 +6,8 @@ import { walletQrText, parseClaimTarget } from '../src/domain/claims.js';
 import { hashToken } from '../src/services/sessions.js';
 import { http, startServer, tempDir, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { addWhoami, runCli, startSmtp, type CliResult } from './identity-helpers.js';
+import { addWhoami, startSmtp } from './identity-helpers.js';
+import { runCli, type CliResult } from './cli-process.js';
 
 const test = suite('steward wallet');
 let s: TestServer;

@@ -7,11 +7,10 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { generateKeyPair } from '../src/domain/did.js';
 import type { StewardAgent } from '../src/agent/index.js';
-import { startServer, type TestServer } from './helpers.js';
+import type { TestServer } from './helpers.js';
 import { ownerOf, type TestUser } from './fixtures.js';
-import { makeWorkspace, readyAgent, stopAll } from './fleet-helpers.js';
+import { makeWorkspace, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import { createWorkflow, ended, startRun, waitRun } from './workflows-helpers.js';
 import { backend, type Backend } from './store-backend.js';
 import { PREVIEW_CHARS } from '../src/domain/workflow/output-limit.js';
@@ -29,14 +28,11 @@ const output = (kib: number) => ({ blob: 'y'.repeat(kib * 1024) });
 
 test.before(async () => {
   store = backend();
-  const keys = generateKeyPair();
-  s = await startServer({
-    STEWARD_OWNER_DID: keys.did,
+  ({ s, owner } = await startWithOwner({
     WORKFLOW_STEP_OUTPUT_MAX_BYTES: String(STEP_MAX),
     WORKFLOW_RUN_OUTPUT_MAX_BYTES: String(RUN_MAX),
     ...store.env,
-  });
-  owner = await ownerOf(s);
+  }));
 });
 
 test.after(async () => {
