@@ -4,18 +4,13 @@
  * the checks every suite makes on what it printed.
  */
 import * as assert from 'uvu/assert';
-import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Ed25519KeyPair } from '../src/domain/did.js';
 import { tempDir } from './helpers.js';
-import { cliPath } from './identity-helpers.js';
+import { LONG, runCli, type CliResult } from './cli-process.js';
 
-export interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+export type { CliResult };
 
 export interface CliHome {
   home: string;
@@ -50,17 +45,7 @@ export async function cliHome(keys?: Ed25519KeyPair, opts: { xdg?: boolean } = {
 
 /** `steward <args>` as a child process with only this environment besides PATH and the Node options. */
 export function runSteward(args: string[], env: Record<string, string>): Promise<CliResult> {
-  const base: Record<string, string> = {};
-  for (const k of ['PATH', 'NODE_OPTIONS', 'TMPDIR', 'LANG']) if (process.env[k] !== undefined) base[k] = process.env[k]!;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runCli(args, env, LONG, { isolated: true });
 }
 
 /** Exit 0 and the JSON it printed. */

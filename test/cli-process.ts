@@ -29,9 +29,13 @@ export class StewardProcess {
   /** The server's address (`serve` only). */
   url = '';
 
-  /** Runs `steward <args>` with `env` over this process's environment. */
-  constructor(args: string[], env: Record<string, string> = {}) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /**
+   * Runs `steward <args>` with `env` over this process's environment, or — `isolated` — over only
+   * PATH, NODE_OPTIONS, TMPDIR and LANG (a person's own shell: no HOME or config of ours leaks in).
+   */
+  constructor(args: string[], env: Record<string, string> = {}, opts: { isolated?: boolean } = {}) {
+    const base = opts.isolated ? isolatedBase() : process.env;
+    this.child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => ((this.out += d), (this.all += d)));
     this.child.stderr!.on('data', (d) => ((this.err += d), (this.all += d)));
     this.exited = new Promise((resolve, reject) => {
@@ -84,9 +88,15 @@ export interface CliResult {
   stderr: string;
 }
 
+function isolatedBase(): Record<string, string> {
+  const base: Record<string, string> = {};
+  for (const k of ['PATH', 'NODE_OPTIONS', 'TMPDIR', 'LANG']) if (process.env[k] !== undefined) base[k] = process.env[k]!;
+  return base;
+}
+
 /** Runs `steward <args>` to completion (killed, with code null, if it hangs past `timeoutMs`). */
-export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = LONG): Promise<CliResult> {
-  const p = new StewardProcess(args, env);
+export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = LONG, opts: { isolated?: boolean } = {}): Promise<CliResult> {
+  const p = new StewardProcess(args, env, opts);
   const hang = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
   try {
     const code = await p.exited;
