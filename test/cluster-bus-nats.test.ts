@@ -91,13 +91,13 @@ test('credentials in the server URL are used, and never appear in errors', async
   await good.flush();
   assert.is(await good.request('steward.t.auth', null, { timeoutMs: 10_000 }), 'ok');
   for (const url of [`nats://steward:wrong-pass@127.0.0.1:${srv.port}`, `nats://127.0.0.1:${srv.port}`]) {
-    const err = await connectNatsBus({ servers: [url], log, connectTimeoutMs: 5000 }).then(
+    const err = (await connectNatsBus({ servers: [url], log, connectTimeoutMs: 5000 }).then(
       (b) => {
         buses.push(b);
         return assert.unreachable(`connected with ${redactNatsUrl(url)}`);
       },
-      (e: unknown) => e as Error,
-    );
+      (e: unknown) => e,
+    )) as Error;
     assert.instance(err, BusUnavailableError);
     assert.not.match(err.message, /s3cret|wrong-pass/);
   }
@@ -106,10 +106,10 @@ test('credentials in the server URL are used, and never appear in errors', async
 test('no server: connecting fails with BusUnavailableError naming the address', async () => {
   const srv = await server();
   await srv.stop();
-  const err = await connectNatsBus({ servers: [`nats://127.0.0.1:${srv.port}`], log, connectTimeoutMs: 5000 }).then(
+  const err = (await connectNatsBus({ servers: [`nats://127.0.0.1:${srv.port}`], log, connectTimeoutMs: 5000 }).then(
     () => assert.unreachable('connected to nothing'),
-    (e: unknown) => e as Error,
-  );
+    (e: unknown) => e,
+  )) as Error;
   assert.instance(err, BusUnavailableError);
   assert.match(err.message, new RegExp(`127\\.0\\.0\\.1:${srv.port}`));
 });
