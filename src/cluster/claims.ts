@@ -107,7 +107,7 @@ export class NamedLease {
   private readonly lostListeners = new Set<(epoch: number, reason: LeaseLossReason) => void>();
 
   constructor(private readonly options: NamedLeaseOptions) {
-    if (!(options.marginMs >= 0 && options.marginMs < options.leaseMs / 2)) throw new Error('the lease margin must be below half the lease');
+    if (!(options.marginMs >= 0 && options.marginMs * 3 < options.leaseMs)) throw new Error('the lease margin must be below a third of the lease');
     this.clock = options.clock ?? systemClock;
     this.id = `lease:${options.name}`;
   }

@@ -56,7 +56,7 @@ export class Membership {
   private readonly evictedListeners = new Set<() => void>();
 
   constructor(private readonly options: MembershipOptions) {
-    if (!(options.marginMs >= 0 && options.marginMs < options.leaseMs / 2)) throw new Error('the lease margin must be below half the lease');
+    if (!(options.marginMs >= 0 && options.marginMs * 3 < options.leaseMs)) throw new Error('the lease margin must be below a third of the lease');
     this.nodeId = options.nodeId;
     this.clock = options.clock ?? systemClock;
   }

@@ -119,7 +119,7 @@ export class ShardManager {
 
   constructor(private readonly options: ShardManagerOptions) {
     if (!Number.isInteger(options.shardCount) || options.shardCount < 1) throw new Error('shardCount must be a positive integer');
-    if (!(options.marginMs >= 0 && options.marginMs < options.leaseMs / 2)) throw new Error('the lease margin must be below half the lease');
+    if (!(options.marginMs >= 0 && options.marginMs * 3 < options.leaseMs)) throw new Error('the lease margin must be below a third of the lease');
     this.clock = options.clock ?? systemClock;
     this.nodeId = options.membership.nodeId;
     this.releasePerTick = options.releasePerTick ?? Math.ceil(options.shardCount / 64);
