@@ -200,6 +200,19 @@ for (const target of storeTargets()) {
     }
   });
 
+  s('nodes starting together race for the same shards: each shard gets one owner, the one the store names', async () => {
+    const racers = ['node-a', 'node-b', 'node-c', 'node-d'].map((id) => makeNode(id, { shardCount: 64 }));
+    await Promise.all(racers.map((n) => n.membership.start()));
+    // Every node sees four live nodes and all 64 shards free, and picks at random among them.
+    await Promise.all(racers.map((n) => n.shards.start()));
+    assertSingleOwners();
+    await converge(64);
+    const docs = (await collections(store).clusterShards.find({ shard: { $gte: 0 } })) as ClusterShardDoc[];
+    for (const d of docs) assert.is(d.owner, racers.find((n) => n.shards.isOwner(d.shard))?.id, `shard ${d.shard}`);
+    const acquired = racers.flatMap((n) => n.events.filter((e) => e.type === 'acquired'));
+    assert.is(new Set(acquired.map((e) => e.epoch)).size, acquired.length, 'one epoch per takeover');
+  });
+
   s('a node stopped abruptly (no release) has its shards taken over once its lease ran out, under higher epochs', async () => {
     const [a, b, c] = [await startNode('node-a'), await startNode('node-b'), await startNode('node-c')];
     await converge(64);
