@@ -321,7 +321,9 @@ export class ShardManager {
       if (!taken) return; // another node was first
       if (!this.running) {
         // Stopping meanwhile: give it back rather than leave it to its lease.
-        await col.updateOne({ _id: d._id, owner: this.nodeId, epoch }, { $set: { owner: null, leaseUntil: EPOCH_ISO } }).catch(() => undefined);
+        await col
+          .updateOne({ _id: d._id, owner: this.nodeId, epoch }, { $set: { owner: null, leaseUntil: EPOCH_ISO } })
+          .catch((err: unknown) => this.options.log.warn({ err, shard: d.shard }, 'giving a shard back failed; its lease will run out instead'));
         return;
       }
       // The earliest deadline of what is owned stays the deadline of all of it.
