@@ -6,6 +6,7 @@
  * test checks that the two agree.
  */
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { RateRule, RateRules } from './http/rate-limit.js';
 
@@ -70,6 +71,22 @@ const addressList = z
   .transform((text) => text.split(',').map((e) => e.trim()).filter((e) => e !== ''))
   .refine((list) => list.every(isAddressOrSubnet), { message: 'expected IP addresses or CIDR subnets separated by commas (10.0.0.5, 10.1.0.0/16, fd00::/8)' });
 
+const natsUrls = z
+  .string()
+  .transform((text) => text.split(',').map((e) => e.trim()).filter((e) => e !== ''))
+  .refine((list) => list.length > 0 && list.every((u) => /^(nats|tls):\/\/[^/?#\s]+$/i.test(u)), {
+    message: 'expected nats:// or tls:// URLs (host:port, optionally user:password@ or token@) separated by commas',
+  });
+
+const SAFE_TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+const safeToken = z.string().regex(SAFE_TOKEN, { message: 'expected 1 to 64 letters, digits, "-" or "_"' });
+
+/** The default node id: the host name, in the characters a node id may hold. */
+export function defaultNodeId(host: string = hostname()): string {
+  const id = host.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 64);
+  return id === '' ? 'node' : id;
+}
+
 interface VariableSpec {
   schema: z.ZodType;
   default?: string;
@@ -116,6 +133,38 @@ export const VARIABLES = {
     description:
       'Key (32 bytes, hex or base64) that encrypts secrets at rest with AES-256-GCM. Required with MongoDB; in embedded mode a key is generated once into DATA_DIR/secret.key (mode 0600) when unset.',
     defaultText: 'generated (embedded only)',
+  },
+  NATS_URL: {
+    schema: natsUrls,
+    description:
+      'Cluster mode: the NATS server(s) the nodes route work over, `nats://host:4222` (several separated by commas; credentials as `nats://user:password@host:4222` or `nats://token@host:4222`, never logged). Needs MONGODB_URI. Unset: one process with an in-process bus. Not used by the server yet: these settings are checked, and each process still runs as a single node (docs/cluster.md).',
+    defaultText: 'unset (single node)',
+  },
+  STEWARD_NODE_ID: {
+    schema: safeToken,
+    description: 'Cluster mode: this node\'s id, unique in the cluster (a second process with a live node\'s id is refused).',
+    defaultText: 'the host name',
+  },
+  CLUSTER_NAME: {
+    schema: safeToken,
+    default: 'main',
+    description: 'Cluster mode: the name in every NATS subject of the cluster (`steward.<name>.…`), so several clusters can share one NATS.',
+  },
+  CLUSTER_SHARDS: {
+    schema: int(1, 65536),
+    default: '1024',
+    description: 'Cluster mode: virtual shards actors are placed on by a hash of their id; the same on every node (a node with another count takes no shards). Change it only with every node stopped.',
+  },
+  CLUSTER_LEASE_MS: {
+    schema: int(3000, 600_000),
+    default: '15000',
+    description: 'Cluster mode: lease of a node\'s membership and of its shards, renewed every third of it; a node that stops renewing has its shards taken over after this long.',
+  },
+  CLUSTER_LEASE_MARGIN_MS: {
+    schema: int(0, 200_000),
+    default: '3000',
+    description:
+      'Cluster mode: a node stops acting as owner of its shards this long before their lease ends by its own clock, so clocks of different nodes may differ by up to about this much. Below a third of CLUSTER_LEASE_MS.',
   },
   LOG_LEVEL: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
@@ -416,6 +465,8 @@ export interface Config {
   mongodbDb?: string;
   storeCompactMinBytes: number;
   secretKey?: Buffer;
+  /** Set in cluster mode (NATS_URL), which also has mongodbUri. */
+  cluster?: ClusterConfig;
   logLevel: Parsed['LOG_LEVEL'];
   bodyLimitBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses and CIDR subnets); empty: none. */
@@ -473,6 +524,15 @@ export interface Config {
   workflowRunOutputMaxBytes: number;
 }
 
+export interface ClusterConfig {
+  natsServers: string[];
+  nodeId: string;
+  name: string;
+  shards: number;
+  leaseMs: number;
+  leaseMarginMs: number;
+}
+
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
     super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
@@ -505,6 +565,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (problems.length === 0 && out.MONGODB_URI && !out.STEWARD_SECRET_KEY) {
     problems.push('STEWARD_SECRET_KEY: required when MONGODB_URI is set (the key must not sit beside the data it protects)');
   }
+  if (out.NATS_URL && !out.MONGODB_URI) {
+    problems.push(
+      'NATS_URL: cluster mode needs MONGODB_URI as well: the nodes share their documents, shard ownership and leases through MongoDB, and the embedded store belongs to one process',
+    );
+  }
+  if (typeof out.CLUSTER_LEASE_MS === 'number' && typeof out.CLUSTER_LEASE_MARGIN_MS === 'number' && out.CLUSTER_LEASE_MARGIN_MS * 3 >= out.CLUSTER_LEASE_MS) {
+    problems.push(`CLUSTER_LEASE_MARGIN_MS=${out.CLUSTER_LEASE_MARGIN_MS}: must be below a third of CLUSTER_LEASE_MS (${out.CLUSTER_LEASE_MS}), so a node survives one failed renewal`);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   const p = out as Parsed;
   return {
@@ -517,6 +585,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mongodbDb: p.MONGODB_DB,
     storeCompactMinBytes: p.STORE_COMPACT_MIN_MB * 1024 * 1024,
     secretKey: p.STEWARD_SECRET_KEY ? (decodeSecretKey(p.STEWARD_SECRET_KEY) ?? undefined) : undefined,
+    cluster: p.NATS_URL
+      ? {
+          natsServers: p.NATS_URL,
+          nodeId: p.STEWARD_NODE_ID ?? defaultNodeId(),
+          name: p.CLUSTER_NAME,
+          shards: p.CLUSTER_SHARDS,
+          leaseMs: p.CLUSTER_LEASE_MS,
+          leaseMarginMs: p.CLUSTER_LEASE_MARGIN_MS,
+        }
+      : undefined,
     logLevel: p.LOG_LEVEL,
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
     trustedProxies: p.TRUSTED_PROXIES ?? [],
@@ -575,7 +653,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 }
 
 function redactIfSecret(name: string, value: string): string {
-  return /SECRET|KEY|TOKEN|PASSWORD|SMTP_URL|MONGODB_URI/.test(name) ? '<redacted>' : value;
+  return /SECRET|KEY|TOKEN|PASSWORD|SMTP_URL|MONGODB_URI|NATS_URL/.test(name) ? '<redacted>' : value;
 }
 
 /** The Markdown table of every variable, as it appears in README.md and docs/configuration.md. */

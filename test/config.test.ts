@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readFileSync } from 'node:fs';
-import { ConfigError, configTable, loadConfig } from '../src/config.js';
+import { ConfigError, configTable, defaultNodeId, loadConfig } from '../src/config.js';
 import { tempDir } from './helpers.js';
 import { runCli } from './cli-process.js';
 
@@ -108,6 +108,61 @@ test('the server refuses to start on the uWS JavaScript fallback unless allowed'
   assert.is(r.code, 1);
   assert.match(r.stderr, /refusing to start on the slow JavaScript fallback/);
   assert.match(r.stderr, /STEWARD_ALLOW_UWS_FALLBACK=1/);
+});
+
+const CLUSTER_BASE = { MONGODB_URI: 'mongodb://db.internal/steward', STEWARD_SECRET_KEY: 'ab'.repeat(32) };
+
+test('cluster mode: NATS_URL with MongoDB gives the cluster settings, with their defaults', () => {
+  assert.is(loadConfig({}).cluster, undefined, 'no NATS_URL: a single node');
+  assert.is(loadConfig(CLUSTER_BASE).cluster, undefined);
+  const c = loadConfig({ ...CLUSTER_BASE, NATS_URL: 'nats://n1:4222, nats://user:pw@n2:4222' }).cluster!;
+  assert.equal(c, { natsServers: ['nats://n1:4222', 'nats://user:pw@n2:4222'], nodeId: defaultNodeId(), name: 'main', shards: 1024, leaseMs: 15_000, leaseMarginMs: 3000 });
+  const d = loadConfig({
+    ...CLUSTER_BASE,
+    NATS_URL: 'tls://token@nats.internal:4443',
+    STEWARD_NODE_ID: 'eu-1_a',
+    CLUSTER_NAME: 'prod',
+    CLUSTER_SHARDS: '256',
+    CLUSTER_LEASE_MS: '30000',
+    CLUSTER_LEASE_MARGIN_MS: '5000',
+  }).cluster!;
+  assert.equal(d, { natsServers: ['tls://token@nats.internal:4443'], nodeId: 'eu-1_a', name: 'prod', shards: 256, leaseMs: 30_000, leaseMarginMs: 5000 });
+  assert.is(defaultNodeId('web-3.eu.example.com'), 'web-3-eu-example-com');
+  assert.is(defaultNodeId(''), 'node');
+  assert.is(defaultNodeId('x'.repeat(80)).length, 64);
+});
+
+test('cluster mode refuses the embedded store, and bad cluster settings, naming what to do', () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ NATS_URL: 'nats://n1:4222' }, /NATS_URL: cluster mode needs MONGODB_URI as well/],
+    [{ ...CLUSTER_BASE, NATS_URL: 'http://user:secret-pw@n1:4222' }, /NATS_URL="<redacted>": expected nats:\/\/ or tls:\/\/ URLs/],
+    [{ ...CLUSTER_BASE, NATS_URL: ' , ' }, /NATS_URL="<redacted>"/],
+    [{ ...CLUSTER_BASE, NATS_URL: 'nats://n1', STEWARD_NODE_ID: 'node.1' }, /STEWARD_NODE_ID="node.1": expected 1 to 64 letters/],
+    [{ ...CLUSTER_BASE, NATS_URL: 'nats://n1', CLUSTER_NAME: 'a b' }, /CLUSTER_NAME="a b"/],
+    [{ ...CLUSTER_BASE, NATS_URL: 'nats://n1', CLUSTER_SHARDS: '0' }, /CLUSTER_SHARDS="0": must be at least 1/],
+    [{ ...CLUSTER_BASE, NATS_URL: 'nats://n1', CLUSTER_LEASE_MS: '15000', CLUSTER_LEASE_MARGIN_MS: '5000' }, /CLUSTER_LEASE_MARGIN_MS=5000: must be below a third of CLUSTER_LEASE_MS/],
+  ];
+  for (const [env, re] of cases) {
+    try {
+      loadConfig(env);
+      assert.unreachable(`accepted ${JSON.stringify(env)}`);
+    } catch (err) {
+      assert.instance(err, ConfigError);
+      assert.match((err as Error).message, re);
+      assert.not.match((err as Error).message, /secret-pw/);
+    }
+  }
+});
+
+test('a start in cluster mode on the embedded store is refused with exit code 1 and says why', async () => {
+  const dataDir = await tempDir();
+  const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, NATS_URL: 'nats://127.0.0.1:4222', MONGODB_URI: '' },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  assert.is(r.status, 1);
+  assert.match(r.stderr, /NATS_URL: cluster mode needs MONGODB_URI as well/);
 });
 
 test('README carries the generated configuration table', () => {

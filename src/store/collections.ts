@@ -5,6 +5,7 @@
  */
 import type { Collection, Store } from './types.js';
 import type { GlobalRole } from '../domain/principal.js';
+import type { ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from '../cluster/docs.js';
 
 export type WorkspaceRole = 'member' | 'operator' | 'manager' | 'admin' | 'owner';
 export const WORKSPACE_ROLES: readonly WorkspaceRole[] = ['member', 'operator', 'manager', 'admin', 'owner'];
@@ -575,6 +576,10 @@ export interface Collections {
   workflows: Collection<WorkflowDoc>;
   workflowRuns: Collection<WorkflowRunDoc>;
   workflowSchedules: Collection<WorkflowScheduleDoc>;
+  /** Cluster mode (src/cluster/docs.ts). */
+  clusterNodes: Collection<ClusterNodeDoc>;
+  clusterShards: Collection<ClusterShardDoc | EpochCounterDoc>;
+  clusterClaims: Collection<ClusterClaimDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -611,6 +616,9 @@ export function collections(store: Store): Collections {
     workflows: store.collection('workflows'),
     workflowRuns: store.collection('workflow_runs'),
     workflowSchedules: store.collection('workflow_schedules'),
+    clusterNodes: store.collection('cluster_nodes'),
+    clusterShards: store.collection('cluster_shards'),
+    clusterClaims: store.collection('cluster_claims'),
   };
 }
 
@@ -659,5 +667,15 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
+  ]);
+}
+
+/** The indexes of the cluster collections, made only in cluster mode (a single node never uses them). */
+export async function ensureClusterIndexes(c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims'>): Promise<void> {
+  await Promise.all([
+    c.clusterNodes.createIndex({ fields: { leaseUntil: 1 } }),
+    c.clusterShards.createIndex({ fields: { owner: 1 } }),
+    c.clusterShards.createIndex({ fields: { leaseUntil: 1 } }),
+    c.clusterClaims.createIndex({ fields: { expiresAt: 1 } }),
   ]);
 }

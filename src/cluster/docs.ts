@@ -1,0 +1,65 @@
+/**
+ * The stored documents of cluster mode: nodes (`cluster_nodes`), shard ownership and the epoch
+ * counter (`cluster_shards`), and once-only claims (`cluster_claims`). Timestamps are ISO 8601
+ * strings, compared as strings (they sort as they compare), as everywhere in the store.
+ */
+
+/** A node of the cluster, alive while `leaseUntil` is ahead (src/cluster/membership.ts). */
+export interface ClusterNodeDoc {
+  _id: string; // the node id (STEWARD_NODE_ID)
+  /** Random per process start: two processes with one node id are told apart (and the second refused). */
+  incarnation: string;
+  startedAt: string;
+  renewedAt: string;
+  leaseUntil: string;
+  /** The shard count the node runs with; nodes that disagree do not take shards. */
+  shards: number;
+  /** What operators see of the node (version, host); never read by the cluster logic. */
+  meta: Record<string, string>;
+}
+
+/** One virtual shard: who owns it, under which epoch, until when (src/cluster/shards.ts). */
+export interface ClusterShardDoc {
+  _id: string; // `shard:<n>`
+  shard: number;
+  /** Node id of the owner; null when released or never taken. */
+  owner: string | null;
+  /** Fencing token of the current ownership: from the cluster-wide counter, higher at every takeover. */
+  epoch: number;
+  leaseUntil: string;
+  acquiredAt: string | null;
+}
+
+/** The cluster-wide epoch counter, `_id` EPOCH_COUNTER_ID, in `cluster_shards`. */
+export interface EpochCounterDoc {
+  _id: string;
+  /** The highest epoch handed out. */
+  next: number;
+}
+
+export const EPOCH_COUNTER_ID = 'epochs';
+
+/** A cron firing claimed by one node (src/cluster/claims.ts). */
+export interface FiringClaimDoc {
+  _id: string; // `fire:<scheduleId>@<fireTime>`
+  kind: 'fire';
+  scheduleId: string;
+  fireTime: string;
+  owner: string;
+  claimedAt: string;
+  /** When the claim may be swept (long after the firing). */
+  expiresAt: string;
+}
+
+/** A named lease (e.g. the token roll-up): one holder at a time, taken over once expired. */
+export interface LeaseDoc {
+  _id: string; // `lease:<name>`
+  kind: 'lease';
+  owner: string | null;
+  /** Higher at every change of holder: a fencing token for what the holder writes. */
+  epoch: number;
+  leaseUntil: string;
+  acquiredAt: string | null;
+}
+
+export type ClusterClaimDoc = FiringClaimDoc | LeaseDoc;
