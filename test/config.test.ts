@@ -156,12 +156,8 @@ test('cluster mode refuses the embedded store, and bad cluster settings, naming 
 
 test('a start in cluster mode on the embedded store is refused with exit code 1 and says why', async () => {
   const dataDir = await tempDir();
-  const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, NATS_URL: 'nats://127.0.0.1:4222', MONGODB_URI: '' },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-  assert.is(r.status, 1);
+  const r = await runCli(['serve'], { PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, NATS_URL: 'nats://127.0.0.1:4222', MONGODB_URI: '' }, 30_000);
+  assert.is(r.code, 1);
   assert.match(r.stderr, /NATS_URL: cluster mode needs MONGODB_URI as well/);
 });
 
