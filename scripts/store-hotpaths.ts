@@ -3,8 +3,9 @@
  * token-totals documents (an agent's DID as `_id`, nested counters, timestamps) inserted one by
  * one, read by `_id`, read by an indexed field, incremented by `bulkUpdate` (the in-place path),
  * given a new nested field by `bulkUpdate` (the merge path), and compacted. Each phase runs
- * ROUNDS times for its median time, then twice under V8's sampling heap profiler (collected objects
- * included) for the bytes it allocates per operation (the lower of the two).
+ * ROUNDS times for its median time (wall clock, and the process's CPU time), then twice under
+ * V8's sampling heap profiler (collected objects included) for the bytes it allocates per
+ * operation (the lower of the two).
  *
  * Usage: node --expose-gc --import tsx scripts/store-hotpaths.ts [agents] [rounds]
  */
@@ -73,23 +74,28 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 /** ROUNDS timed runs, then two under the allocation profiler (which slows them); `before` prepares each. */
 async function phase(name: string, ops: number, run: (round: number) => Promise<void>, before?: (round: number) => Promise<void>): Promise<void> {
   const times: number[] = [];
+  const cpu: number[] = [];
   const bytes: number[] = [];
   let round = 0;
   for (; round < ROUNDS; round++) {
     await before?.(round);
     gc!();
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     await run(round);
     times.push(performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1000);
   }
   for (const end = round + 2; round < end; round++) {
     await before?.(round);
     bytes.push(await allocated(() => run(round)));
   }
   const ms = median(times);
+  const cpuMs = median(cpu);
   const perOp = Math.min(...bytes) / ops;
   console.log(
-    `${name.padEnd(36)} ${ms.toFixed(1).padStart(8)} ms ${((ms * 1000) / ops).toFixed(2).padStart(9)} µs/op ${perOp.toFixed(0).padStart(8)} B/op  (ms: ${times.map((t) => t.toFixed(0)).join(', ')})`,
+    `${name.padEnd(36)} ${ms.toFixed(1).padStart(8)} ms ${((ms * 1000) / ops).toFixed(2).padStart(9)} µs/op ${((cpuMs * 1000) / ops).toFixed(2).padStart(9)} µs CPU/op ${perOp.toFixed(0).padStart(8)} B/op  (ms: ${times.map((t) => t.toFixed(0)).join(', ')})`,
   );
 }
 
