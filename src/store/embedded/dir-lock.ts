@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { StoreUnavailableError } from './types.js';
+import { StoreUnavailableError } from '../types.js';
 
 export const LOCK_FILE = 'steward.lock';
 

@@ -16,7 +16,7 @@
  * `toJSON` method (a Date) is written as `JSON.stringify` writes it. test/json-lines.test.ts
  * compares the two on random and chosen values.
  */
-import { writeDigits } from '../domain/decimal.js';
+import { writeDigits } from '../../domain/decimal.js';
 
 /** Characters a JSON string must escape, and every surrogate (a lone one is escaped): such a string takes the slower path. */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
