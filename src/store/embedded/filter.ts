@@ -57,29 +57,22 @@ function matchesComparison(values: unknown[], operand: unknown, op: ComparisonOp
 }
 
 function buildRegex(source: unknown, options: unknown): RegExp {
-  if (options !== undefined && typeof options !== 'string') throw new InvalidQueryError('$options has to be a string');
-  let src: string;
-  let flags: string;
-  if (source instanceof RegExp) {
-    src = source.source;
-    flags = options ?? source.flags.replace(/[^ims]/g, ''); // drop g/y: they make test() stateful
-  } else if (typeof source === 'string') {
-    src = source;
-    flags = options ?? '';
-  } else {
-    throw new InvalidQueryError('$regex has to be a string');
-  }
-  for (const f of flags) {
-    if (!'ims'.includes(f)) throw new InvalidQueryError(`unsupported regex option "${f}"`);
-  }
+  if (typeof source !== 'string') throw new InvalidQueryError('$regex has to be a string');
+  if (options !== undefined && options !== '' && options !== 'i') throw new InvalidQueryError('$options has to be "i" or ""');
   try {
-    return new RegExp(src, [...new Set(flags)].join(''));
+    return new RegExp(source, options ?? '');
   } catch (err) {
-    throw new InvalidQueryError(`invalid regular expression /${src}/: ${(err as Error).message}`, { cause: err });
+    throw new InvalidQueryError(`invalid regular expression /${source}/: ${(err as Error).message}`, { cause: err });
   }
 }
 
-const LOGICAL_OPERATORS = new Set(['$and', '$or', '$nor']);
+/** A value a filter compares with, copied; a RegExp is refused (a pattern is given as `$regex`). */
+export function operand(v: unknown): unknown {
+  if (v instanceof RegExp) throw new InvalidQueryError('a regular expression is given as {$regex: "<pattern>"}');
+  return cloneValue(v);
+}
+
+const LOGICAL_OPERATORS = new Set(['$and', '$or']);
 
 function firstKey(v: Obj): string | undefined {
   return Object.keys(v).find((k) => v[k] !== undefined);
@@ -109,8 +102,7 @@ export function compileFilter(filter: unknown): DocPredicate {
       if (!Array.isArray(cond) || cond.length === 0) throw new InvalidQueryError(`${key} must be a nonempty array`);
       const subs = cond.map((c) => compileFilter(c));
       if (key === '$and') preds.push((d) => subs.every((p) => p(d)));
-      else if (key === '$or') preds.push((d) => subs.some((p) => p(d)));
-      else preds.push((d) => !subs.some((p) => p(d)));
+      else preds.push((d) => subs.some((p) => p(d)));
     } else {
       const parts = splitPath(key);
       const test = compileCondition(cond);
@@ -123,12 +115,8 @@ export function compileFilter(filter: unknown): DocPredicate {
 }
 
 export function compileCondition(cond: unknown): ValuesPredicate {
-  if (cond instanceof RegExp) {
-    const re = buildRegex(cond, undefined);
-    return (values) => matchesRegex(values, re);
-  }
   if (isOperatorObject(cond)) return compileOperators(cond);
-  const expected = cloneValue(cond);
+  const expected = operand(cond);
   return (values) => matchesEquality(values, expected);
 }
 
@@ -141,7 +129,7 @@ function compileOperators(cond: Obj): ValuesPredicate {
     switch (op) {
       case '$eq':
       case '$ne': {
-        const expected = cloneValue(arg);
+        const expected = operand(arg);
         preds.push(op === '$eq' ? (vs) => matchesEquality(vs, expected) : (vs) => !matchesEquality(vs, expected));
         break;
       }
@@ -149,12 +137,8 @@ function compileOperators(cond: Obj): ValuesPredicate {
       case '$nin': {
         if (!Array.isArray(arg)) throw new InvalidQueryError(`${op} needs an array`);
         const tests = arg.map((v): ValuesPredicate => {
-          if (v instanceof RegExp) {
-            const re = buildRegex(v, undefined);
-            return (vs) => matchesRegex(vs, re);
-          }
           if (isOperatorObject(v)) throw new InvalidQueryError(`cannot nest $ under ${op}`);
-          const expected = cloneValue(v);
+          const expected = operand(v);
           return (vs) => matchesEquality(vs, expected);
         });
         const any: ValuesPredicate = (vs) => tests.some((t) => t(vs));
@@ -170,8 +154,8 @@ function compileOperators(cond: Obj): ValuesPredicate {
       case '$lte':
       case '$gt':
       case '$gte': {
-        const operand = cloneValue(arg);
-        preds.push((vs) => matchesComparison(vs, operand, op));
+        const bound = operand(arg);
+        preds.push((vs) => matchesComparison(vs, bound, op));
         break;
       }
       case '$regex':
@@ -183,7 +167,6 @@ function compileOperators(cond: Obj): ValuesPredicate {
       case '$all': {
         if (!Array.isArray(arg)) throw new InvalidQueryError('$all needs an array');
         const tests = arg.map((v): ValuesPredicate => {
-          if (isPlainObject(v) && Object.hasOwn(v, '$elemMatch')) return compileOperators({ $elemMatch: v.$elemMatch });
           if (isOperatorObject(v)) throw new InvalidQueryError('no $ expressions in $all');
           return compileCondition(v);
         });
@@ -204,21 +187,6 @@ function compileOperators(cond: Obj): ValuesPredicate {
           elementTest = (el) => isPlainObject(el) && p(el);
         }
         preds.push((vs) => vs.some((x) => Array.isArray(x) && x.some(elementTest)));
-        break;
-      }
-      case '$size': {
-        if (typeof arg !== 'number' || !Number.isInteger(arg) || arg < 0) {
-          throw new InvalidQueryError('$size needs a non-negative integer');
-        }
-        preds.push((vs) => vs.some((x) => Array.isArray(x) && x.length === arg));
-        break;
-      }
-      case '$not': {
-        let inner: ValuesPredicate;
-        if (arg instanceof RegExp) inner = compileCondition(arg);
-        else if (isOperatorObject(arg)) inner = compileOperators(arg);
-        else throw new InvalidQueryError('$not needs a regex or a document of operators');
-        preds.push((vs) => !inner(vs));
         break;
       }
       default:
@@ -324,7 +292,7 @@ export function collectEqualities(filter: Obj, out: Array<[string, unknown]>): v
       for (const sub of cond) if (isPlainObject(sub)) collectEqualities(sub, out);
     } else if (key === '$or' && Array.isArray(cond) && cond.length === 1 && isPlainObject(cond[0])) {
       collectEqualities(cond[0], out);
-    } else if (key.startsWith('$') || cond instanceof RegExp) {
+    } else if (key.startsWith('$')) {
       continue;
     } else if (isOperatorObject(cond)) {
       if (Object.hasOwn(cond, '$eq')) out.push([key, cond.$eq]);

@@ -3,11 +3,10 @@
  * documents an insert or an upsert stores.
  */
 import { nanoid } from 'nanoid';
-import { InvalidQueryError, type Filter, type SortSpec } from '../types.js';
-import { collectEqualities, compileCondition, compileFilter, isElementCondition } from './filter.js';
+import { InvalidQueryError, type Filter } from '../types.js';
+import { collectEqualities, compileCondition, compileFilter, isElementCondition, operand } from './filter.js';
 import { comparePaths, getPath, isArrayIndex, isPathPrefix, splitPath, splitUpdatePath } from './paths.js';
-import { compileSort, type SortFn } from './sort-projection.js';
-import { cloneStored, cloneValue, compareValues, describe, isPlainObject, own, valuesEqual, type Obj, type StoredDoc } from './values.js';
+import { cloneStored, cloneValue, describe, isPlainObject, own, valuesEqual, type Obj, type StoredDoc } from './values.js';
 
 /**
  * The child at `key` of `parent`, made private to the update being built: an object or array the
@@ -94,19 +93,13 @@ function unsetPath(doc: Obj, parts: readonly string[], fresh?: Set<object>): voi
 type UpdateOperator = '$set' | '$unset' | '$inc' | '$push' | '$pull' | '$addToSet' | '$setOnInsert';
 const UPDATE_OPERATORS = new Set<string>(['$set', '$unset', '$inc', '$push', '$pull', '$addToSet', '$setOnInsert']);
 
-interface PushSpec {
-  each: unknown[];
-  position?: number;
-  slice?: number;
-  sort?: SortFn | 1 | -1;
-}
-
 interface UpdateStep {
   op: UpdateOperator;
   path: string;
   parts: readonly string[];
   value: unknown;
-  push?: PushSpec;
+  /** The values `$push` or `$addToSet` adds. */
+  each?: unknown[];
   pull?: (el: unknown) => boolean;
 }
 
@@ -133,7 +126,7 @@ export function compileUpdate(update: unknown): UpdatePlan {
       if (op === '$inc' && typeof raw !== 'number') {
         throw new InvalidQueryError(`Cannot increment with non-numeric argument: {${path}: ${describe(raw)}}`);
       }
-      if (op === '$push' || op === '$addToSet') step.push = compileEach(op, step.value);
+      if (op === '$push' || op === '$addToSet') step.each = valuesToAdd(op, step.value);
       if (op === '$pull') step.pull = compilePullMatcher(raw);
       steps.push(step);
     }
@@ -157,33 +150,12 @@ export function compileUpdate(update: unknown): UpdatePlan {
   return { steps };
 }
 
-function compileEach(op: '$push' | '$addToSet', value: unknown): PushSpec {
-  if (!isPlainObject(value) || !Object.hasOwn(value, '$each')) return { each: [value] };
-  const spec: PushSpec = { each: [] };
-  for (const [mod, arg] of Object.entries(value)) {
-    switch (mod) {
-      case '$each':
-        if (!Array.isArray(arg)) throw new InvalidQueryError('$each requires an array value');
-        spec.each = arg;
-        break;
-      case '$position':
-      case '$slice':
-        if (op !== '$push') throw new InvalidQueryError(`${mod} is only valid with $push`);
-        if (typeof arg !== 'number' || !Number.isInteger(arg)) throw new InvalidQueryError(`${mod} must be an integer`);
-        if (mod === '$position') spec.position = arg;
-        else spec.slice = arg;
-        break;
-      case '$sort':
-        if (op !== '$push') throw new InvalidQueryError('$sort is only valid with $push');
-        if (arg === 1 || arg === -1) spec.sort = arg;
-        else if (isPlainObject(arg)) spec.sort = compileSort(arg as SortSpec);
-        else throw new InvalidQueryError('$sort must be 1, -1 or a sort document');
-        break;
-      default:
-        throw new InvalidQueryError(`unrecognized ${op} modifier: ${mod}`);
-    }
-  }
-  return spec;
+/** What `$push` or `$addToSet` adds: the value, or the values of `{$each: [...]}` (its one modifier). */
+function valuesToAdd(op: '$push' | '$addToSet', value: unknown): unknown[] {
+  if (!isPlainObject(value) || !Object.hasOwn(value, '$each')) return [value];
+  for (const mod of Object.keys(value)) if (mod !== '$each') throw new InvalidQueryError(`unrecognized ${op} modifier: ${mod}`);
+  if (!Array.isArray(value.$each)) throw new InvalidQueryError('$each requires an array value');
+  return value.$each;
 }
 
 /**
@@ -192,7 +164,7 @@ function compileEach(op: '$push' | '$addToSet', value: unknown): PushSpec {
  * condition on each element; anything else is removed by equality.
  */
 function compilePullMatcher(cond: unknown): (el: unknown) => boolean {
-  if (cond instanceof RegExp || (isPlainObject(cond) && isElementCondition(cond))) {
+  if (isPlainObject(cond) && isElementCondition(cond)) {
     const p = compileCondition(cond);
     return (el) => p([el]);
   }
@@ -200,7 +172,7 @@ function compilePullMatcher(cond: unknown): (el: unknown) => boolean {
     const p = compileFilter(cond);
     return (el) => isPlainObject(el) && p(el);
   }
-  const expected = cloneValue(cond);
+  const expected = operand(cond);
   return (el) => valuesEqual(el, expected);
 }
 
@@ -246,27 +218,14 @@ export function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj 
         break;
       }
       case '$push': {
-        const spec = step.push!;
-        let arr = [...(arrayAt(out, step) ?? [])];
-        const each = spec.each.map((e) => cloneValue(e));
-        if (spec.position === undefined) arr.push(...each);
-        else {
-          const pos = spec.position < 0 ? Math.max(0, arr.length + spec.position) : Math.min(spec.position, arr.length);
-          arr.splice(pos, 0, ...each);
-        }
-        if (spec.sort === 1 || spec.sort === -1) {
-          const dir = spec.sort;
-          arr.sort((a, b) => compareValues(a, b) * dir);
-        } else if (spec.sort) {
-          arr = spec.sort(arr as StoredDoc[]);
-        }
-        if (spec.slice !== undefined) arr = spec.slice >= 0 ? arr.slice(0, spec.slice) : arr.slice(spec.slice);
+        const arr = [...(arrayAt(out, step) ?? [])];
+        for (const v of step.each!) arr.push(cloneValue(v));
         set(step.parts, arr);
         break;
       }
       case '$addToSet': {
         const arr = [...(arrayAt(out, step) ?? [])];
-        for (const v of step.push!.each) if (!arr.some((el) => valuesEqual(el, v))) arr.push(cloneValue(v));
+        for (const v of step.each!) if (!arr.some((el) => valuesEqual(el, v))) arr.push(cloneValue(v));
         set(step.parts, arr);
         break;
       }
