@@ -9,37 +9,15 @@ import { PRIVATE_FILE_MODE } from '../data-dir.js';
 import { JsonLineWriter } from './json-lines.js';
 import type { Obj, StoredDoc } from './values.js';
 
-/**
- * Buffers datafile appends are encoded into, shared by all collections: an append takes one (or
- * makes one, when others are in use) and puts it back when written, so a steady stream of writes
- * allocates no buffers. A buffer grown beyond APPEND_BUFFER_KEPT is left to the collector.
- */
+/** Buffers appends are encoded into, shared by all collections and reused: steady writes allocate none. */
 const appendBuffers: Buffer[] = [];
 const APPEND_BUFFER_MIN = 64 * 1024;
 const APPEND_BUFFER_KEPT = 256 * 1024;
 const APPEND_BUFFERS_KEPT = 2;
 
 /**
- * The append side of a collection's datafile, kept open. nedb appends every write with
- * `fs.appendFile(path)`: open, write and close, three trips through the thread pool, each of
- * which waits for a turn of the event loop, which under a fleet's load is what a write's latency
- * is made of. This appends the same lines through one handle opened in append mode. A compaction
- * replaces the file (write a copy, rename it over), so the handle is closed before it and the
- * next append opens the new file. nedb runs appends and compactions one at a time on its
- * executor, so they never overlap.
- *
- * The datafile is append-only: every update adds the document's new line and every removal a
- * tombstone, so a collection a fleet rewrites all day (token totals, lastSeen, the token ledger)
- * grows by gigabytes a day while its live documents stay the same. So the log counts what it
- * appends and asks for a compaction (`onOversize`) once the file has reached both twice its size
- * after the last compaction and `compactMinBytes`: the file stays within about twice its live
- * size, and the work of rewriting it is paid for by as many bytes of appends.
- *
- * A compaction while the store runs (`compact`) does not hold the collection's writes while it
- * copies: it takes the live documents at one point between two writes, and from then on every
- * append goes to the datafile as before and is also kept (`tail`), to be written to the copy
- * after the documents. Only the last step holds the writes: the appends the copy has not got
- * yet, its flush to disk (little is left to flush by then), and the rename.
+ * A datafile's appends, through one handle kept open (nedb opens and closes the file for each), and
+ * its compactions: asked for once it has doubled since the last and reached `compactMinBytes`.
  */
 export class AppendLog {
   private handle: Promise<FileHandle> | null = null;
@@ -60,11 +38,7 @@ export class AppendLog {
     private readonly compactMinBytes: number,
   ) {}
 
-  /**
-   * Appends documents, a line each, encoded straight into a buffer kept from the last append (see
-   * `appendBuffers` and `JsonLineWriter`): no line is a string first, apart from those of
-   * documents holding a Date, which nedb's `serialize` writes (as `{"$$date": ms}`).
-   */
+  /** Appends documents, a line each, encoded straight into a reused buffer (no line is a string first). */
   async append(docs: readonly StoredDoc[]): Promise<void> {
     if (docs.length === 0) return;
     const out = new JsonLineWriter(appendBuffers.pop() ?? Buffer.allocUnsafeSlow(APPEND_BUFFER_MIN));
@@ -97,11 +71,8 @@ export class AppendLog {
   }
 
   /**
-   * Replaces the datafile with these documents and lines, crash-safe as nedb's own compaction:
-   * written beside it (`<file>~`), flushed to disk, renamed over it, and the directory flushed. A
-   * crash before the rename leaves the old file, which nedb's load prefers to the copy. This is
-   * the rewrite at load, on the collection's executor (nothing else runs on the collection yet);
-   * see `compact` for one while the store runs.
+   * The rewrite at load, crash-safe as nedb's: a copy beside the file (`<file>~`), flushed, renamed
+   * over it, the directory flushed; a crash before the rename leaves the old file, which a load prefers.
    */
   async rewrite(docs: readonly StoredDoc[], lines: readonly string[]): Promise<void> {
     await this.close();
@@ -126,16 +97,12 @@ export class AppendLog {
   }
 
   /**
-   * A compaction while the collection is in use. `exclusive` runs a task on the collection's
-   * executor (no write runs beside it). The documents and index lines are taken in one such task,
-   * which also starts keeping the appends that follow; the copy is written and flushed to disk
-   * while writes go on; a second exclusive task writes the appends kept meanwhile, flushes them
-   * and renames the copy over the datafile. The documents are not copied when taken: a document
-   * changed in place afterwards may be written in its newer state, and the line its change
-   * appended, which follows in the copy, says the same.
+   * A compaction while the store runs, the same rewrite with the writes going on during the copy:
+   * only `take` and the last step (the appends kept meanwhile, flush, rename) are `exclusive`.
    */
   async compact(take: () => { docs: readonly StoredDoc[]; lines: readonly string[] }, exclusive: <R>(task: () => Promise<R>) => Promise<R>): Promise<void> {
     const temp = `${this.filename}~`;
+    // The documents are not copied: one changed later has its new line in the tail, which follows.
     const { docs, lines } = await exclusive(async () => {
       this.tail = [];
       return take();
@@ -184,10 +151,7 @@ export class AppendLog {
     this.compactionAsked = false;
   }
 
-  /**
-   * Compacts now, whatever the file's size: after a migration replaced documents whose old lines
-   * must not stay on disk. Waits for a compaction already under way; never runs two at once.
-   */
+  /** Compacts now, whatever the file's size (old lines that must leave the disk); never two at once. */
   async compactNow(): Promise<void> {
     while (this.compaction) await this.compaction;
     if (!this.onOversize) return;
@@ -224,9 +188,8 @@ function writeDocLine(out: JsonLineWriter, doc: StoredDoc): void {
 }
 
 /**
- * Writes the documents' lines and then `lines` to a new file; returns the bytes written. The lines
- * are encoded a chunk at a time, each written before the next is made, so a large collection does
- * not hold the event loop for the whole text.
+ * Writes the documents' lines, then `lines`, to a new file; returns the bytes. A chunk is written
+ * before the next is encoded, so a large collection does not hold the event loop for its whole text.
  */
 async function writeCopy(fh: FileHandle, docs: readonly StoredDoc[], lines: readonly string[]): Promise<number> {
   let written = 0;
@@ -249,7 +212,7 @@ async function writeAll(fh: FileHandle, buf: Buffer, length: number): Promise<nu
   return length;
 }
 
-/** Flushes a directory's entries (a rename in it) to disk; a platform that cannot open a directory skips it, as nedb does. */
+/** Flushes a directory's entries (a rename) to disk; skipped where a directory cannot be opened, as nedb does. */
 async function syncDirectory(dir: string): Promise<void> {
   let fh: FileHandle;
   try {

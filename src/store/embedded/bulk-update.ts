@@ -1,6 +1,6 @@
 /**
- * bulkUpdate: ops in order, each failing alone; the ops addressed by `_id` are gathered and
- * written together (one index update and one append), in place where they allow it.
+ * bulkUpdate: ops in order, each failing alone. The ops addressed by `_id` (the actor host's, the
+ * token roll-up's, lastSeen) are gathered and written together, in place where they allow it.
  */
 import { checkObject } from '@seald-io/nedb/lib/model.js';
 import { BulkUpdateError, InvalidQueryError, type BulkUpdateOp, type Filter, type StoreError, type UpdateResult } from '../types.js';
@@ -37,10 +37,8 @@ interface GatheredChange {
 }
 
 /**
- * Writes `bulkUpdate` gathers before handing them to nedb at once: replacements of documents
- * found by `_id`, changes merged into stored documents in place (see `mergeInPlace`), documents
- * `updateScalarsInPlace` already changed (they only need writing), and upserted new documents.
- * Each `_id` appears at most once; each entry remembers its op, so a failure is reported for it.
+ * What bulkUpdate has gathered to write at once, each `_id` at most once, each entry with its op so
+ * that a failure is reported for it.
  */
 class WriteBatch {
   readonly replacements: GatheredChange[] = [];
@@ -94,10 +92,7 @@ class WriteBatch {
   }
 }
 
-/**
- * The outcome of a bulkUpdate as it goes: the counts of the ops applied and the failed ops. A
- * gathered op is counted when it is gathered and taken back out if writing it fails.
- */
+/** The counts and failed ops of a bulkUpdate as it goes; a gathered op counted is taken back out if its write fails. */
 class BulkOutcome {
   readonly total: UpdateResult = { matched: 0, modified: 0, upserted: 0 };
   readonly failures: Array<{ index: number; error: StoreError }> = [];
@@ -112,14 +107,8 @@ class BulkOutcome {
 }
 
 /**
- * In order, all under one mutex acquisition: each op sees the ones before it. An op that fails
- * fails alone; once every other op is applied, a BulkUpdateError lists the failed ones.
- *
- * Ops whose filter is exactly `{_id}` (what the actor host, the token roll-up and the lastSeen
- * flush send) are gathered and written together: one all-or-nothing index update and one file
- * append for the replacements, one insert for the upserted documents, instead of a nedb call
- * and an append per document. Any other op, or a second op on a gathered `_id`, first writes
- * what was gathered, so every op still sees the effect of the ones before it.
+ * Runs the ops in order under the collection's mutex. Any op not gathered (another filter, a second
+ * op on a gathered `_id`) first writes what was gathered, so that it sees the ops before it.
  */
 export async function bulkUpdateLocked(target: BulkTarget, ds: NedbStore, ops: BulkUpdateOp[]): Promise<UpdateResult> {
   if (!Array.isArray(ops)) throw new InvalidQueryError('bulkUpdate needs an array');
@@ -183,9 +172,8 @@ export async function bulkUpdateLocked(target: BulkTarget, ds: NedbStore, ops: B
 }
 
 /**
- * Writes a gathered batch. nedb changes its indexes for all replacements or for none, and
- * inserts an array all or nothing; when a unique index refuses the batch, the documents are
- * written one by one so only the offending ones fail.
+ * Writes a gathered batch: one index update and one append, one insert. nedb does each all or
+ * nothing, so on a unique index's refusal the documents are written one by one: only the offenders fail.
  */
 async function applyBatch(target: BulkTarget, ds: NedbStore, batch: WriteBatch, out: BulkOutcome): Promise<void> {
   if (batch.empty) return;

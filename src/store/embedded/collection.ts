@@ -1,6 +1,6 @@
 /**
- * A collection: the Collection contract over a nedb Datastore. Reads go straight to its indexes;
- * writes run one at a time under the collection's mutex.
+ * A collection: the Collection contract over a nedb Datastore. Writes run one at a time under the
+ * collection's mutex, so each read-modify-write is atomic; reads take no lock and see whole writes.
  */
 import { nanoid } from 'nanoid';
 import {
@@ -84,11 +84,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     return this.find(filter, { ...options, limit: 1 }).then((docs) => docs[0] ?? null);
   }
 
-  /**
-   * A direct look-up in nedb's `_id` index. It does not queue behind the writes waiting in nedb's
-   * executor (a cursor does): nedb changes its in-memory documents before it appends them to the
-   * file, so this sees every write that has returned, and maybe one still being appended.
-   */
+  /** Straight from nedb's `_id` index, not queued behind the appends of writes waiting in its executor. */
   findById(id: string): Promise<T | null> {
     if (typeof id !== 'string') return this.findOne({ _id: id });
     return this.read(async (ds) => {
@@ -296,6 +292,8 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
       return this.mutex.run(() => fn(ds));
     });
   }
+
+  // -- single writes, under the mutex (bulkUpdate falls back on them) --------------------------
 
   async updateLocked(
     ds: NedbStore,

@@ -1,7 +1,6 @@
 /**
- * The nedb Datastore under a collection, and the parts of it the store uses directly: its
- * indexes (read without queueing on its executor), its executor, and its persistence, routed
- * through an AppendLog.
+ * The nedb Datastore under a collection, and what the store uses of it directly: its indexes (read
+ * without queueing on its executor), its executor, and its persistence, routed to an AppendLog.
  */
 import nedb from '@seald-io/nedb';
 import { checkObject, serialize } from '@seald-io/nedb/lib/model.js';
@@ -27,11 +26,7 @@ export interface IndexDefinition {
   sparse: boolean;
 }
 
-/**
- * nedb's live index registry (`Datastore#indexes`, documented as protected). It includes indexes
- * restored from the datafile; we read it only to name violated indexes and to detect conflicting
- * re-definitions.
- */
+/** nedb's indexes (those restored from the datafile too), `_id` first, as definitions. */
 export function nedbIndexes(ds: NedbStore): IndexDefinition[] {
   const raw = (ds as unknown as { indexes?: Record<string, { unique?: boolean; sparse?: boolean }> }).indexes ?? {};
   return Object.entries(raw)
@@ -39,12 +34,7 @@ export function nedbIndexes(ds: NedbStore): IndexDefinition[] {
     .sort((a, b) => (a.key === '_id' ? -1 : b.key === '_id' ? 1 : 0));
 }
 
-/**
- * The parts of a nedb Datastore this store uses directly, all documented as protected in nedb 4:
- * the `_id` index, the executor every nedb operation queues on (compaction included), the
- * append-only persistence, the all-or-nothing index updates nedb's own `insert` and `update` run,
- * and its index selection for a query.
- */
+/** The parts of a nedb Datastore the store uses directly, all documented as protected in nedb 4. */
 interface NedbIndex {
   getMatching(value: string): StoredDoc[];
   /** The indexed field, or the fields of a compound index. */
@@ -70,10 +60,8 @@ interface NedbInternals {
 export const internals = (ds: NedbStore): NedbInternals => ds as unknown as NedbInternals;
 
 /**
- * Inserts documents the store has prepared (private copies with their `_id`) the way nedb's own
- * insert does (field names checked, indexes changed for all or none, one append), without its
- * two deep copies: of the documents given, and of the ones it returns (which nobody reads, and
- * which its executor kept alive until the collection's next operation).
+ * Inserts prepared documents (private copies) as nedb's insert does (names checked, indexes all or
+ * none, one append), without its deep copies of the documents given and of those it returns.
  */
 export function insertPrepared(ds: NedbStore, docs: StoredDoc[]): Promise<void> {
   const nd = internals(ds);
@@ -85,9 +73,8 @@ export function insertPrepared(ds: NedbStore, docs: StoredDoc[]): Promise<void> 
 }
 
 /**
- * Loads a datafile and routes nedb's appends and compactions through an AppendLog (see there). A
- * compaction writes what nedb's own writes: each document's line, then a line per index other
- * than `_id`, which the next load re-creates.
+ * Loads a datafile, its appends and compactions routed through `log`. A compaction writes what
+ * nedb's would: each document's line, then a line per index but `_id`, which a load re-creates.
  */
 export async function openDatastore(filename: string, log: AppendLog): Promise<NedbStore> {
   const ds = new Datastore({ filename, modes: { fileMode: PRIVATE_FILE_MODE, dirMode: PRIVATE_DIR_MODE } });
@@ -101,8 +88,7 @@ export async function openDatastore(filename: string, log: AppendLog): Promise<N
     return lines;
   };
   nd.persistence.persistCachedDatabaseAsync = () => log.rewrite(ds.getAllData() as StoredDoc[], indexLines());
-  // nedb's version, minus its file open and close per write (and its `await` per document for an
-  // afterSerialization hook this store does not use).
+  // nedb's version opens and closes the file for every write.
   nd.persistence.persistNewStateAsync = (docs) => log.append(docs);
   await ds.loadDatabaseAsync();
   for (const doc of ds.getAllData()) internStrings(doc);
@@ -118,14 +104,8 @@ export async function openDatastore(filename: string, log: AppendLog): Promise<N
 }
 
 /**
- * Matching stored documents, in nedb's candidate order (the `_id` index's, which is insertion
- * order (src/store/nedb-index.ts), unless an index hint narrows it). Synchronous: the candidates
- * come straight from nedb's indexes (its own `_getRawCandidates`; this store defines no TTL
- * index, the one thing nedb's asynchronous wrapper adds) and the predicate runs on them at once,
- * so no write can land between matching a document and the caller copying it. Like `findById`,
- * a read therefore does not queue behind the writes waiting in nedb's executor: it sees every
- * write that has returned, and maybe one still being appended. The documents are the stored
- * objects: callers copy what they hand out before they next await.
+ * The stored documents matching `query`, in candidate order, found synchronously so that no write
+ * lands before the caller copies them (which it does before it next awaits).
  */
 export function scan(ds: NedbStore, query: PreparedQuery, stopAfter = Infinity): StoredDoc[] {
   const hits: StoredDoc[] = [];
@@ -140,11 +120,8 @@ export function scan(ds: NedbStore, query: PreparedQuery, stopAfter = Infinity):
 }
 
 /**
- * The documents to test for a query. A filter on one indexed field equal to one of some strings
- * (most reads) asks that index directly, value by value: what nedb's own selection would pick,
- * without the arrays and closures it makes to choose an index, or the object keyed by `_id` it
- * builds to merge several values' documents (a Set of the documents here: each once, value by
- * value). Anything else goes through nedb's selection.
+ * The documents to test: for a filter of one indexed field equal to strings, that index's, asked
+ * directly (nedb's selection allocates per query); else nedb's selection from the hints.
  */
 function candidates(ds: NedbStore, query: PreparedQuery): Iterable<StoredDoc> {
   const nedb = internals(ds);

@@ -1,6 +1,6 @@
 /**
- * Filters: compiled into a predicate with MongoDB's meaning, and prepared for the index look-up
- * that gives their candidates.
+ * Filters with MongoDB's meaning, which nedb's own matching lacks (`{f: null}` on a missing field,
+ * `$ne` on arrays): compiled into a predicate, with what an index can serve picked out as hints.
  */
 import { InvalidQueryError } from '../types.js';
 import { isArrayIndex, splitPath, valuesAt } from './paths.js';
@@ -206,7 +206,7 @@ export interface PreparedQuery {
   predicate: DocPredicate;
   /** Conjuncts that nedb evaluates identically and can serve from an index (`{_id: 'x'}` etc.). */
   hints: Obj;
-  /** A filter on one field equal to one of these strings: served by that field's index, if it has one, without nedb's index selection. */
+  /** A filter of one field equal to one of these strings: its index, if any, is asked directly. */
   equal?: { field: string; values: readonly string[] };
 }
 
@@ -226,10 +226,8 @@ function onlyKey(o: Obj): string | undefined {
 }
 
 /**
- * `{field: 'text'}` and `{field: {$in: ['text', ...]}}`, the shapes of most reads (an agent's
- * certificates, memberships, sessions, skills), prepared without compiling the general predicate,
- * which allocates a list of values per document tested and a few closures per query. Same
- * meaning: the field equals one of the strings or is an array holding one.
+ * `{field: 'text'}` and `{field: {$in: ['text', ...]}}`, most reads, without the general predicate
+ * (which allocates a list of values per document tested): the same meaning, at less cost.
  */
 function prepareStringEquality(filter: unknown): PreparedQuery | null {
   if (!isPlainObject(filter)) return null;

@@ -1,6 +1,6 @@
 /**
- * Writes into the stored document itself instead of swapping in a new copy: the bulkUpdate fast
- * paths for a fleet's frequent small updates of long-lived documents.
+ * Writes into the stored document itself instead of swapping in a new copy, so a fleet's frequent
+ * small updates of long-lived documents leave (almost) no garbage: bulkUpdate's fast paths.
  */
 import { intern } from './intern.js';
 import { indexKeyValues, updatePathParts } from './paths.js';
@@ -32,19 +32,12 @@ function isScalar(v: unknown): v is string | number | boolean | null {
   return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
 }
 
-/**
- * The longest string `updateScalarsInPlace` writes. Its writes are not measured against the
- * document limit, so each can grow a document by a few KiB at most; a longer one goes through
- * the general path, which measures.
- */
+/** The longest string written in place: such writes are not measured against the document limit. */
 const IN_PLACE_STRING_MAX = 1024;
 
 /**
- * Whether an update is one `updateScalarsInPlace` may apply to `doc`: only `$set` and `$inc`, of
- * valid paths (their parts are kept, so a path seen before costs a lookup) that do not overlap one another, `_id`
- * or an indexed field, each naming a field the document already has, through plain objects, holding
- * a scalar (a number, for `$inc`), set to a scalar (a string of at most IN_PLACE_STRING_MAX) or
- * incremented by a number. Allocates nothing.
+ * Whether `updateScalarsInPlace` may apply `update` to `doc`: only `$set` of scalars and `$inc`, on
+ * scalar fields the document has, outside `_id`, every index and one another. Allocates nothing.
  */
 function inPlaceApplicable(doc: StoredDoc, update: Obj, indexedFields: readonly string[]): boolean {
   let steps = 0;
@@ -77,14 +70,8 @@ function inPlaceApplicable(doc: StoredDoc, update: Obj, indexedFields: readonly 
 }
 
 /**
- * Applies an update to a stored document in place when it only sets or increments fields the
- * document already has, to scalar values, outside every index and `_id` (see `inPlaceApplicable`):
- * the common write of a long-lived document (token totals, lastSeen). It works from the update as
- * given: no plan is compiled, nothing is copied, compared beyond the fields named or allocated (a
- * string value is interned). Returns whether a value changed, or undefined (nothing done) when the
- * update needs the general path (a new field, an object or array value, an indexed field, another
- * operator, or an error to report); everything is checked before the first value is written, so it
- * is all or nothing. Safe for the same reasons as `mergeInPlace`: readers copy what they match at once.
+ * Applies `update` to the stored `doc` itself, straight from the update object, all or nothing:
+ * whether a value changed, or undefined (nothing done) when it needs the general path.
  */
 export function updateScalarsInPlace(doc: StoredDoc, update: unknown, indexedFields: readonly string[]): boolean | undefined {
   if (!isPlainObject(update) || !inPlaceApplicable(doc, update, indexedFields)) return undefined;
@@ -117,9 +104,8 @@ function keysPrefix(a: Obj, b: Obj): boolean {
 }
 
 /**
- * Whether an update of `old` into `next` may be merged into the stored object in place: no
- * indexed field changes (so no index needs to move the document) and `next` only adds keys to
- * `old`'s, in the same order (so the merged object has exactly `next`'s key order).
+ * Whether `next` may be merged into the stored `old`: no index needs to move it, and `next` only
+ * adds keys to `old`'s, in order (so the merged object has `next`'s key order).
  */
 export function canMergeInPlace(old: StoredDoc, next: StoredDoc, indexedFields: readonly string[]): boolean {
   if (!keysPrefix(old, next)) return false;
@@ -130,12 +116,8 @@ export function canMergeInPlace(old: StoredDoc, next: StoredDoc, indexedFields: 
 }
 
 /**
- * Makes the stored `target` deep-equal to `source` (a private copy of it with the update applied),
- * keeping every part that did not change: nested objects are merged the same way when their keys
- * allow it, and an equal string or number is not replaced. Frequent small updates of long-lived
- * documents (an agent's lastSeen, its token totals, an actor's snapshot) then leave almost nothing
- * behind for the garbage collector, where swapping in a new copy made the whole old document
- * garbage in the old generation each time. `target`'s keys must be a prefix of `source`'s.
+ * Makes the stored `target` deep-equal to `source` (its updated copy), keeping every part that did
+ * not change, nested objects included. `target`'s keys must be a prefix of `source`'s.
  */
 export function mergeInPlace(target: Obj, source: Obj): void {
   for (const key of Object.keys(source)) {

@@ -16,9 +16,8 @@ export function splitPath(path: string): string[] {
 }
 
 /**
- * Update paths additionally may not use positional operators (`$`, `$[]`, `$[id]`). The same
- * paths come back with every write of a kind (`lastSeen`, `days.<today>.promptTokens`), so their
- * parts are kept and shared (read only) instead of split again for every op.
+ * An update path, which may not be positional (`$`, `$[]`). A kind's writes repeat the same paths,
+ * so their parts are kept (shared, read only) instead of split again for every op.
  */
 export function splitUpdatePath(path: string): readonly string[] {
   let parts = updatePaths.get(path);
@@ -59,9 +58,8 @@ export const isPathPrefix = (prefix: readonly string[], path: readonly string[])
   prefix.length <= path.length && prefix.every((p, i) => p === path[i]);
 
 /**
- * Collects the values a dotted path reaches, following MongoDB's implicit array traversal: a
- * non-numeric component applied to an array descends into each element that is a document, a
- * numeric component indexes the array. `undefined` marks a branch on which the path is missing.
+ * The values a dotted path reaches, through arrays as MongoDB goes: a numeric part indexes one, any
+ * other part descends into each element that is a document. `undefined` marks a missing branch.
  */
 export function collectValues(value: unknown, parts: string[], i: number, out: unknown[]): void {
   if (i === parts.length) {

@@ -88,7 +88,7 @@ class EmbeddedStore implements EmbeddedStoreHandle {
   }
 }
 
-/** A datafile is compacted once it has reached twice its size after the last compaction and this (the default; the server passes STORE_COMPACT_MIN_MB). */
+/** The default of STORE_COMPACT_MIN_MB: a datafile is compacted once it has doubled and reached this. */
 const COMPACT_MIN_BYTES = 16 * 1024 * 1024;
 
 export async function openEmbeddedStore(opts: { dataDir: string; compactMinBytes?: number }): Promise<EmbeddedStoreHandle> {

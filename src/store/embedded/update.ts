@@ -1,6 +1,6 @@
 /**
- * Update operators: an update compiled into ordered steps and applied copy-on-write, and the
- * documents an insert or an upsert stores.
+ * Update operators with MongoDB's meaning: an update compiled into steps in path order and applied
+ * copy-on-write, and the documents an insert or an upsert stores.
  */
 import { nanoid } from 'nanoid';
 import { InvalidQueryError, type Filter } from '../types.js';
@@ -9,9 +9,8 @@ import { comparePaths, getPath, isArrayIndex, isPathPrefix, splitPath, splitUpda
 import { cloneStored, cloneValue, describe, isPlainObject, own, valuesEqual, type Obj, type StoredDoc } from './values.js';
 
 /**
- * The child at `key` of `parent`, made private to the update being built: an object or array the
- * update has not created itself (`fresh`) is still shared with the stored document, so it is
- * copied (shallowly) and put in its place first. Without `fresh` everything is already private.
+ * The child at `key`, private to the update being built: one the update did not create (not in
+ * `fresh`) is still the stored document's, so a shallow copy takes its place first.
  */
 function ownChild(parent: Obj | unknown[], key: string | number, child: unknown, fresh: Set<object> | undefined): unknown {
   if (!fresh || typeof child !== 'object' || child === null || fresh.has(child)) return child;
@@ -159,9 +158,8 @@ function valuesToAdd(op: '$push' | '$addToSet', value: unknown): unknown[] {
 }
 
 /**
- * $pull semantics (MongoDB's PullNode): a document of field conditions is a query that array
- * elements which are documents must match; an operator expression ({$gte: 6}, {$in: [...]}) is a
- * condition on each element; anything else is removed by equality.
+ * $pull as MongoDB's PullNode: a document of field conditions is a query on document elements, an
+ * operator expression (`{$gte: 6}`) a condition on each element, anything else equality.
  */
 function compilePullMatcher(cond: unknown): (el: unknown) => boolean {
   if (isPlainObject(cond) && isElementCondition(cond)) {
@@ -186,13 +184,8 @@ function arrayAt(doc: Obj, step: UpdateStep): unknown[] | undefined {
 }
 
 /**
- * Applies a compiled update to a copy of `doc`. `isInsert` enables $setOnInsert (upserts).
- * The `_id` may be set on insert but never changed on an existing document.
- *
- * The copy is made on write: the top-level object and the objects on the updated paths are new,
- * everything else is shared with `doc`. A stored document is never changed except by merging a
- * finished update into it (`mergeInPlace`), and readers copy what they match at once, so sharing
- * is safe, and an update of one field of a large document costs what the field's path costs.
+ * `doc` with the update applied, copied on write: the objects on the updated paths are new, the
+ * rest is shared with `doc`. `isInsert`: an upsert's new document ($setOnInsert, `_id` settable).
  */
 export function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj {
   const out: Obj = { ...doc };

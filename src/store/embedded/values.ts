@@ -18,10 +18,8 @@ export function own(container: Obj | unknown[], key: string): unknown {
 }
 
 /**
- * Deep copy with MongoDB's `ignoreUndefined` treatment: undefined object members are dropped,
- * undefined array elements become null. `__proto__` is refused as a field name because assigning
- * it would change an object's prototype instead of storing data. `stored`: the copy is about to be
- * stored, and its strings are interned (see `intern`).
+ * Deep copy with MongoDB's `ignoreUndefined` (undefined members dropped, undefined array elements
+ * null); `__proto__` is refused, as assigning it would change a prototype. `stored`: strings interned.
  */
 export function cloneValue(v: unknown, stored = false): unknown {
   if (typeof v === 'string') return stored ? intern(v) : v;
