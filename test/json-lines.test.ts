@@ -1,10 +1,10 @@
 /**
- * The datafile line writer (src/store/json-lines.ts) writes the same bytes as JSON.stringify,
+ * The datafile line writer (src/store/embedded/json-lines.ts) writes the same bytes as JSON.stringify,
  * checked on chosen edge cases and on random documents.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { JsonLineWriter } from '../src/store/json-lines.js';
+import { JsonLineWriter } from '../src/store/embedded/json-lines.js';
 
 const test = suite('json-lines');
 

@@ -1,5 +1,5 @@
 /**
- * The embedded store's indexes (src/store/nedb-index.ts): nedb's own Datastore,
+ * The embedded store's indexes (src/store/embedded/nedb-index.ts): nedb's own Datastore,
  * in memory, with its indexes swapped for KeyedTrees, checked against the meaning of nedb's
  * ordering (compareThings) by brute force over random operations.
  */
@@ -7,7 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import nedbModule from '@seald-io/nedb';
 import { compareThings, getDotValues } from '@seald-io/nedb/lib/model.js';
-import { installKeyedIndexes, KeyedTree } from '../src/store/nedb-index.js';
+import { installKeyedIndexes, KeyedTree } from '../src/store/embedded/nedb-index.js';
 
 installKeyedIndexes();
 

@@ -1,11 +1,15 @@
 /**
  * The data directory's permissions. It holds the secret key, sealed secrets and the hashes of
  * every token, so it is its owner's alone: the directories 0700, the files 0600. New ones are
- * created so (src/store/embedded.ts, src/domain/secrets.ts); `tightenDataDir` brings those of an
+ * created so (src/store/embedded/, src/domain/secrets.ts); `tightenDataDir` brings those of an
  * older installation (0755 and 0644 by default) to the same modes at start.
  */
 import { chmod, lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+
+/** The modes of what Steward creates in DATA_DIR: its owner's alone. */
+export const PRIVATE_DIR_MODE = 0o700;
+export const PRIVATE_FILE_MODE = 0o600;
 
 /** Removes group and other permissions from DATA_DIR, its files, its store directory and the store's files; returns what changed. */
 export async function tightenDataDir(dataDir: string): Promise<Array<{ path: string; from: string; to: string }>> {

@@ -14,7 +14,7 @@ export async function openStore(opts: { dataDir: string; mongodbUri?: string; mo
     const { openMongoStore } = await import('./mongo.js');
     return openMongoStore({ uri: opts.mongodbUri, dbName: opts.mongodbDb || undefined });
   }
-  const { openEmbeddedStore } = await import('./embedded.js');
+  const { openEmbeddedStore } = await import('./embedded/index.js');
   return openEmbeddedStore({ dataDir: opts.dataDir, compactMinBytes: opts.compactMinBytes });
 }
 

@@ -1,32 +1,7 @@
 /**
- * Leaner single-field indexes for nedb, installed once when the embedded store loads.
- *
- * nedb keeps each index in an AVL tree whose nodes carry their own copies of the tree's options:
- * about 170 bytes of heap per indexed document and index. A fleet's collections index most
- * documents two or three times (an agent costs about a dozen entries), so the trees alone were
- * about 2 KB per agent. Here a single-field index keeps its keys in a `Map` instead (about 40
- * bytes per entry): a key maps to its one document, or to an array when several share it.
- *
- * The index keeps nedb's meaning: keys are equal exactly when nedb's `compareThings` says so
- * (strings, numbers, booleans and null by value, dates by time, arrays and objects deeply), a
- * unique index refuses a second document with the same `uniqueViolated` error, and range look-ups
- * return documents in key order. One departure, MongoDB's: a missing field is keyed as null (nedb
- * keys it as undefined, apart from null), so a unique index refuses a document without the field
- * beside one holding null, as MongoDB does; nedb still leaves a document out of a sparse index
- * before its key gets here. What changes is the order of a full walk
- * (nedb's candidate order when no index narrows a query): insertion order instead of key order.
- * Neither order is part of the store contract, which like MongoDB promises no order without a
- * sort. An update that keeps a document's key keeps its place (and costs one `Map.set`).
- *
- * A compound index (`{workspaceId, agentDid}`) keys its entries by an object of the fields' values;
- * when every value is a primitive, as in all of Steward's compound indexes, the entry lives in
- * nested maps (one level per field; an agent's membership of the default workspace costs about 40
- * bytes instead of nedb's 230-byte tree node). nedb looks compound indexes up by equality only.
- *
- * How it is installed: nedb's `Index` builds its tree in its constructor and in `reset` by
- * assigning `this.tree`; an accessor on `Index.prototype` takes that assignment and keeps a
- * `KeyedTree` instead. nedb is pinned, and the embedded store's contract tests run through these
- * indexes.
+ * nedb's indexes kept in maps instead of its AVL trees, which cost several times the heap per entry
+ * (docs/store.md, "Indexes"). Same meaning as nedb's (key equality by its `compareThings`, its unique
+ * errors, range look-ups in key order), but a missing field is keyed as null, as MongoDB does.
  */
 import Index from '@seald-io/nedb/lib/indexes.js';
 import { compareThings, getDotValues } from '@seald-io/nedb/lib/model.js';
@@ -67,8 +42,8 @@ function uniqueViolation(key: unknown): Error {
 }
 
 /**
- * The tree interface nedb's `Index` uses, over maps (its tree walk, used only by `Index#getAll`,
- * is `all()`, which the installation below makes `getAll` call).
+ * The tree interface nedb's `Index` uses, over maps: a key holds its document, or an array when
+ * several share it. A full walk (`all()`, for `Index#getAll`) goes in insertion order.
  */
 export class KeyedTree {
   /**
@@ -303,7 +278,10 @@ function updateInPlace(index: NedbIndex, tree: KeyedTree, pair: Pair): boolean {
 
 let installed = false;
 
-/** Makes nedb's indexes KeyedTrees (idempotent). */
+/**
+ * Makes nedb's indexes KeyedTrees (idempotent): nedb's `Index` assigns `this.tree` in its
+ * constructor and `reset`, and an accessor on its prototype keeps a KeyedTree instead (nedb is pinned).
+ */
 export function installKeyedIndexes(): void {
   if (installed) return;
   installed = true;

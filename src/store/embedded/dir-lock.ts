@@ -1,22 +1,14 @@
 /**
- * One process per store directory. Two processes appending to and compacting the same datafiles
- * would each overwrite what the other wrote, so the embedded store holds a lock file in its
- * directory while it is open: `steward.lock`, holding the holder's pid, host and start time.
- *
- * The file is created atomically complete (written beside it, then hard-linked into place, which
- * fails when one exists). A lock left by a process that died without closing the store (kill -9,
- * a crash, a power cut) is stale when its host is this one and its pid is gone, or now belongs to
- * another process (the pid's start time differs): it is removed and taken. Removing a stale lock
- * happens under a second, short-lived lock (`steward.lock.break`), and only after reading the lock
- * again under it, so two processes starting at once cannot both take it. A lock from another
- * host cannot be checked from here, so it is never broken: the error says which file to delete.
+ * One process per store directory, which two would corrupt: `steward.lock` names its holder (pid,
+ * host, start time). A lock of this host whose process is gone is broken under a second lock, so a
+ * restart after a crash just works; one from another host is never broken (docs/store.md).
  */
 import { link, readFile, unlink, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { StoreUnavailableError } from './types.js';
+import { StoreUnavailableError } from '../types.js';
 
 export const LOCK_FILE = 'steward.lock';
 

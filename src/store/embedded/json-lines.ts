@@ -1,30 +1,15 @@
 /**
- * JSON text written straight into a byte buffer: the embedded store's datafile appends.
- *
- * `JSON.stringify` builds its result from string parts of growing size, joins them and then
- * flattens the join: for a 350-byte document about 1 KB of heap, before the text is encoded into
- * a buffer for the write. A held fleet rewrites thousands of such documents a minute (token
- * totals, lastSeen, the ledger), and that garbage is what keeps V8's young generation large. This
- * writer walks the value and encodes it into a buffer it reuses: strings without anything to
- * escape are encoded as they are, short ones that need escaping a character at a time, integers
- * digit by digit, and only other numbers (through V8's number-string cache) and long strings that
- * need escaping make temporary strings.
- *
- * It writes exactly the text `JSON.stringify(value)` would for the values a store holds: plain
- * objects and arrays, strings, finite and non-finite numbers, booleans and null; undefined (and
- * functions and symbols) are left out of objects and written as null in arrays; a value with a
- * `toJSON` method (a Date) is written as `JSON.stringify` writes it. test/json-lines.test.ts
- * compares the two on random and chosen values.
+ * JSON text written straight into a reused byte buffer, the embedded store's datafile lines: the
+ * bytes `JSON.stringify` writes for stored values (test/json-lines.test.ts compares the two),
+ * without the strings it builds on the way, a fleet's largest source of garbage (docs/store.md).
  */
-import { writeDigits } from '../domain/decimal.js';
+import { writeDigits } from '../../domain/decimal.js';
 
 /** Characters a JSON string must escape, and every surrogate (a lone one is escaped): such a string takes the slower path. */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 /**
- * Longer strings with something to escape (certificate and snapshot texts, which hold quotes) go
- * through `JSON.stringify`, natively: escaping them a character at a time cost about 2–3 ns a
- * character, 4 µs for a certificate document, which a re-certification of 10,000 agents felt.
- * They are written in bursts, not by a held fleet's steady writes, so its garbage matters less.
+ * Longer strings to escape (certificate and snapshot texts hold quotes) go through the faster native
+ * `JSON.stringify`: they come in bursts (a re-certification), not in a fleet's steady writes.
  */
 const ESCAPE_IN_JS_MAX = 256;
 const QUOTE = 0x22;

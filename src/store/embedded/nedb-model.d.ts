@@ -10,7 +10,7 @@ declare module '@seald-io/nedb/lib/model.js' {
   export function getDotValues(obj: unknown, fields: string[]): unknown;
 }
 
-/** nedb's index class (CommonJS, untyped); src/store/nedb-index.ts describes what it uses. */
+/** nedb's index class (CommonJS, untyped); nedb-index.ts describes what it uses. */
 declare module '@seald-io/nedb/lib/indexes.js' {
   const Index: new (options: { fieldName: string; unique?: boolean; sparse?: boolean }) => unknown;
   export default Index;

@@ -1,8 +1,6 @@
 /**
- * The size a document has as BSON, for the embedded store's document limit (MAX_DOCUMENT_BYTES),
- * so that both backends refuse the same documents. It counts what the MongoDB driver's
- * `calculateObjectSize` counts for the values a store holds (JSON values and dates), without
- * loading the driver; test/store.test.ts compares the two.
+ * A document's size as BSON, counted as the MongoDB driver's `calculateObjectSize` counts it
+ * (test/store.test.ts compares them), so that both backends refuse the same documents.
  */
 
 /** Bytes of a document (an object) as BSON. */
