@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { nanoid } from 'nanoid';
-import { openEmbeddedStore } from '../src/store/embedded.js';
+import { openEmbeddedStore } from '../src/store/embedded/index.js';
 import { openMongoStore } from '../src/store/mongo.js';
 import type { Store } from '../src/store/types.js';
 
