@@ -10,10 +10,10 @@ import { listenExclusive, loadUws, refusal as uwsRefusal, type LoadedUws, type T
 import { Router } from './http/router.js';
 import { selectEd25519 } from './domain/ed25519.js';
 import { startCryptoWorker } from './domain/crypto-worker.js';
-import { HttpError } from './http/errors.js';
+import { AppError } from './domain/errors.js';
 import { attachHttp } from './http/adapter.js';
 import { attachStatic } from './http/static.js';
-import { createRateLimits, memoryStore, type RateLimits } from './http/rate-limit.js';
+import { createRateLimits, memoryStore, type RateLimits } from './services/rate-limits.js';
 import { ClientAddresses } from './http/client-address.js';
 import { createMetrics, type Metrics } from './http/metrics.js';
 import { openStore, instrumentStore } from './store/index.js';
@@ -316,7 +316,7 @@ async function build(b: {
     agentPush: offlinePush,
     agentIntents: {
       send: async () => {
-        throw new HttpError(409, 'agent_offline', 'the agent is not connected');
+        throw new AppError(409, 'agent_offline', 'the agent is not connected');
       },
     },
     agentLookup: async () => null,

@@ -10,10 +10,10 @@ import {
   memberRole,
   primaryWorkspaceOf,
   resolveWorkspace,
-  slugify,
   userWorkspaceIds,
   visibleWorkspaceIds,
 } from '../src/services/workspaces.js';
+import { slugify } from '../src/domain/slugs.js';
 import type { WorkspaceDoc } from '../src/store/collections.js';
 
 const test = suite('workspaces');

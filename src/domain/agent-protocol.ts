@@ -4,7 +4,7 @@
  * The JSON Schemas in schemas/agent/ are the contract; these types mirror them for code.
  * docs/agent-protocol.md is the description for people writing agents in other languages.
  */
-import { CAPABILITIES, type Capability } from '../store/collections.js';
+import { CAPABILITIES, type Capability } from './capabilities.js';
 import type { Certificate, ResourceLimits } from './certificate.js';
 
 export const AGENT_WS_PATH = '/ws/agent';

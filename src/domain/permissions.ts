@@ -18,7 +18,7 @@
  * Sending an intent also needs an unexpired capability grant (see services/grants), except
  * for global admins; that check is not part of this table.
  */
-import type { WorkspaceRole } from '../store/collections.js';
+import type { WorkspaceRole } from './roles.js';
 
 export type WorkspaceAction =
   | 'viewAgents'

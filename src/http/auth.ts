@@ -12,7 +12,7 @@
  * (`session_expired`). Only the holder of a token learns anything about it.
  */
 import type { AuthLevel, AuthPolicy, RequestContext } from './router.js';
-import { forbidden, HttpError, unauthorized } from './errors.js';
+import { AppError, forbidden, unauthorized } from '../domain/errors.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 import type { Collections } from '../store/collections.js';
 import type { Sessions } from '../services/sessions.js';
@@ -43,7 +43,7 @@ type Refusal = { kind: 'malformed'; what: 'header' | 'token' } | { kind: 'unknow
 /** Why a request that presented a token authenticated as nobody (read by `authorize`). */
 const refusals = new WeakMap<object, Refusal>();
 
-function refusalError(r: Refusal | undefined): HttpError {
+function refusalError(r: Refusal | undefined): AppError {
   const login = 'log in again (POST /api/auth/challenge, then POST /api/auth/login)';
   if (!r) {
     return unauthorized(

@@ -49,7 +49,7 @@ export const offlinePush: AgentPush = {
 /**
  * Sending an intent to an agent with every check of POST /api/agents/{did}/intents: the caller's
  * workspace role (operator or higher) and capability grant unless a global admin, the agent
- * online (else HttpError 409), an answer in time (else HttpError 504). The fleet provides it.
+ * online (else 409), an answer in time (else 504). The fleet provides it.
  */
 export interface AgentIntents {
   send(caller: import('../domain/principal.js').UserPrincipal, agentDid: string, request: Omit<IntentRequest, 'requestedBy'>): Promise<IntentResult>;

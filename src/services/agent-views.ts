@@ -13,7 +13,8 @@
  * fields), which is fine up to tens of thousands of agents.
  */
 import type { AppContext } from '../server.js';
-import type { AgentDoc, Capability, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
+import type { AgentDoc, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
 import type { Filter } from '../store/types.js';
 import type { AgentGateway } from '../ws/agent-gateway.js';
@@ -23,7 +24,7 @@ import type { StoredCertificate } from './certificates.js';
 import type { Certificate } from '../domain/certificate.js';
 import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import { toPolicyView } from './policies.js';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../domain/errors.js';
 
 export const AGENTS_PAGE_SIZE_DEFAULT = 20;
 export const AGENTS_PAGE_SIZE_MAX = 100;

@@ -24,8 +24,9 @@ import { z } from 'zod';
 import type { AppContext } from '../server.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
-import { badRequest, conflict, forbidden, HttpError, notFound, unauthorized } from '../http/errors.js';
-import { parseJsonBody } from '../http/json-body.js';
+import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../domain/errors.js';
+import { parseJsonBody } from '../domain/json-depth.js';
+import { checkMetadata, MAX_CONTENT } from '../domain/messages.js';
 import { SIGNATURE_HEADER, postJson, sign, verifySignature, type PostResult } from '../integrations/webhook.js';
 import { activityText, postChannelMessage, teamsChannelIdOf, toHtml, type TeamsActivity } from '../integrations/teams.js';
 import type { Access, ChannelService, MessageCreated } from './channels.js';
@@ -204,7 +205,7 @@ export class BridgeService {
     const parsed = configSchemas[input.externalService].safeParse(input.config);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new HttpError(400, 'validation_failed', `body field 'config${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
+      throw new AppError(400, 'validation_failed', `body field 'config${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
     }
     const now = new Date().toISOString();
     const id = nanoid();
@@ -276,14 +277,14 @@ export class BridgeService {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body must be a JSON object', 'invalid_body');
     const { message, author, metadata } = body as { message?: unknown; author?: unknown; metadata?: unknown };
     if (typeof message !== 'string' || message.trim().length === 0) throw badRequest("body field 'message' is required and must be a non-empty string", 'message_required');
-    if (message.length > 40_000) throw badRequest("body field 'message' is longer than 40000 characters", 'validation_failed');
+    if (message.length > MAX_CONTENT) throw badRequest(`body field 'message' is longer than ${MAX_CONTENT} characters`, 'validation_failed');
     if (author !== undefined && author !== null && (typeof author !== 'string' || author.trim().length === 0 || author.length > 512)) {
       throw badRequest("body field 'author' must be a non-empty string of at most 512 characters", 'validation_failed');
     }
     if (metadata !== undefined && metadata !== null && (typeof metadata !== 'object' || Array.isArray(metadata))) {
       throw badRequest("body field 'metadata' must be an object", 'validation_failed');
     }
-    if (metadata && JSON.stringify(metadata).length > 16 * 1024) throw badRequest('metadata is larger than 16384 characters of JSON', 'metadata_too_large');
+    const meta = checkMetadata(metadata as Record<string, unknown> | null | undefined);
 
     // Only with an opt-in replay window is a repeated delivery refused; by default it is posted again.
     const replayKey = this.ctx.config.bridgeReplayWindowMs > 0 ? `${bridge._id}:${digest}` : null;
@@ -294,7 +295,7 @@ export class BridgeService {
         authorType: 'user',
         content: message,
         threadId: null,
-        metadata: (metadata as Record<string, unknown> | null | undefined) ?? {},
+        metadata: meta,
         via: { bridgeId: bridge._id, externalService: 'webhook' },
       });
       return doc._id;
@@ -352,7 +353,7 @@ export class BridgeService {
       const doc = await this.channels.post(bridge.channelId, {
         authorDid: `teams:${fromId}`.slice(0, 512),
         authorType: 'user',
-        content: text.slice(0, 40_000),
+        content: text.slice(0, MAX_CONTENT),
         threadId: null,
         metadata,
         via: { bridgeId: bridge._id, externalService: 'teams' },
@@ -367,7 +368,7 @@ export class BridgeService {
       return this.ctx.secrets.openJson<T>(bridge.configSealed, bridge._id);
     } catch {
       this.ctx.log.error({ bridgeId: bridge._id }, 'a bridge configuration does not open (wrong key, or copied from another bridge)');
-      throw new HttpError(500, 'bridge_config_unreadable', 'the bridge configuration cannot be read');
+      throw new AppError(500, 'bridge_config_unreadable', 'the bridge configuration cannot be read');
     }
   }
 
@@ -594,7 +595,7 @@ export function webhookPayload(deliveryId: string, bridge: BridgeDoc, channel: C
 
 function requireJson(headers: Record<string, string>): void {
   const type = (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'Content-Type must be application/json');
+  if (type !== 'application/json') throw new AppError(415, 'unsupported_media_type', 'Content-Type must be application/json');
 }
 
 function refuseUnlessIncoming(bridge: BridgeDoc): void {

@@ -29,10 +29,13 @@ import { fromPromise } from 'xstate';
 import type { AppContext } from '../server.js';
 import type { Principal } from '../domain/principal.js';
 import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type ChannelCommand, type LoadedChannel } from '../actors/channel.js';
-import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, ChannelRole, WorkspaceDoc } from '../store/collections.js';
+import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, WorkspaceDoc } from '../store/collections.js';
+import type { ChannelRole } from '../domain/roles.js';
 import { DuplicateKeyError, type Filter } from '../store/types.js';
-import { badRequest, conflict, forbidden, HttpError, notFound } from '../http/errors.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { resolveWorkspace } from './workspaces.js';
+import { findMentions, type AgentRef } from '../domain/mentions.js';
+import { channelSlug } from '../domain/slugs.js';
 
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
@@ -130,65 +133,6 @@ function parseMetadata(text: string): Record<string, unknown> {
 }
 
 // -------------------------------------------------------------------------------------------------
-// Slugs
-
-/** Longest slug a channel may be given (the route checks it). */
-export const CHANNEL_SLUG_MAX = 100;
-
-/**
- * The slug of a channel created without one (interface §2.7): the name, trimmed and lower-cased,
- * with each whitespace character replaced by a hyphen. Every other character is kept, so
- * "C++ Devs" gives `c++-devs` and "日本語" gives `日本語`. Unlike workspace slugs, nothing is dropped.
- */
-export function channelSlug(name: string): string {
-  return name.trim().toLowerCase().replace(/\s/g, '-');
-}
-
-// -------------------------------------------------------------------------------------------------
-// @mentions
-
-export interface AgentRef {
-  did: string;
-  name: string;
-}
-
-const NAME_CHAR = /[\p{L}\p{N}_-]/u;
-
-/**
- * The agents a message mentions: `@<name>` (case-insensitive; the name may hold spaces) or
- * `@<did>`, not preceded or followed by a letter, digit, `_` or `-`. Where two names match at one
- * place (`@ops` and `@ops bot`), the longer one wins. Each agent counts once, in order of appearance.
- */
-export function findMentions(content: string, agents: readonly AgentRef[]): AgentRef[] {
-  if (!content.includes('@') || agents.length === 0) return [];
-  const lower = content.toLowerCase();
-  const hits: Array<{ at: number; len: number; agent: AgentRef }> = [];
-  for (const agent of agents) {
-    for (const handle of [agent.name, agent.did]) {
-      const needle = `@${handle.toLowerCase()}`;
-      if (needle.length < 2) continue;
-      for (let i = lower.indexOf(needle); i >= 0; i = lower.indexOf(needle, i + 1)) {
-        const before = i > 0 ? lower[i - 1]! : '';
-        const after = lower[i + needle.length] ?? '';
-        if ((before === '' || !NAME_CHAR.test(before)) && (after === '' || !NAME_CHAR.test(after))) {
-          hits.push({ at: i, len: needle.length, agent });
-        }
-      }
-    }
-  }
-  // Longest match first at each position; a shorter match inside a longer one does not count.
-  hits.sort((a, b) => a.at - b.at || b.len - a.len);
-  const out: AgentRef[] = [];
-  let coveredTo = -1;
-  for (const h of hits) {
-    if (h.at < coveredTo) continue;
-    coveredTo = h.at + h.len;
-    if (!out.some((a) => a.did === h.agent.did)) out.push(h.agent);
-  }
-  return out;
-}
-
-// -------------------------------------------------------------------------------------------------
 // Commands
 
 export interface Caller {
@@ -248,7 +192,7 @@ export interface Access {
 
 export const channelTopic = (channelId: string) => `channel:${channelId}`;
 
-export const archivedError = () => new HttpError(403, 'channel_archived', 'the channel is archived: its history is readable, but nothing can be posted or changed');
+export const archivedError = () => new AppError(403, 'channel_archived', 'the channel is archived: its history is readable, but nothing can be posted or changed');
 
 type PostCommand = Extract<ChannelCommand, { kind: 'post' }>;
 
@@ -428,7 +372,7 @@ export class ChannelService {
       await this.access(p, channelId);
       return true;
     } catch (err) {
-      if (err instanceof HttpError && err.status === 404) return false;
+      if (err instanceof AppError && err.status === 404) return false;
       throw err;
     }
   }
@@ -649,7 +593,7 @@ export class ChannelService {
       if (snap.status === 'active') return actor;
     }
     if (!(await this.c.channels.findById(channelId))) throw notFound(`channel ${channelId} not found`);
-    throw new HttpError(503, 'channel_unavailable', 'the channel could not be loaded; try again');
+    throw new AppError(503, 'channel_unavailable', 'the channel could not be loaded; try again');
   }
 
   private async command(channelId: string, make: (reply: { resolve(v: unknown): void; reject(e: unknown): void }) => ChannelActorEvent): Promise<unknown> {

@@ -22,7 +22,7 @@ import type { ClaimSessionDoc, UserDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { encodeBase64Url, PURPOSE, resolvePublicKey, verifySignature } from '../domain/did.js';
 import { claimMessage, connectionStringOf, walletQrText } from '../domain/claims.js';
-import { HttpError, notFound } from '../http/errors.js';
+import { AppError, notFound } from '../domain/errors.js';
 import { Mailer, claimMail } from '../integrations/mail.js';
 import { actingAs } from './login.js';
 import { hashToken } from './sessions.js';
@@ -48,7 +48,7 @@ export interface ClaimBody {
 }
 
 /** A claim that cannot complete: the session fails (status -2) with this reason. */
-class ClaimFailure extends HttpError {}
+class ClaimFailure extends AppError {}
 
 export class ClaimService {
   readonly mailer: Mailer;
@@ -133,14 +133,14 @@ export class ClaimService {
     if (!session) throw notFound('no pending claim session for this token (unknown, expired or finished)');
     const key = resolvePublicKey(body.did, body.publicKey);
     if (!key) {
-      throw new HttpError(
+      throw new AppError(
         400,
         'invalid_public_key',
         'publicKey (base64url of the raw 32-byte Ed25519 key) is required unless the DID is an Ed25519 did:key, and must match it when given',
       );
     }
     if (!verifySignature(key, claimMessage(token, session.nonce), body.signature)) {
-      throw new HttpError(401, 'invalid_signature', `the signature does not verify over ${PURPOSE.claim}<token>:<nonce> with this key`);
+      throw new AppError(401, 'invalid_signature', `the signature does not verify over ${PURPOSE.claim}<token>:<nonce> with this key`);
     }
 
     const nowIso = new Date(this.now()).toISOString();
@@ -151,7 +151,7 @@ export class ClaimService {
     if (!taken) {
       const again = await this.pending(token);
       if (!again) throw notFound('no pending claim session for this token (unknown, expired or finished)');
-      throw new HttpError(409, 'claim_in_progress', 'another claim of this session is in progress');
+      throw new AppError(409, 'claim_in_progress', 'another claim of this session is in progress');
     }
 
     let user: UserDoc;

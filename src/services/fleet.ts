@@ -17,7 +17,8 @@
  */
 import { fromPromise, type AnyActorRef } from 'xstate';
 import type { AppContext } from '../server.js';
-import type { AgentDoc, Capability, RegistrationDoc } from '../store/collections.js';
+import type { AgentDoc, RegistrationDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { BulkUpdateOp } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
 import { AGENT_ACTOR_KIND, agentMachine, type AgentActorEvent, type ApprovalInput, type RejectionInput } from '../actors/agent.js';
@@ -36,7 +37,7 @@ import {
   type RegistrationOutcome,
 } from './registrations.js';
 import { PendingRegistrations } from './registration-limits.js';
-import { HttpError, badRequest, conflict, notFound } from '../http/errors.js';
+import { AppError, badRequest, conflict, notFound } from '../domain/errors.js';
 import type { PolicyService } from './policies.js';
 
 export interface IssuedCertificate {
@@ -316,7 +317,7 @@ export class FleetService {
     }
     await new Promise<void>((resolve, reject) => {
       let sub: { unsubscribe(): void } | undefined;
-      const timer = setTimeout(() => finish(new HttpError(503, 'decision_timeout', 'the decision could not be recorded in time; try again')), DECISION_TIMEOUT_MS);
+      const timer = setTimeout(() => finish(new AppError(503, 'decision_timeout', 'the decision could not be recorded in time; try again')), DECISION_TIMEOUT_MS);
       const finish = (err?: unknown) => {
         clearTimeout(timer);
         sub?.unsubscribe();
@@ -326,7 +327,7 @@ export class FleetService {
       const check = (snap: { value: unknown; status: string }) => {
         const value = snap.value;
         if (target === 'rejected' ? value === 'rejected' : typeof value === 'object' && value !== null && 'active' in value) finish();
-        else if (value === 'pending') finish(new HttpError(503, 'decision_failed', 'the decision could not be recorded; try again'));
+        else if (value === 'pending') finish(new AppError(503, 'decision_failed', 'the decision could not be recorded; try again'));
       };
       sub = actor.subscribe({ next: check, error: (err: unknown) => finish(err) });
       actor.send(event);

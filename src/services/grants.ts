@@ -8,7 +8,8 @@
  * read at every check, so a revoked grant stops working at once.
  */
 import { nanoid } from 'nanoid';
-import { CAPABILITIES, type Capability, type Collections, type GrantDoc, type UserDoc } from '../store/collections.js';
+import type { Collections, GrantDoc, UserDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 
 export interface GrantView {
   id: string;
@@ -20,13 +21,6 @@ export interface GrantView {
 
 export function toGrantView(g: GrantDoc): GrantView {
   return { id: g._id, agentDid: g.agentDid, capabilities: g.capabilities, expiresAt: g.expiresAt, createdAt: g.createdAt };
-}
-
-const KNOWN = new Set<string>(CAPABILITIES);
-
-/** The first value that is not a capability of §2.1, or null when all are. */
-export function unknownCapability(values: readonly string[]): string | null {
-  return values.find((v) => !KNOWN.has(v)) ?? null;
 }
 
 export interface NewGrant {

@@ -14,7 +14,7 @@
  */
 import { nanoid } from 'nanoid';
 import type { AppContext } from '../server.js';
-import type { Capability } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { IntentResultFrame } from '../domain/agent-protocol.js';
 import type { AgentIntents, IntentRequest, IntentResult } from './agent-push.js';
@@ -22,17 +22,15 @@ import type { AgentGateway, IntentSink } from '../ws/agent-gateway.js';
 import { atLeast } from '../domain/permissions.js';
 import { agentWorkspaceIds } from './workspaces.js';
 import { hasGrant } from './grants.js';
-import { HttpError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
-import { CAPABILITIES } from '../store/collections.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
+import { CAPABILITIES, isCapability } from '../domain/capabilities.js';
 
 export type IntentAnswer = IntentResult;
-
-const KNOWN = new Set<string>(CAPABILITIES);
 
 interface Pending {
   did: string;
   resolve(answer: IntentAnswer): void;
-  reject(err: HttpError): void;
+  reject(err: AppError): void;
 }
 
 export class IntentService implements IntentSink, AgentIntents {
@@ -71,14 +69,14 @@ export class IntentService implements IntentSink, AgentIntents {
    * answer comes in time (504; default INTENT_TIMEOUT_MS, at most INTENT_MAX_TIMEOUT_MS).
    */
   async send(who: UserPrincipal, did: string, request: Omit<IntentRequest, 'requestedBy'>): Promise<IntentAnswer> {
-    if (!KNOWN.has(request.action)) throw badRequest(`unknown action '${request.action}'; an action is a capability (${CAPABILITIES.join(', ')})`, 'unknown_action');
+    if (!isCapability(request.action)) throw badRequest(`unknown action '${request.action}'; an action is a capability (${CAPABILITIES.join(', ')})`, 'unknown_action');
     const action = request.action as Capability;
     const { intentTimeoutMs, intentMaxTimeoutMs } = this.ctx.config;
     const timeoutMs = Math.min(Math.max(request.timeoutMs ?? intentTimeoutMs, 1), intentMaxTimeoutMs);
     try {
       await this.authorize(who, did, action);
     } catch (err) {
-      if (err instanceof HttpError) await this.audit(who, did, { action, outcome: err.code, reason: err.message });
+      if (err instanceof AppError) await this.audit(who, did, { action, outcome: err.code, reason: err.message });
       throw err;
     }
     return this.dispatch(who, did, action, request.params, timeoutMs);
@@ -92,7 +90,7 @@ export class IntentService implements IntentSink, AgentIntents {
       const answer = await new Promise<IntentAnswer>((resolve, reject) => {
         const timer = setTimeout(() => {
           this.pending.delete(intentId);
-          reject(new HttpError(504, 'intent_timeout', `the agent did not answer within ${timeoutMs} ms`));
+          reject(new AppError(504, 'intent_timeout', `the agent did not answer within ${timeoutMs} ms`));
         }, timeoutMs);
         const settle = <T>(fn: (v: T) => void) => (v: T) => {
           clearTimeout(timer);
@@ -107,7 +105,7 @@ export class IntentService implements IntentSink, AgentIntents {
       if (!answer.ok) outcome = 'refused';
       return answer;
     } catch (err) {
-      outcome = err instanceof HttpError ? err.code : 'error';
+      outcome = err instanceof AppError ? err.code : 'error';
       throw err;
     } finally {
       await this.audit(who, did, { intentId, action, outcome, durationMs: Date.now() - started });
@@ -130,7 +128,7 @@ export class IntentService implements IntentSink, AgentIntents {
 
   agentGone(did: string): void {
     for (const p of [...this.pending.values()]) {
-      if (p.did === did) p.reject(new HttpError(502, 'agent_disconnected', 'the agent disconnected before answering'));
+      if (p.did === did) p.reject(new AppError(502, 'agent_disconnected', 'the agent disconnected before answering'));
     }
   }
 }

@@ -9,7 +9,7 @@ import { createUser } from './users.js';
 import { randomUUID } from 'node:crypto';
 import type { InvitationDoc, UserDoc } from '../store/collections.js';
 import type { GlobalRole, UserPrincipal } from '../domain/principal.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../domain/errors.js';
 import { invitationMail } from '../integrations/mail.js';
 import { claimServiceOf, type ClaimService } from './claims.js';
 import { hashToken } from './sessions.js';

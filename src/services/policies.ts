@@ -14,7 +14,8 @@
  */
 import { nanoid } from 'nanoid';
 import type { AppContext } from '../server.js';
-import type { Capability, PolicyDoc, PolicyResourceLimits } from '../store/collections.js';
+import type { PolicyDoc, PolicyResourceLimits } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
 import { effectivePolicy, isExpired, newerFirst, termsFor } from '../domain/policy.js';
 import type { CertificateTerms } from '../domain/certificate.js';
@@ -22,7 +23,7 @@ import type { Filter } from '../store/types.js';
 import type { FleetService } from './fleet.js';
 import type { AgentGateway } from '../ws/agent-gateway.js';
 import { resolveWorkspace } from './workspaces.js';
-import { badRequest, notFound } from '../http/errors.js';
+import { badRequest, notFound } from '../domain/errors.js';
 
 export interface PolicyView {
   id: string;

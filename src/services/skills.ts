@@ -22,7 +22,7 @@
 import { nanoid } from 'nanoid';
 import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
-import { conflict } from '../http/errors.js';
+import { conflict } from '../domain/errors.js';
 import { groupBy } from '../domain/group.js';
 import type { AgentPush } from './agent-push.js';
 import { SkillsLibrary } from '../integrations/skills-library.js';

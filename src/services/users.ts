@@ -11,7 +11,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import type { Collections, UserDoc, WorkspaceRole } from '../store/collections.js';
+import type { Collections, UserDoc } from '../store/collections.js';
+import type { WorkspaceRole } from '../domain/roles.js';
 import type { GlobalRole } from '../domain/principal.js';
 import { groupBy } from '../domain/group.js';
 import type { Filter } from '../store/types.js';

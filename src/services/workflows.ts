@@ -23,22 +23,15 @@ import type { Actor } from 'xstate';
 import type { AppContext } from '../server.js';
 import type { Logger } from '../log.js';
 import type { UserPrincipal } from '../domain/principal.js';
-import {
-  CAPABILITIES,
-  type Capability,
-  type Collections,
-  type WorkflowDoc,
-  type WorkflowRunDoc,
-  type WorkflowRunStarter,
-  type WorkspaceDoc,
-} from '../store/collections.js';
+import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkflowRunStarter, WorkspaceDoc } from '../store/collections.js';
+import { CAPABILITIES, isCapability, type Capability } from '../domain/capabilities.js';
 import { validateDefinition, type WorkflowDefinition } from '../domain/workflow/definition.js';
 import { inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
 import { boundBroadcast, boundOutput, jsonBytes, type BroadcastResult } from '../domain/workflow/output-limit.js';
 import { WORKFLOW_RUN_KIND, workflowRunMachine, type WorkflowRunContext, type WorkflowRunInput } from '../actors/workflow-run.js';
-import { HttpError, conflict } from '../http/errors.js';
+import { AppError, conflict } from '../domain/errors.js';
 import { toMessageView, type ChannelService } from './channels.js';
-import { MAX_CONTENT } from '../http/routes/messages.js';
+import { MAX_CONTENT } from '../domain/messages.js';
 import { DuplicateKeyError } from '../store/types.js';
 
 /** Time for the executor; tests replace it to see and fire back-off timers. */
@@ -104,8 +97,6 @@ export function channelPosterFrom(channels: ChannelService): WorkflowChannelPost
 export const MAX_DELAY_MS = MAX_TIMER_MS;
 
 const SERVER_ACTIONS = ['channel.post', 'delay'] as const;
-const KNOWN_CAPABILITIES = new Set<string>(CAPABILITIES);
-const isCapability = (a: string): a is Capability => KNOWN_CAPABILITIES.has(a);
 
 /** A failed attempt; `retryable` false when another attempt cannot help (bad params, unknown action). */
 class StepFailure extends Error {
@@ -423,7 +414,7 @@ export class WorkflowService {
 
   /** Starts a run; it is running (and persisted) when this returns, and its first steps start just after. */
   async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<{ runId: string; status: 'running' }> {
-    if (this.stopped) throw new HttpError(503, 'shutting_down', 'the server is shutting down');
+    if (this.stopped) throw new AppError(503, 'shutting_down', 'the server is shutting down');
     const definition = JSON.parse(wf.definition) as WorkflowDefinition;
     const runId = nanoid();
     const at = this.nowIso();
@@ -763,7 +754,7 @@ function clip(text: string): string {
 }
 
 function describeError(err: unknown): string {
-  if (err instanceof HttpError) return `${err.message} (${err.code})`;
+  if (err instanceof AppError) return `${err.message} (${err.code})`;
   if (err instanceof Error) return err.message;
   return String(err);
 }

@@ -15,7 +15,8 @@
  * The plain functions take the collections so the fleet can call them without a service.
  */
 import { nanoid } from 'nanoid';
-import type { Collections, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc, WorkspaceRole } from '../store/collections.js';
+import type { Collections, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc } from '../store/collections.js';
+import type { WorkspaceRole } from '../domain/roles.js';
 import { DuplicateKeyError, type Collection } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
 import { groupBy } from '../domain/group.js';
@@ -45,7 +46,6 @@ export function toWorkspaceView(ws: WorkspaceDoc): WorkspaceView {
   };
 }
 
-export const SLUG_RE = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 /** A hex colour, `#rrggbb` or the short `#rgb`. */
 export const COLOR_RE = /^#(?:[0-9a-fA-F]{3}){1,2}$/;
 
@@ -53,18 +53,6 @@ export const COLOR_RE = /^#(?:[0-9a-fA-F]{3}){1,2}$/;
 export function normalizeColor(v: string): string {
   const hex = v.slice(1).toLowerCase();
   return `#${hex.length === 3 ? [...hex].map((d) => d + d).join('') : hex}`;
-}
-
-/** Lowercase, accents dropped, every run of other characters one hyphen, no hyphen at either end. */
-export function slugify(name: string): string {
-  return name
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 64)
-    .replace(/-+$/, '');
 }
 
 const PALETTE = ['#4f46e5', '#0891b2', '#059669', '#65a30d', '#d97706', '#dc2626', '#db2777', '#7c3aed', '#2563eb', '#0d9488'];

@@ -26,7 +26,7 @@ import { yieldToLoop } from '../domain/time-slice.js';
 import { readDigits, writeDigits } from '../domain/decimal.js';
 import type { AppContext } from '../server.js';
 import type { WebSocket } from '../http/uws.js';
-import type { Capability } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import {
   AGENT_WS_PATH,
   CLOSE,
@@ -44,7 +44,7 @@ import { sameTerms, verifyEd25519Async, type CertificateTerms } from '../domain/
 import type { FleetService, IssuedCertificate, Decision, LiveSeen } from '../services/fleet.js';
 import type { StoredCertificateWithBytes } from '../services/certificates.js';
 import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '../services/registrations.js';
-import { retryAfterSeconds } from '../http/rate-limit.js';
+import { retryAfterSeconds } from '../services/rate-limits.js';
 import { addressKey } from '../http/client-address.js';
 import { nestsDeeperThan, tooDeepMessage } from '../domain/json-depth.js';
 import { sourceOf } from '../services/registration-limits.js';

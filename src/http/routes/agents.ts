@@ -15,15 +15,15 @@
  */
 import { z } from 'zod';
 import { q, route, type RequestContext, type RouteDef } from '../router.js';
-import { HttpError, forbidden, notFound } from '../errors.js';
+import { AppError, forbidden, notFound } from '../../domain/errors.js';
 import { can } from '../../domain/permissions.js';
 import { agentWorkspaceIds, memberRole, primaryWorkspaceOf } from '../../services/workspaces.js';
 import type { AppContext } from '../../server.js';
 import type { Fleet } from '../../services/fleet-module.js';
 import type { UserPrincipal } from '../../domain/principal.js';
-import { CAPABILITIES, type Capability } from '../../store/collections.js';
+import { CAPABILITIES, type Capability } from '../../domain/capabilities.js';
 import { AVAILABLE_CAPABILITIES } from '../../domain/agent-protocol.js';
-import { RegistrationError, toPendingRegistrationView } from '../../services/registrations.js';
+import { toPendingRegistrationView } from '../../services/registrations.js';
 import { sourceOf } from '../../services/registration-limits.js';
 import { AGENTS_PAGE_SIZE_DEFAULT, AGENTS_PAGE_SIZE_MAX } from '../../services/agent-views.js';
 
@@ -128,25 +128,19 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
         workspace: z.string().min(1).max(200).optional(),
       }),
       handler: async (r) => {
-        try {
-          const { agent, created } = await fleet.service.register(r.body, { via: 'http', source: sourceOf(r.remoteAddress) });
-          if (created) {
-            await ctx.audit.record(r.principal ?? 'system', {
-              action: 'agent.register',
-              targetType: 'agent',
-              target: agent._id,
-              details: { name: agent.name, requestedCapabilities: agent.requestedCapabilities, via: 'http' },
-            });
-          }
-          return {
-            status: 201,
-            body: { agentId: agent._id, message: created ? 'registration received; the agent awaits admin approval' : 'the agent already awaits admin approval' },
-          };
-        } catch (err) {
-          if (!(err instanceof RegistrationError)) throw err;
-          const headers = err.retryAfterSeconds === undefined ? undefined : { 'retry-after': String(err.retryAfterSeconds) };
-          throw new HttpError(err.status, err.code, err.message, headers);
+        const { agent, created } = await fleet.service.register(r.body, { via: 'http', source: sourceOf(r.remoteAddress) });
+        if (created) {
+          await ctx.audit.record(r.principal ?? 'system', {
+            action: 'agent.register',
+            targetType: 'agent',
+            target: agent._id,
+            details: { name: agent.name, requestedCapabilities: agent.requestedCapabilities, via: 'http' },
+          });
         }
+        return {
+          status: 201,
+          body: { agentId: agent._id, message: created ? 'registration received; the agent awaits admin approval' : 'the agent already awaits admin approval' },
+        };
       },
     }),
 

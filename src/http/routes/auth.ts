@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { route, type Cookie, type RouteDef } from '../router.js';
-import { forbidden, HttpError } from '../errors.js';
+import { AppError, forbidden } from '../../domain/errors.js';
 import { isSameOrigin, SESSION_COOKIE, tokenOf } from '../auth.js';
 import { isDid } from '../../domain/did.js';
 import { actingAs, LoginService, loginUserView, type LoginRefusal } from '../../services/login.js';
@@ -17,20 +17,20 @@ const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<i
 const NEW_CHALLENGE = 'ask for a new challenge (POST /api/auth/challenge) and sign its nonce';
 
 /** What a refused login answers: what is wrong, and what to do (src/services/login.ts says what each may reveal). */
-const refusedLogin = (why: LoginRefusal, did: string): HttpError => {
+const refusedLogin = (why: LoginRefusal, did: string): AppError => {
   switch (why) {
     case 'invalid_challenge':
-      return new HttpError(401, why, `this challenge is unknown, used or expired (a challenge lasts 5 minutes and serves one attempt); ${NEW_CHALLENGE}`);
+      return new AppError(401, why, `this challenge is unknown, used or expired (a challenge lasts 5 minutes and serves one attempt); ${NEW_CHALLENGE}`);
     case 'challenge_mismatch':
-      return new HttpError(401, why, `this challenge was issued for another DID; ask for a challenge for ${did} and sign its nonce`);
+      return new AppError(401, why, `this challenge was issued for another DID; ask for a challenge for ${did} and sign its nonce`);
     case 'invalid_signature':
-      return new HttpError(
+      return new AppError(
         401,
         why,
         `the signature does not verify over steward-login:<nonce> with the key of this DID (the account's key, or the one a did:key carries); this challenge is used up: ${NEW_CHALLENGE} with that key`,
       );
     case 'no_account':
-      return new HttpError(
+      return new AppError(
         401,
         why,
         `no account holds ${did}: the key is right, but this DID has not claimed an account here. Claim one first with the link or invitation an owner or admin sends you (steward wallet claim), then log in`,

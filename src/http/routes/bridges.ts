@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden } from '../errors.js';
+import { forbidden } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { ChannelService } from '../../services/channels.js';
 import { toBridgeView, type BridgeService } from '../../services/bridges.js';

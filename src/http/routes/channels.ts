@@ -8,8 +8,9 @@
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import type { AppContext } from '../../server.js';
-import { CHANNEL_ROLES, type ChannelRole } from '../../store/collections.js';
-import { CHANNEL_SLUG_MAX, toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
+import { CHANNEL_ROLES, type ChannelRole } from '../../domain/roles.js';
+import { CHANNEL_SLUG_MAX } from '../../domain/slugs.js';
+import { toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(100);
 const description = z.string().max(1000);

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden, notFound } from '../errors.js';
+import { forbidden, notFound } from '../../domain/errors.js';
 import { isOwnerLike } from '../auth.js';
 import type { UserPrincipal } from '../../domain/principal.js';
 import { isDid } from '../../domain/did.js';

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { Fleet } from '../../services/fleet-module.js';
 

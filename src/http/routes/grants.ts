@@ -6,11 +6,11 @@
  */
 import { z } from 'zod';
 import { instant, route, type RouteDef } from '../router.js';
-import { badRequest, notFound } from '../errors.js';
+import { badRequest, notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { UserPrincipal } from '../../domain/principal.js';
-import { CAPABILITIES, type Capability } from '../../store/collections.js';
-import { createGrant, grantsOf, toGrantView, unknownCapability } from '../../services/grants.js';
+import { CAPABILITIES, unknownCapability, type Capability } from '../../domain/capabilities.js';
+import { createGrant, grantsOf, toGrantView } from '../../services/grants.js';
 import { personOf, userByRef } from './users.js';
 
 const grantFields = {

@@ -3,14 +3,14 @@
  * delete. See docs/identity.md.
  */
 import { z } from 'zod';
+import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../../domain/errors.js';
 import { InvitationService } from '../../services/invitations.js';
 import { claimServiceOf } from '../../services/claims.js';
 import type { AppContext } from '../../server.js';
 import type { UserPrincipal } from '../../domain/principal.js';
 
-const ROLES = ['owner', 'admin', 'manager', 'operator', 'member'] as const;
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
 
 export function invitationRoutes(ctx: AppContext): RouteDef[] {
@@ -27,7 +27,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       body: z.object({
         email: z.email().max(320),
         name: z.string().trim().min(1).max(200),
-        role: z.enum(ROLES),
+        role: z.enum(GLOBAL_ROLES),
       }),
       response: z.object({ token: z.string(), userId: z.string() }),
       handler: async ({ body, principal }) => {

@@ -13,7 +13,7 @@
  */
 import { z } from 'zod';
 import { route, type RequestContext, type RouteDef } from '../router.js';
-import { badRequest, forbidden, notFound } from '../errors.js';
+import { badRequest, forbidden, notFound } from '../../domain/errors.js';
 import { isAdminLike } from '../auth.js';
 import type { AppContext } from '../../server.js';
 import type { Principal, UserPrincipal } from '../../domain/principal.js';

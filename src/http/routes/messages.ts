@@ -5,17 +5,10 @@
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import { badRequest } from '../errors.js';
+import { checkMetadata, MAX_CONTENT, MAX_PAGE } from '../../domain/messages.js';
 import type { AppContext } from '../../server.js';
 import { callerOf, toMessageView, type ChannelService } from '../../services/channels.js';
 import { channelParams } from './channels.js';
-
-/** Largest message content (characters). */
-export const MAX_CONTENT = 40_000;
-/** Largest metadata object (characters of its JSON). */
-export const MAX_METADATA = 16 * 1024;
-/** Largest page of GET messages; larger `limit` values are capped to it (§8). */
-export const MAX_PAGE = 100;
 
 export const content = z
   .string({ message: 'required: the message content' })
@@ -46,13 +39,6 @@ const messageShape = z.object({
   deletedAt: z.string().nullable(),
   createdAt: z.string(),
 });
-
-/** 400 when the metadata is too large once serialised. */
-export function checkMetadata(m: Record<string, unknown> | undefined): Record<string, unknown> {
-  if (!m) return {};
-  if (JSON.stringify(m).length > MAX_METADATA) throw badRequest(`metadata is larger than ${MAX_METADATA} characters of JSON`, 'metadata_too_large');
-  return m;
-}
 
 export function messageRoutes(_ctx: AppContext, channels: ChannelService): RouteDef[] {
   return [

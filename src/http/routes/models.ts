@@ -5,11 +5,12 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden, notFound } from '../errors.js';
+import { forbidden, notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { UserPrincipal } from '../../domain/principal.js';
 import { atLeast } from '../../domain/permissions.js';
-import type { WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
+import type { WorkspaceDoc } from '../../store/collections.js';
+import type { WorkspaceRole } from '../../domain/roles.js';
 import { memberRole, resolveWorkspace } from '../../services/workspaces.js';
 import { OPENAI_COMPATIBLE, toModelEntry, type ModelService } from '../../services/models.js';
 import { personOf } from './users.js';

@@ -11,9 +11,9 @@
  */
 import { z } from 'zod';
 import { instant, q, route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../../domain/errors.js';
 import type { Fleet } from '../../services/fleet-module.js';
-import { CAPABILITIES } from '../../store/collections.js';
+import { CAPABILITIES } from '../../domain/capabilities.js';
 import { toPolicyView } from '../../services/policies.js';
 
 const HOSTNAME = /^(?=.{1,253}$)(\*\.)?([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;

@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden, notFound } from '../errors.js';
+import { forbidden, notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { Principal } from '../../domain/principal.js';
 import { can } from '../../domain/permissions.js';

@@ -11,11 +11,12 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef, type RequestContext } from '../router.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { badRequest, conflict, forbidden, notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { Principal } from '../../domain/principal.js';
 import { atLeast } from '../../domain/permissions.js';
-import type { SkillDoc, WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
+import type { SkillDoc, WorkspaceDoc } from '../../store/collections.js';
+import type { WorkspaceRole } from '../../domain/roles.js';
 import { memberRole, resolveWorkspace } from '../../services/workspaces.js';
 import { toOverrideView, toRow, toView, type SkillConfig } from '../../services/skills.js';
 import { skillIdSchema, sourceSchema } from '../../integrations/skills-library.js';

@@ -2,6 +2,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
+import { AppError } from '../../domain/errors.js';
 import { HttpError } from '../errors.js';
 import { buildOpenApi } from '../openapi.js';
 import type { AppContext } from '../../server.js';
@@ -32,7 +33,7 @@ export function systemRoutes(ctx: AppContext): RouteDef[] {
         try {
           await withTimeout(ctx.store.ping(), 2000);
         } catch {
-          throw new HttpError(503, 'not_ready', 'the store is not reachable');
+          throw new AppError(503, 'not_ready', 'the store is not reachable');
         }
         return { body: { status: 'ready', store: ctx.store.kind } };
       },

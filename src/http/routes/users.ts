@@ -4,8 +4,9 @@
  * (/api/users/invite...) in the claims area. `{did}` is a percent-encoded DID, or the user's id.
  */
 import { z } from 'zod';
+import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { q, route, type RequestContext, type RouteDef } from '../router.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { badRequest, conflict, forbidden, notFound } from '../../domain/errors.js';
 import { isOwnerLike } from '../auth.js';
 import type { AppContext } from '../../server.js';
 import type { UserPrincipal } from '../../domain/principal.js';
@@ -22,7 +23,6 @@ import {
   type UserPatch,
 } from '../../services/users.js';
 
-export const GLOBAL_ROLES = ['owner', 'admin', 'manager', 'operator', 'member'] as const;
 
 /** The caller of a route whose auth level admits only people. */
 export const personOf = (ctx: RequestContext): UserPrincipal => ctx.principal as UserPrincipal;

@@ -19,11 +19,12 @@
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import { badRequest, forbidden, notFound } from '../errors.js';
+import { badRequest, forbidden, notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { Principal } from '../../domain/principal.js';
 import { atLeast, can } from '../../domain/permissions.js';
-import type { WorkflowDoc, WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
+import type { WorkflowDoc, WorkspaceDoc } from '../../store/collections.js';
+import type { WorkspaceRole } from '../../domain/roles.js';
 import { memberRole, resolveWorkspace, visibleWorkspaceIds } from '../../services/workspaces.js';
 import { DefinitionError, validateDefinition, type WorkflowDefinition } from '../../domain/workflow/definition.js';
 import { toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';

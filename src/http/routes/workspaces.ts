@@ -13,17 +13,12 @@
 import { z } from 'zod';
 import { nanoid } from 'nanoid';
 import { route, type RouteDef } from '../router.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
+import { badRequest, conflict, forbidden, notFound } from '../../domain/errors.js';
 import type { AppContext } from '../../server.js';
 import type { Principal } from '../../domain/principal.js';
 import { atLeast, can, MIN_ROLE, type WorkspaceAction } from '../../domain/permissions.js';
-import {
-  WORKSPACE_ROLES,
-  type WorkspaceAgentDoc,
-  type WorkspaceDoc,
-  type WorkspaceMemberDoc,
-  type WorkspaceRole,
-} from '../../store/collections.js';
+import type { WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc } from '../../store/collections.js';
+import { WORKSPACE_ROLES, type WorkspaceRole } from '../../domain/roles.js';
 import { DuplicateKeyError } from '../../store/types.js';
 import {
   addAgentToWorkspace,
@@ -37,11 +32,10 @@ import {
   removeMember,
   resolveWorkspace,
   setAgentPrimary,
-  SLUG_RE,
-  slugify,
   toWorkspaceView,
   visibleWorkspaceIds,
 } from '../../services/workspaces.js';
+import { SLUG_RE, slugify } from '../../domain/slugs.js';
 import { findUserByRef } from '../../services/users.js';
 import { personOf } from './users.js';
 
