@@ -139,6 +139,8 @@ interface Node {
 const newNode = (): Node => ({ statics: new Map(), routes: new Map() });
 
 export interface RouterOptions {
+  /** Who a request comes from and whether they may use a route (without one: public routes only). */
+  auth?: AuthPolicy;
   observe?: DispatchObserver;
   /** The rate limits routes name in `limit`; without them no route is limited. */
   limits?: RateLimits;
@@ -147,22 +149,19 @@ export interface RouterOptions {
 export class Router {
   private readonly root = newNode();
   private readonly all: RouteDef[] = [];
-  private policy: AuthPolicy = {
-    authenticate: async () => null,
-    authorize: (level, principal) => {
-      if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
-    },
-  };
+  private readonly policy: AuthPolicy;
   private readonly observe: DispatchObserver | undefined;
   private readonly limits: RateLimits | undefined;
 
   constructor(options: RouterOptions = {}) {
+    this.policy = options.auth ?? {
+      authenticate: async () => null,
+      authorize: (level, principal) => {
+        if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
+      },
+    };
     this.observe = options.observe;
     this.limits = options.limits;
-  }
-
-  setAuthPolicy(policy: AuthPolicy): void {
-    this.policy = policy;
   }
 
   add(...defs: RouteDef[]): this {

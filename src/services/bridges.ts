@@ -21,8 +21,8 @@
  */
 import { nanoid } from 'nanoid';
 import { z } from 'zod';
-import type { AppContext } from '../server.js';
-import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc } from '../store/collections.js';
+import type { ServiceCore } from './core.js';
+import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../domain/errors.js';
 import { parseJsonBody } from '../domain/json-depth.js';
@@ -129,7 +129,7 @@ const incoming = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'outgo
 const outgoing = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'incoming';
 
 export class BridgeService {
-  private readonly c: AppContext['c'];
+  private readonly c: Collections;
   private readonly outboxes = new Map<string, Outbox>();
   /** Bridges of each channel that sends messages out, read through (every bridge write goes through here and drops its entry). */
   private readonly outgoingByChannel = new Map<string, BridgeDoc[]>();
@@ -140,12 +140,18 @@ export class BridgeService {
   private sweeper: NodeJS.Timeout | undefined;
   private stopped = false;
 
+  private readonly channels: ChannelService;
+  /** Steward's version, for the User-Agent of outgoing deliveries. */
+  private readonly version: string;
+
   constructor(
-    private readonly ctx: AppContext,
-    private readonly channels: ChannelService,
+    private readonly ctx: ServiceCore,
+    deps: { channels: ChannelService; version: string },
   ) {
     this.c = ctx.c;
-    channels.onMessageCreated((e) => this.onMessage(e));
+    this.channels = deps.channels;
+    this.version = deps.version;
+    this.channels.onMessageCreated((e) => this.onMessage(e));
   }
 
   /**
@@ -532,7 +538,7 @@ export class BridgeService {
           [SIGNATURE_HEADER]: sign(d.body, wh.secret),
           'x-steward-delivery': d.id,
           'x-steward-attempt': String(d.attempt),
-          'user-agent': `Steward/${this.ctx.version}`,
+          'user-agent': `Steward/${this.version}`,
         },
         opts,
       );

@@ -19,17 +19,18 @@
  * (src/actors/channel.ts), which accepts them one at a time and refuses what an archived channel
  * refuses; the commands it accepts run here, one channel's commands one at a time in the actor's
  * order (`Writer`). That is where posts are numbered (`seq`), membership is checked, messages are
- * stored, and — after the caller has its answer — events go out: to the live feed (uWS topic
+ * stored, and — after the caller has its answer — events go out: to the live feed (topic
  * `channel:<id>`), to each mentioned agent that is online (`channel_message_send`), and to the
  * message hooks (bridges).
  */
 import { nanoid } from 'nanoid';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
+import type { AgentLink, FeedPublisher } from './ports.js';
 import type { Principal } from '../domain/principal.js';
 import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type ChannelCommand, type LoadedChannel } from '../actors/channel.js';
-import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, WorkspaceDoc } from '../store/collections.js';
+import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, Collections, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import type { ChannelRole } from '../domain/roles.js';
 import { DuplicateKeyError, type Filter } from '../store/types.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
@@ -224,7 +225,7 @@ class ChannelCache {
   private channelGen = 0;
   private memberGen = 0;
 
-  constructor(private readonly c: AppContext['c']) {}
+  constructor(private readonly c: Collections) {}
 
   async channel(id: string): Promise<ChannelDoc | null> {
     const hit = this.channels.get(id);
@@ -299,7 +300,7 @@ function put<V>(map: Map<string, V>, key: string, value: V): void {
 }
 
 export class ChannelService {
-  private readonly c: AppContext['c'];
+  private readonly c: Collections;
   private readonly writers = new Map<string, Writer>();
   /** Last sequence number given per channel (see nextSeq). */
   private readonly seqs = new Map<string, number>();
@@ -307,8 +308,16 @@ export class ChannelService {
   private readonly createdHooks: Array<(e: MessageCreated) => void> = [];
   private readonly accessLostHooks: Array<(channelId: string, did: string | null) => void> = [];
 
-  constructor(private readonly ctx: AppContext) {
+  private readonly agents: AgentLink;
+  private readonly feed: FeedPublisher;
+
+  constructor(
+    private readonly ctx: ServiceCore,
+    deps: { agents: AgentLink; feed: FeedPublisher },
+  ) {
     this.c = ctx.c;
+    this.agents = deps.agents;
+    this.feed = deps.feed;
     this.cache = new ChannelCache(ctx.c);
     ctx.actors.define(CHANNEL_ACTOR_KIND, {
       machine: channelMachine.provide({
@@ -323,12 +332,16 @@ export class ChannelService {
       input: (id) => ({ channelId: id }),
       deleteWhenDone: true,
     });
-    ctx.workspaceService.onWorkspaceDeleted(async (ws) => {
-      for (const ch of await this.c.channels.find({ workspaceId: ws._id }, { projection: { _id: 1 } })) await this.destroy(ch._id);
-    });
-    ctx.userService.onUserDeleted(async (user) => {
-      if (user.did) await this.forgetMember(user.did);
-    });
+  }
+
+  /** For when a workspace is deleted: its channels go, with their members, messages and bridges. */
+  async workspaceDeleted(ws: WorkspaceDoc): Promise<void> {
+    for (const ch of await this.c.channels.find({ workspaceId: ws._id }, { projection: { _id: 1 } })) await this.destroy(ch._id);
+  }
+
+  /** For when a person is deleted: they leave every channel. */
+  async userDeleted(user: UserDoc): Promise<void> {
+    if (user.did) await this.forgetMember(user.did);
   }
 
   /** Removes a DID from every channel it is a member of (a deleted user or agent). */
@@ -897,8 +910,8 @@ export class ChannelService {
   /** Sends channel_message_send to each mentioned agent that is online (never to the author). */
   private pushMentions(channel: ChannelDoc, msg: ChannelMessageDoc, view: MessageView, mentions: AgentRef[], via: MessageDraft['via']): void {
     for (const agent of mentions) {
-      if (agent.did === msg.authorDid || !this.ctx.agentPush.isOnline(agent.did)) continue;
-      this.ctx.agentPush.push(agent.did, {
+      if (agent.did === msg.authorDid || !this.agents.isOnline(agent.did)) continue;
+      this.agents.push(agent.did, {
         type: 'channel_message_send',
         channelId: channel._id,
         channel: { id: channel._id, name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId },
@@ -918,14 +931,14 @@ export class ChannelService {
     }
   }
 
-  /** Publishes a feed event to the channel's uWS topic (subscribers are live-feed sockets). */
+  /** Publishes a feed event to the channel's live-feed topic. */
   publish(channelId: string, type: FeedEventType, message: MessageView): void {
     const topic = channelTopic(channelId);
-    if (this.ctx.app.numSubscribers(topic) > 0) this.ctx.app.publish(topic, JSON.stringify({ type, channelId, message }));
+    if (this.feed.hasSubscribers(topic)) this.feed.publish(topic, { type, channelId, message });
   }
 
   /**
-   * For the live feed: the uWS topic of a channel the principal may read; null otherwise (unknown
+   * For the live feed: the topic of a channel the principal may read; null otherwise (unknown
    * and hidden alike, and when the store fails — logged — since the feed has no error to answer).
    */
   readonly feedTopic = async (p: Principal, channelId: string): Promise<string | null> => {

@@ -20,7 +20,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
 import type { AgentDoc, ModelDoc, WorkspaceDoc, WorkspaceLlmKeyDoc } from '../store/collections.js';
 import { DuplicateKeyError, type Filter } from '../store/types.js';
 import type { UserPrincipal } from '../domain/principal.js';
@@ -28,7 +28,7 @@ import { badGateway, badRequest, conflict, forbidden, notFound } from '../domain
 import { LiteLlmClient, ProxyError, litellmModelOf } from '../integrations/litellm.js';
 import { agentWorkspaceIds, resolveWorkspace } from './workspaces.js';
 import { slugify } from '../domain/slugs.js';
-import type { PushFrame } from './agent-push.js';
+import type { AgentLink, PushFrame } from './ports.js';
 import type { LlmConfig } from '../domain/agent-protocol.js';
 import { groupBy } from '../domain/group.js';
 
@@ -138,23 +138,13 @@ export class ModelService {
   private readyWaiting: string[] = [];
   private readyBatch: Promise<void> | null = null;
 
-  constructor(private readonly ctx: AppContext) {
-    const { proxyBaseUrl, proxyMasterKey, proxyTimeoutMs } = ctx.config;
+  constructor(
+    private readonly ctx: ServiceCore,
+    private readonly agents: AgentLink,
+  ) {
+    const { proxyBaseUrl, proxyMasterKey, proxyTimeoutMs, proxyIncomplete } = ctx.config;
     this.proxy = proxyBaseUrl && proxyMasterKey ? new LiteLlmClient({ baseUrl: proxyBaseUrl, masterKey: proxyMasterKey, timeoutMs: proxyTimeoutMs }) : null;
-  }
-
-  /**
-   * Subscribes to workspace deletion and to agents becoming ready (each gets its llm_config).
-   * Call once ctx.agentPush is the gateway's (after the fleet is built).
-   */
-  start(): void {
-    const { ctx } = this;
-    if (ctx.config.proxyIncomplete) {
-      ctx.log.warn({ missing: ctx.config.proxyIncomplete }, `the model proxy is off: ${ctx.config.proxyIncomplete} is not set`);
-    }
-    ctx.workspaceService.onWorkspaceDeleted((ws) => this.onWorkspaceDeleted(ws));
-    ctx.workspaceService.onAgentMembershipChanged((ws, did) => this.onAgentMembershipChanged(ws, did));
-    ctx.agentPush.onReady((did) => this.agentReady(did));
+    if (proxyIncomplete) ctx.log.warn({ missing: proxyIncomplete }, `the model proxy is off: ${proxyIncomplete} is not set`);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -443,13 +433,13 @@ export class ModelService {
    * An agent that left the workspace it routes through loses that config; in every case it gets
    * a fresh frame, whose proxy section lists the virtual keys of its current workspaces.
    */
-  private async onAgentMembershipChanged(workspaceId: string, did: string): Promise<void> {
+  async agentMembershipChanged(workspaceId: string, did: string): Promise<void> {
     const still = await this.ctx.c.workspaceAgents.count({ workspaceId, agentDid: did });
     if (still === 0) await this.clearConfigs({ _id: did, llmSource: 'workspace', llmWorkspaceId: workspaceId }, 'the agent left the workspace it routes through');
     await this.pushTo([did]);
   }
 
-  private async onWorkspaceDeleted(ws: WorkspaceDoc): Promise<void> {
+  async workspaceDeleted(ws: WorkspaceDoc): Promise<void> {
     const { c, log, secrets } = this.ctx;
     await this.withLock(ws._id, async () => {
       const keyDoc = await c.workspaceLlmKeys.findById(ws._id);
@@ -720,7 +710,7 @@ export class ModelService {
    */
   async pushTo(dids: string[]): Promise<number> {
     const { c } = this.ctx;
-    const push = this.ctx.agentPush;
+    const push = this.agents;
     const online = [...new Set(dids)].filter((d) => push.isOnline(d));
     const cache = new FrameCache();
     let sent = 0;
@@ -738,7 +728,8 @@ export class ModelService {
     return sent;
   }
 
-  private agentReady(did: string): Promise<void> {
+  /** For when an agent completes its handshake: its llm_config goes out with the next batch. */
+  agentReady(did: string): Promise<void> {
     this.readyWaiting.push(did);
     return (this.readyBatch ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       const dids = this.readyWaiting;

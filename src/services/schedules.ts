@@ -11,7 +11,7 @@
  */
 import cron, { type ScheduledTask } from 'node-cron';
 import { nanoid } from 'nanoid';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { Collections, UserDoc, WorkflowDoc, WorkflowScheduleDoc } from '../store/collections.js';
@@ -54,22 +54,20 @@ export function isTimeZone(zone: string): boolean {
 }
 
 export class ScheduleService {
-  private ctx!: AppContext;
-  private c!: Collections;
-  private log!: Logger;
-  private workflows!: WorkflowService;
+  private readonly c: Collections;
+  private readonly log: Logger;
   private readonly tasks = new Map<string, ScheduledTask>();
   private readonly firing = new Set<Promise<unknown>>();
   private stopped = false;
 
-  attach(ctx: AppContext, workflows: WorkflowService): void {
-    this.ctx = ctx;
+  /** A deleted workflow takes its schedules along. */
+  constructor(
+    private readonly ctx: ServiceCore,
+    private readonly workflows: WorkflowService,
+  ) {
     this.c = ctx.c;
     this.log = ctx.log;
-    this.workflows = workflows;
-    workflows.onWorkflowDeleted = (wf) => this.removeAllOf(wf);
-    ctx.userService.onUserDeleted((user) => this.onUserDeleted(user));
-    ctx.onClose(() => this.stop());
+    workflows.onWorkflowDeleted((wf) => this.removeAllOf(wf));
   }
 
   /** Arms every stored schedule. */
@@ -141,8 +139,8 @@ export class ScheduleService {
     return docs.length;
   }
 
-  /** A schedule acts as its creator: it goes with them. */
-  private async onUserDeleted(user: UserDoc): Promise<void> {
+  /** For when a person is deleted: a schedule acts as its creator, so it goes with them. */
+  async userDeleted(user: UserDoc): Promise<void> {
     for (const doc of await this.c.workflowSchedules.find({ createdByUserId: user._id })) await this.remove(doc, 'system');
   }
 

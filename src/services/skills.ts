@@ -24,11 +24,10 @@ import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collectio
 import { DuplicateKeyError } from '../store/types.js';
 import { conflict } from '../domain/errors.js';
 import { groupBy } from '../domain/group.js';
-import type { AgentPush } from './agent-push.js';
-import { SkillsLibrary } from '../integrations/skills-library.js';
+import type { AgentLink } from './ports.js';
+import type { SkillsLibrary } from '../integrations/skills-library.js';
 import type { Logger } from '../log.js';
-import type { Config } from '../config.js';
-import type { WorkspaceService } from './workspaces.js';
+import type { ServiceCore } from './core.js';
 
 export type SkillConfig = Record<string, unknown>;
 
@@ -197,36 +196,32 @@ const bySkillOrder = (a: SkillDoc, b: SkillDoc) =>
     : a.workspace_id.localeCompare(b.workspace_id);
 
 export class SkillService {
+  private readonly c: Collections;
+  private readonly log: Logger;
+  private readonly agents: AgentLink;
+  /** The external skills catalogue and code host. */
+  readonly library: SkillsLibrary;
   private chain: Promise<void> = Promise.resolve();
   /** Agents waiting for the next batch of pushAgents, and that batch. */
   private readonly waiting = new Set<string>();
   private batch: Promise<void> | null = null;
 
-  constructor(
-    private readonly c: Collections,
-    private readonly log: Logger,
-    /** The agent push of the moment (the fleet gateway replaces the offline default). */
-    private readonly agents: () => AgentPush,
-    readonly library: SkillsLibrary,
-  ) {}
-
-  static create(c: Collections, config: Pick<Config, 'skillsLibraryUrl' | 'skillsCodeHostUrl'>, log: Logger, agents: () => AgentPush): SkillService {
-    const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
-    return new SkillService(c, log, agents, library);
+  constructor(ctx: ServiceCore, deps: { agents: AgentLink; library: SkillsLibrary }) {
+    this.c = ctx.c;
+    this.log = ctx.log;
+    this.agents = deps.agents;
+    this.library = deps.library;
   }
 
-  /**
-   * Hooks the service into the rest of the server, once the fleet has provided the agent push:
-   * each agent gets its skill set after its handshake, and a deleted workspace takes its skills
-   * and their overrides along.
-   */
-  attach(deps: { agentPush: AgentPush; workspaceService: WorkspaceService }): void {
-    deps.agentPush.onReady((did) => this.pushAgents([did]));
-    deps.workspaceService.onWorkspaceDeleted(async (ws) => {
-      const removed = await this.forgetWorkspace(ws._id);
-      if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
-    });
-    deps.workspaceService.onAgentMembershipChanged((workspaceId, did) => this.agentMembershipChanged(workspaceId, did));
+  /** For when an agent completes its handshake: it gets its skill set (before its `ready` goes out). */
+  agentReady(did: string): Promise<void> {
+    return this.pushAgents([did]);
+  }
+
+  /** For when a workspace is deleted: its skills and their overrides go. */
+  async workspaceDeleted(ws: { _id: string }): Promise<void> {
+    const removed = await this.forgetWorkspace(ws._id);
+    if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
   }
 
   // --- skills ------------------------------------------------------------------------------------
@@ -437,7 +432,7 @@ export class SkillService {
   /** Sends `skills_config` to every connected agent of a workspace; resolves once sent. */
   pushWorkspace(workspaceId: string): Promise<void> {
     return this.enqueue(async () => {
-      const push = this.agents();
+      const push = this.agents;
       const dids = (await this.c.workspaceAgents.find({ workspaceId }, { projection: { agentDid: 1 } }))
         .map((m) => m.agentDid)
         .filter((d) => push.isOnline(d));
@@ -456,7 +451,7 @@ export class SkillService {
       this.batch = null;
       const dids = [...this.waiting];
       this.waiting.clear();
-      const push = this.agents();
+      const push = this.agents;
       await this.send(dids.filter((d) => push.isOnline(d)));
     });
     return this.batch;
@@ -465,7 +460,7 @@ export class SkillService {
   private async send(dids: string[]): Promise<void> {
     if (dids.length === 0) return;
     const sets = await this.effectiveSets(dids);
-    const push = this.agents();
+    const push = this.agents;
     let sent = 0;
     for (const [did, skills] of sets) if (push.push(did, SkillService.frame(skills))) sent++;
     this.log.debug({ agents: dids.length, sent }, 'skills_config pushed');

@@ -20,15 +20,8 @@ import type { Sessions } from './sessions.js';
 import type { Logger } from '../log.js';
 import { toGrantView, type GrantView } from './grants.js';
 
-export interface UserWorkspaceRef {
-  id: string;
-  name: string;
-  slug: string;
-  color: string;
-  isPrimary: boolean;
-}
-
-export interface UserView {
+/** A person's own fields, as a login answers them and every fuller view begins. */
+export interface UserSummary {
   id: string;
   did: string | null;
   name: string;
@@ -37,6 +30,28 @@ export interface UserView {
   isAdmin: boolean;
   role: GlobalRole;
   registeredAt: string;
+}
+
+export const toUserSummary = (u: UserDoc): UserSummary => ({
+  id: u._id,
+  did: u.did,
+  name: u.name,
+  email: u.email,
+  isOwner: u.isOwner,
+  isAdmin: u.isAdmin,
+  role: u.role,
+  registeredAt: u.registeredAt,
+});
+
+export interface UserWorkspaceRef {
+  id: string;
+  name: string;
+  slug: string;
+  color: string;
+  isPrimary: boolean;
+}
+
+export interface UserView extends UserSummary {
   directoryId: string | null;
   claimedAt: string | null;
   reportsTo: string | null;
@@ -82,14 +97,7 @@ export async function userViews(c: Collections, users: UserDoc[]): Promise<UserV
   if (users.length === 0) return [];
   const rel = await relationsOf(c, users.map((u) => u._id));
   return users.map((u) => ({
-    id: u._id,
-    did: u.did,
-    name: u.name,
-    email: u.email,
-    isOwner: u.isOwner,
-    isAdmin: u.isAdmin,
-    role: u.role,
-    registeredAt: u.registeredAt,
+    ...toUserSummary(u),
     directoryId: u.directoryId,
     claimedAt: u.claimedAt,
     reportsTo: u.reportsTo,

@@ -11,7 +11,7 @@
  *   (an intent to one agent, a broadcast to the workspace's online agents holding the capability,
  *   `channel.post` or `delay`) and answers STEP_DONE / STEP_FAILED; `step.wait` arms the retry
  *   timer and answers RETRY_DUE; `run.ended` drops what the run still had in flight.
- * - Agent steps go through `ctx.agentIntents.send` — the checks and gates of
+ * - Agent steps go through the intent service's `send` — the checks and gates of
  *   POST /api/agents/{did}/intents — as the person who started the run (or created its schedule),
  *   rebuilt from the users collection at each attempt.
  * - Time (timestamps, retry timers, `delay`) comes from `clock`, which tests replace.
@@ -20,8 +20,11 @@
  */
 import { nanoid } from 'nanoid';
 import type { Actor } from 'xstate';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
+import type { AgentLink } from './ports.js';
+import type { IntentService } from './intents.js';
+import { userPrincipal } from './sessions.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkflowRunStarter, WorkspaceDoc } from '../store/collections.js';
 import { CAPABILITIES, isCapability, type Capability } from '../domain/capabilities.js';
@@ -61,11 +64,7 @@ export const systemClock: WorkflowClock = {
   random: () => Math.random(),
 };
 
-/**
- * Posts a message to a channel as a person, with the channel's own rules (membership, archived).
- * The channels area provides it (`workflows.channelPoster`); until then `channel.post` steps fail
- * saying so.
- */
+/** Posts a message to a channel as a person, with the channel's own rules (membership, archived). */
 export interface WorkflowChannelPoster {
   post(author: UserPrincipal, channelId: string, content: string): Promise<unknown>;
 }
@@ -241,13 +240,20 @@ class BroadcastOutput {
   constructor(readonly results: Record<string, BroadcastResult>) {}
 }
 
-export class WorkflowService {
-  clock: WorkflowClock = systemClock;
-  channelPoster: WorkflowChannelPoster | null = null;
+/** Removes what a deleted workflow leaves elsewhere (its schedules); answers how many it removed. */
+export type WorkflowDeletedHook = (wf: WorkflowDoc) => Promise<number>;
 
-  private ctx!: AppContext;
-  private c!: Collections;
-  private log!: Logger;
+export class WorkflowService {
+  /** Time for the executor; tests replace it to see and fire back-off timers. */
+  clock: WorkflowClock = systemClock;
+  /** How `channel.post` steps post; tests replace it to watch the posts. */
+  channelPoster: WorkflowChannelPoster;
+
+  private readonly c: Collections;
+  private readonly log: Logger;
+  private readonly intents: IntentService;
+  private readonly agents: AgentLink;
+  private readonly deletedHooks: WorkflowDeletedHook[] = [];
   private readonly inputs = new Map<string, WorkflowRunInput>();
   private readonly listening = new WeakSet<object>();
   private readonly executions = new Map<string, Execution>();
@@ -255,11 +261,16 @@ export class WorkflowService {
   private readonly writes = new Set<Promise<unknown>>();
   private stopped = false;
 
-  /** Wires the service to a server: the actor kind, deletion hooks, shutdown. Call once. */
-  attach(ctx: AppContext): void {
-    this.ctx = ctx;
+  /** Defines the workflow-run actor kind. */
+  constructor(
+    private readonly ctx: ServiceCore,
+    deps: { intents: IntentService; agents: AgentLink; channelPoster: WorkflowChannelPoster },
+  ) {
     this.c = ctx.c;
     this.log = ctx.log;
+    this.intents = deps.intents;
+    this.agents = deps.agents;
+    this.channelPoster = deps.channelPoster;
     ctx.actors.define(WORKFLOW_RUN_KIND, {
       machine: workflowRunMachine,
       // A run waiting on an agent has no XState timers or children, so the host would see it as idle.
@@ -270,17 +281,14 @@ export class WorkflowService {
         return input;
       },
     });
-    ctx.workspaceService.onWorkspaceDeleted((ws) => this.onWorkspaceDeleted(ws));
   }
 
   /**
-   * Restores running runs; call it last, after every other part registered its close hook. Close
-   * hooks run in reverse order, so the executor stops first: agent sockets are already closing by
-   * then, and an intent they abandon must count as `interrupted` at the next start, not as a
-   * failure recorded during the shutdown.
+   * Restores running runs. Stop the executor before the agents' sockets close: an intent they
+   * abandon must count as `interrupted` at the next start, not as a failure recorded during the
+   * shutdown.
    */
   async start(): Promise<void> {
-    this.ctx.onClose(() => this.stop());
     const ids = await this.ctx.actors.restoreAll(WORKFLOW_RUN_KIND);
     const at = this.nowIso();
     for (const id of ids) {
@@ -385,7 +393,8 @@ export class WorkflowService {
 
   /** Deletes a workflow with its schedules and runs (running ones are cancelled first). */
   async delete(wf: WorkflowDoc, by: UserPrincipal | 'system'): Promise<{ runs: number; schedules: number }> {
-    const schedules = await this.onWorkflowDeleted?.(wf);
+    let schedules = 0;
+    for (const fn of this.deletedHooks) schedules += await fn(wf);
     const runs = await this.c.workflowRuns.find({ workflowId: wf._id }, { projection: { status: 1 } });
     for (const r of runs) {
       if (r.status === 'running') await this.cancelQuietly(r._id, by === 'system' ? 'system' : by.did);
@@ -397,15 +406,18 @@ export class WorkflowService {
       action: 'workflow.delete',
       targetType: 'workflow',
       target: wf._id,
-      details: { name: wf.name, workspaceId: wf.workspaceId, runs: runs.length, schedules: schedules ?? 0 },
+      details: { name: wf.name, workspaceId: wf.workspaceId, runs: runs.length, schedules },
     });
-    return { runs: runs.length, schedules: schedules ?? 0 };
+    return { runs: runs.length, schedules };
   }
 
-  /** Set by the schedule service: removes a deleted workflow's schedules, returns how many. */
-  onWorkflowDeleted: ((wf: WorkflowDoc) => Promise<number>) | undefined;
+  /** Runs `fn` as a workflow is deleted, before its runs go (the schedule service removes its schedules). */
+  onWorkflowDeleted(fn: WorkflowDeletedHook): void {
+    this.deletedHooks.push(fn);
+  }
 
-  private async onWorkspaceDeleted(ws: WorkspaceDoc): Promise<void> {
+  /** For when a workspace is deleted: its workflows go, with their runs and schedules. */
+  async workspaceDeleted(ws: WorkspaceDoc): Promise<void> {
     for (const wf of await this.c.workflows.find({ workspaceId: ws._id })) await this.delete(wf, 'system');
   }
 
@@ -644,7 +656,7 @@ export class WorkflowService {
       if (!isCapability(action)) throw new StepFailure(unknownAction(action, true), false);
       const run = await this.runContext(runId);
       const who = await this.actingAs(run);
-      const answer = await this.ctx.agentIntents.send(who, agentDid, { action, params });
+      const answer = await this.intents.send(who, agentDid, { action, params });
       if (!answer.ok) throw new StepFailure(answer.error ?? 'the agent refused the intent', true);
       return answer.output ?? null;
     }
@@ -682,7 +694,6 @@ export class WorkflowService {
     const { channelId, content } = params;
     if (typeof channelId !== 'string' || channelId === '') throw new StepFailure('channel.post: params.channelId must be a channel id', false);
     if (typeof content !== 'string' || content.trim() === '') throw new StepFailure('channel.post: params.content must be text that is not blank', false);
-    if (!this.channelPoster) throw new StepFailure('channel.post: no channel service is attached to workflows on this server', false);
     const who = await this.actingAs(await this.runContext(runId));
     return (await this.channelPoster.post(who, channelId, content)) ?? null;
   }
@@ -696,14 +707,14 @@ export class WorkflowService {
       ? await this.c.agents.find({ _id: { $in: members.map((m) => m.agentDid) }, status: 'active' }, { projection: { capabilities: 1 } })
       : [];
     const targets = agents
-      .filter((a) => a.capabilities.includes(action) && this.ctx.agentPush.isOnline(a._id))
+      .filter((a) => a.capabilities.includes(action) && this.agents.isOnline(a._id))
       .map((a) => a._id)
       .sort();
     if (targets.length === 0) throw new StepFailure(`no online agent of the workspace holds '${action}'`, true);
     const results = await Promise.all(
       targets.map(async (did): Promise<[string, { ok: boolean; output?: unknown; error?: string }]> => {
         try {
-          const answer = await this.ctx.agentIntents.send(who, did, { action, params });
+          const answer = await this.intents.send(who, did, { action, params });
           return [did, answer.ok ? { ok: true, output: answer.output ?? null } : { ok: false, error: answer.error ?? 'the agent refused the intent' }];
         } catch (err) {
           return [did, { ok: false, error: describeError(err) }];
@@ -723,20 +734,9 @@ export class WorkflowService {
   /** The person a run acts as, rebuilt from the users collection. */
   private async actingAs(run: WorkflowRunContext): Promise<UserPrincipal> {
     const user = await this.c.users.findById(run.startedBy.userId);
-    if (!user || !user.did) {
-      throw new StepFailure(`the person this run acts as (${run.startedBy.did}) no longer has an account`, false);
-    }
-    return {
-      kind: 'user',
-      userId: user._id,
-      did: user.did,
-      name: user.name,
-      isOwner: user.isOwner,
-      isAdmin: user.isAdmin,
-      role: user.role,
-      sessionId: `workflow:${run.runId}`,
-      via: 'bearer',
-    };
+    const who = user && userPrincipal(user, `workflow:${run.runId}`, 'bearer');
+    if (!who) throw new StepFailure(`the person this run acts as (${run.startedBy.did}) no longer has an account`, false);
+    return who;
   }
 }
 

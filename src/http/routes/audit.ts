@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { instant, q, route, type RouteDef } from '../router.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { Filter } from '../../store/types.js';
 import { escapeRegex } from '../../services/users.js';
 
@@ -20,7 +20,7 @@ const auditQuery = z.object({
   until: instant().optional().describe('ISO 8601; entries before it'),
 });
 
-export function auditRoutes(ctx: AppContext): RouteDef[] {
+export function auditRoutes(ctx: RouteContext): RouteDef[] {
   return [
     route({
       method: 'GET',

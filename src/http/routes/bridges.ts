@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { forbidden } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { ChannelService } from '../../services/channels.js';
 import { toBridgeView, type BridgeService } from '../../services/bridges.js';
 import { channelParams } from './channels.js';
@@ -29,7 +29,7 @@ const bridgeShape = z.object({
 });
 const incomingAnswer = z.object({ ok: z.literal(true), messageId: z.string().nullable() });
 
-export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges: BridgeService): RouteDef[] {
+export function bridgeRoutes(ctx: RouteContext, channels: ChannelService, bridges: BridgeService): RouteDef[] {
   return [
     route({
       method: 'GET',

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import { CHANNEL_ROLES, type ChannelRole } from '../../domain/roles.js';
 import { CHANNEL_SLUG_MAX } from '../../domain/slugs.js';
 import { toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
@@ -50,7 +50,7 @@ const memberShape = z.object({
 });
 const success = z.object({ success: z.literal(true) });
 
-export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteDef[] {
+export function channelRoutes(ctx: RouteContext, channels: ChannelService): RouteDef[] {
   return [
     route({
       method: 'GET',

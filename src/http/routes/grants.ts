@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { instant, route, type RouteDef } from '../router.js';
 import { badRequest, notFound } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { UserPrincipal } from '../../domain/principal.js';
 import { CAPABILITIES, unknownCapability, type Capability } from '../../domain/capabilities.js';
 import { createGrant, grantsOf, toGrantView } from '../../services/grants.js';
@@ -26,7 +26,7 @@ const didParams = z.object({ did: z.string().min(1).max(512) });
 
 type GrantInput = { agentDid: string | null; capabilities: string[]; expiresAt?: string | null };
 
-export function grantRoutes(ctx: AppContext): RouteDef[] {
+export function grantRoutes(ctx: RouteContext): RouteDef[] {
   const { c } = ctx;
 
   const issue = async (p: UserPrincipal, userRef: string, input: GrantInput) => {

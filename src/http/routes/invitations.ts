@@ -6,17 +6,14 @@ import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { route, type RouteDef } from '../router.js';
 import { notFound } from '../../domain/errors.js';
-import { InvitationService } from '../../services/invitations.js';
-import { claimServiceOf } from '../../services/claims.js';
-import type { AppContext } from '../../server.js';
-import type { UserPrincipal } from '../../domain/principal.js';
+import { personOf } from '../auth.js';
+import type { InvitationService } from '../../services/invitations.js';
+import type { ClaimService } from '../../services/claims.js';
+import type { ServerIdentity } from '../../services/server-identity.js';
 
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
 
-export function invitationRoutes(ctx: AppContext): RouteDef[] {
-  const invitations = new InvitationService(ctx);
-  const claims = claimServiceOf(ctx);
-
+export function invitationRoutes({ invitations, claims, identity }: { invitations: InvitationService; claims: ClaimService; identity: ServerIdentity }): RouteDef[] {
   return [
     route({
       method: 'POST',
@@ -30,8 +27,8 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
         role: z.enum(GLOBAL_ROLES),
       }),
       response: z.object({ token: z.string(), userId: z.string() }),
-      handler: async ({ body, principal }) => {
-        const { token, userId } = await invitations.invite(principal as UserPrincipal, body);
+      handler: async (r) => {
+        const { token, userId } = await invitations.invite(personOf(r), r.body);
         return { body: { token, userId } };
       },
     }),
@@ -66,7 +63,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
             qrUrl: claims.qrUrl(token),
             connectionString: claims.connectionString(token),
             inviteToken: token,
-            serverDid: ctx.identity.did,
+            serverDid: identity.did,
           },
         };
       },

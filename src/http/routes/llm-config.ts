@@ -14,8 +14,8 @@
 import { z } from 'zod';
 import { route, type RequestContext, type RouteDef } from '../router.js';
 import { badRequest, forbidden, notFound } from '../../domain/errors.js';
-import { isAdminLike } from '../auth.js';
-import type { AppContext } from '../../server.js';
+import { isAdminLike } from '../../domain/permissions.js';
+import type { RouteContext } from './context.js';
 import type { Principal, UserPrincipal } from '../../domain/principal.js';
 import { atLeast } from '../../domain/permissions.js';
 import type { AgentDoc } from '../../store/collections.js';
@@ -63,7 +63,7 @@ const putBody = z
     return { mode: 'manual', provider: b.provider, model: b.model, baseUrl: b.baseUrl, apiKey: b.apiKey, systemPrompt };
   });
 
-export function llmConfigRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
+export function llmConfigRoutes(ctx: RouteContext, models: ModelService): RouteDef[] {
   const { c } = ctx;
 
   /** The agent when the caller may see it; 404 otherwise. */

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import { checkMetadata, MAX_CONTENT, MAX_PAGE } from '../../domain/messages.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import { callerOf, toMessageView, type ChannelService } from '../../services/channels.js';
 import { channelParams } from './channels.js';
 
@@ -40,7 +40,7 @@ const messageShape = z.object({
   createdAt: z.string(),
 });
 
-export function messageRoutes(_ctx: AppContext, channels: ChannelService): RouteDef[] {
+export function messageRoutes(_ctx: RouteContext, channels: ChannelService): RouteDef[] {
   return [
     route({
       method: 'GET',

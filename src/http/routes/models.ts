@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { forbidden, notFound } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { UserPrincipal } from '../../domain/principal.js';
 import { atLeast } from '../../domain/permissions.js';
 import type { WorkspaceDoc } from '../../store/collections.js';
@@ -74,7 +74,7 @@ const entrySchema = z.object({
 });
 const ok = z.object({ ok: z.literal(true) });
 
-export function modelRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
+export function modelRoutes(ctx: RouteContext, models: ModelService): RouteDef[] {
   const { c } = ctx;
 
   /** The workspace, visible to the caller (else 404), with the caller's role there. */

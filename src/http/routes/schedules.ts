@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { forbidden, notFound } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { Principal } from '../../domain/principal.js';
 import { can } from '../../domain/permissions.js';
 import type { WorkflowScheduleDoc } from '../../store/collections.js';
@@ -36,7 +36,7 @@ const timezoneField = z
   .max(100)
   .refine(isTimeZone, { message: 'not an IANA time zone name (e.g. Europe/Paris, America/New_York, UTC)' });
 
-export function scheduleRoutes(ctx: AppContext, schedules: ScheduleService): RouteDef[] {
+export function scheduleRoutes(ctx: RouteContext, schedules: ScheduleService): RouteDef[] {
   const { c } = ctx;
 
   const visibleSchedule = async (p: Principal, id: string) => {

@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { route, type RouteDef, type RequestContext } from '../router.js';
 import { badRequest, conflict, forbidden, notFound } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { Principal } from '../../domain/principal.js';
 import { atLeast } from '../../domain/permissions.js';
 import type { SkillDoc, WorkspaceDoc } from '../../store/collections.js';
@@ -67,7 +67,7 @@ const skillViewShape = z.object({
   createdAt: z.string(),
 });
 
-export function skillRoutes(ctx: AppContext): RouteDef[] {
+export function skillRoutes(ctx: RouteContext): RouteDef[] {
   const { c } = ctx;
   const skills = ctx.skills;
 

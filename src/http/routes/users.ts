@@ -7,8 +7,8 @@ import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { q, route, type RequestContext, type RouteDef } from '../router.js';
 import { badRequest, conflict, forbidden, notFound } from '../../domain/errors.js';
-import { isOwnerLike } from '../auth.js';
-import type { AppContext } from '../../server.js';
+import { isOwnerLike } from '../../domain/permissions.js';
+import type { RouteContext } from './context.js';
 import type { UserPrincipal } from '../../domain/principal.js';
 import type { Collections, UserDoc } from '../../store/collections.js';
 import { resolveWorkspace } from '../../services/workspaces.js';
@@ -57,7 +57,7 @@ const patchBody = z.strictObject({
   description: z.string().max(2000).nullable().optional(),
 });
 
-export function userRoutes(ctx: AppContext): RouteDef[] {
+export function userRoutes(ctx: RouteContext): RouteDef[] {
   const { c } = ctx;
 
   const unclaimedById = async (id: string): Promise<UserDoc> => {

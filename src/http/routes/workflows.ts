@@ -20,7 +20,7 @@
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import { badRequest, forbidden, notFound } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { Principal } from '../../domain/principal.js';
 import { atLeast, can } from '../../domain/permissions.js';
 import type { WorkflowDoc, WorkspaceDoc } from '../../store/collections.js';
@@ -54,7 +54,7 @@ export function checkDefinition(input: unknown): WorkflowDefinition {
 }
 
 /** Whether a principal may see the workflows of a workspace, and with which role. */
-export async function workflowAccess(ctx: AppContext, p: Principal, workspaceId: string): Promise<{ visible: boolean; isGlobalAdmin: boolean; role: WorkspaceRole | null }> {
+export async function workflowAccess(ctx: RouteContext, p: Principal, workspaceId: string): Promise<{ visible: boolean; isGlobalAdmin: boolean; role: WorkspaceRole | null }> {
   if (p.kind === 'agent') {
     const visible = (await ctx.c.workspaceAgents.count({ workspaceId, agentDid: p.did })) > 0;
     return { visible, isGlobalAdmin: false, role: visible ? 'member' : null };
@@ -63,7 +63,7 @@ export async function workflowAccess(ctx: AppContext, p: Principal, workspaceId:
   return { visible: p.isAdmin || role !== null, isGlobalAdmin: p.isAdmin, role };
 }
 
-export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): RouteDef[] {
+export function workflowRoutes(ctx: RouteContext, workflows: WorkflowService): RouteDef[] {
   const { c } = ctx;
 
   const access = async (p: Principal, id: string): Promise<Access> => {

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { nanoid } from 'nanoid';
 import { route, type RouteDef } from '../router.js';
 import { badRequest, conflict, forbidden, notFound } from '../../domain/errors.js';
-import type { AppContext } from '../../server.js';
+import type { RouteContext } from './context.js';
 import type { Principal } from '../../domain/principal.js';
 import { atLeast, can, MIN_ROLE, type WorkspaceAction } from '../../domain/permissions.js';
 import type { WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc } from '../../store/collections.js';
@@ -63,7 +63,7 @@ interface Access {
 const isGlobalAdmin = (p: Principal) => p.kind === 'user' && p.isAdmin;
 const roleName = (action: WorkspaceAction) => MIN_ROLE[action] ?? 'global admin';
 
-export function workspaceRoutes(ctx: AppContext): RouteDef[] {
+export function workspaceRoutes(ctx: RouteContext): RouteDef[] {
   const { c } = ctx;
 
   /** The workspace as the caller may see it; 404 when it does not exist or is not visible. */

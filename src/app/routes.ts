@@ -1,0 +1,75 @@
+/** The route table: every route module with the services it calls. */
+import type { RouteDef } from '../http/router.js';
+import type { RouteContext } from '../http/routes/context.js';
+import { systemRoutes } from '../http/routes/system.js';
+import { authRoutes } from '../http/routes/auth.js';
+import { claimRoutes } from '../http/routes/claims.js';
+import { invitationRoutes } from '../http/routes/invitations.js';
+import { userRoutes } from '../http/routes/users.js';
+import { workspaceRoutes } from '../http/routes/workspaces.js';
+import { grantRoutes } from '../http/routes/grants.js';
+import { auditRoutes } from '../http/routes/audit.js';
+import { agentRoutes } from '../http/routes/agents.js';
+import { policyRoutes } from '../http/routes/policies.js';
+import { fleetAdminRoutes } from '../http/routes/fleet-admin.js';
+import { skillRoutes } from '../http/routes/skills.js';
+import { modelRoutes } from '../http/routes/models.js';
+import { llmConfigRoutes } from '../http/routes/llm-config.js';
+import { channelRoutes } from '../http/routes/channels.js';
+import { messageRoutes } from '../http/routes/messages.js';
+import { bridgeRoutes } from '../http/routes/bridges.js';
+import { workflowRoutes } from '../http/routes/workflows.js';
+import { scheduleRoutes } from '../http/routes/schedules.js';
+import type { LoginService } from '../services/login.js';
+import type { ClaimService } from '../services/claims.js';
+import type { InvitationService } from '../services/invitations.js';
+import type { FleetService } from '../services/fleet.js';
+import type { PolicyService } from '../services/policies.js';
+import type { TokenUsage } from '../services/token-usage.js';
+import type { IntentService } from '../services/intents.js';
+import type { AgentViews } from '../services/agent-views.js';
+import type { ModelService } from '../services/models.js';
+import type { ChannelService } from '../services/channels.js';
+import type { BridgeService } from '../services/bridges.js';
+import type { WorkflowService } from '../services/workflows.js';
+import type { ScheduleService } from '../services/schedules.js';
+
+export interface RouteServices extends RouteContext {
+  login: LoginService;
+  claims: ClaimService;
+  invitations: InvitationService;
+  fleet: FleetService;
+  policies: PolicyService;
+  tokens: TokenUsage;
+  intents: IntentService;
+  views: AgentViews;
+  models: ModelService;
+  channels: ChannelService;
+  bridges: BridgeService;
+  workflows: WorkflowService;
+  schedules: ScheduleService;
+}
+
+export function routeTable(s: RouteServices): RouteDef[] {
+  return [
+    ...systemRoutes(s),
+    ...authRoutes(s),
+    ...claimRoutes(s),
+    ...invitationRoutes(s),
+    ...userRoutes(s),
+    ...workspaceRoutes(s),
+    ...grantRoutes(s),
+    ...auditRoutes(s),
+    ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
+    ...policyRoutes({ policies: s.policies }),
+    ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),
+    ...skillRoutes(s),
+    ...modelRoutes(s, s.models),
+    ...llmConfigRoutes(s, s.models),
+    ...channelRoutes(s, s.channels),
+    ...messageRoutes(s, s.channels),
+    ...bridgeRoutes(s, s.channels, s.bridges),
+    ...workflowRoutes(s, s.workflows),
+    ...scheduleRoutes(s, s.schedules),
+  ];
+}
