@@ -30,6 +30,7 @@ import { AuditLog } from '../services/audit.js';
 import { ensureDefaultWorkspace, ensureOwner } from '../services/bootstrap.js';
 import { UserService } from '../services/users.js';
 import { WorkspaceService } from '../services/workspaces.js';
+import { GrantService } from '../services/grants.js';
 import { LoginService } from '../services/login.js';
 import { ClaimService } from '../services/claims.js';
 import { InvitationService } from '../services/invitations.js';
@@ -132,8 +133,9 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const core: ServiceCore = { config, log, c, actors, secrets, identity, sessions, audit };
 
   // -- People ---------------------------------------------------------------------------------------
-  const userService = new UserService(c, sessions, log);
-  const workspaceService = new WorkspaceService(c, log);
+  const userService = new UserService(core);
+  const workspaceService = new WorkspaceService(core);
+  const grants = new GrantService(core);
   const login = new LoginService(core);
   const claims = new ClaimService(core, { defaultWorkspace });
   const invitations = new InvitationService(core, { claims, defaultWorkspace });
@@ -232,6 +234,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       routes: () => router.routes(),
       userService,
       workspaceService,
+      grants,
       skills,
       login,
       claims,

@@ -21,6 +21,9 @@ import { bridgeRoutes } from '../http/routes/bridges.js';
 import { workflowRoutes } from '../http/routes/workflows.js';
 import { scheduleRoutes } from '../http/routes/schedules.js';
 import type { LoginService } from '../services/login.js';
+import type { UserService } from '../services/users.js';
+import type { WorkspaceService } from '../services/workspaces.js';
+import type { GrantService } from '../services/grants.js';
 import type { ClaimService } from '../services/claims.js';
 import type { InvitationService } from '../services/invitations.js';
 import type { FleetService } from '../services/fleet.js';
@@ -35,6 +38,9 @@ import type { WorkflowService } from '../services/workflows.js';
 import type { ScheduleService } from '../services/schedules.js';
 
 export interface RouteServices extends RouteContext {
+  userService: UserService;
+  workspaceService: WorkspaceService;
+  grants: GrantService;
   login: LoginService;
   claims: ClaimService;
   invitations: InvitationService;
@@ -53,13 +59,13 @@ export interface RouteServices extends RouteContext {
 export function routeTable(s: RouteServices): RouteDef[] {
   return [
     ...systemRoutes(s),
-    ...authRoutes(s),
-    ...claimRoutes(s),
-    ...invitationRoutes(s),
-    ...userRoutes(s),
-    ...workspaceRoutes(s),
-    ...grantRoutes(s),
-    ...auditRoutes(s),
+    ...authRoutes({ login: s.login, config: s.config }),
+    ...claimRoutes({ claims: s.claims, identity: s.identity }),
+    ...invitationRoutes({ invitations: s.invitations, claims: s.claims, identity: s.identity }),
+    ...userRoutes({ users: s.userService }),
+    ...workspaceRoutes({ workspaces: s.workspaceService }),
+    ...grantRoutes({ grants: s.grants }),
+    ...auditRoutes({ audit: s.audit }),
     ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
     ...policyRoutes({ policies: s.policies }),
     ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),

@@ -25,6 +25,7 @@ import type { StoredCertificate } from './certificates.js';
 import type { Certificate } from '../domain/certificate.js';
 import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import { toPolicyView } from './policies.js';
+import { escapeRegex } from '../domain/regex.js';
 import { notFound } from '../domain/errors.js';
 
 export const AGENTS_PAGE_SIZE_DEFAULT = 20;
@@ -69,8 +70,6 @@ export interface AgentListItem {
 }
 
 const LIST_FIELDS = { name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
-
-const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 export class AgentViews {
   private readonly fleet: FleetService;

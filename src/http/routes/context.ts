@@ -9,8 +9,6 @@ import type { Store } from '../../store/types.js';
 import type { ActorHost } from '../../actors/host.js';
 import type { AuditLog } from '../../services/audit.js';
 import type { ServerIdentity } from '../../services/server-identity.js';
-import type { UserService } from '../../services/users.js';
-import type { WorkspaceService } from '../../services/workspaces.js';
 import type { SkillService } from '../../services/skills.js';
 import type { Metrics } from '../metrics.js';
 import type { RouteDef } from '../router.js';
@@ -27,7 +25,5 @@ export interface RouteContext {
   version: string;
   /** Every route of the server (for the OpenAPI document). */
   routes(): readonly RouteDef[];
-  userService: UserService;
-  workspaceService: WorkspaceService;
   skills: SkillService;
 }

@@ -13,7 +13,7 @@ import type { WorkspaceDoc } from '../../store/collections.js';
 import type { WorkspaceRole } from '../../domain/roles.js';
 import { memberRole, resolveWorkspace } from '../../services/workspaces.js';
 import { OPENAI_COMPATIBLE, toModelEntry, type ModelService } from '../../services/models.js';
-import { personOf } from './users.js';
+import { personOf } from '../auth.js';
 
 /** Provider names: lower-cased, then letters, digits, `.`, `_`, `-` (they become the proxy name's prefix). */
 export const providerSchema = z

@@ -19,7 +19,7 @@ import type { WorkflowScheduleDoc } from '../../store/collections.js';
 import { resolveWorkspace, visibleWorkspaceIds } from '../../services/workspaces.js';
 import { cronProblem, isTimeZone, type ScheduleService } from '../../services/schedules.js';
 import { workflowAccess } from './workflows.js';
-import { personOf } from './users.js';
+import { personOf } from '../auth.js';
 
 const cronField = z
   .string({ message: 'required: a cron expression' })

@@ -28,7 +28,7 @@ import type { WorkspaceRole } from '../../domain/roles.js';
 import { memberRole, resolveWorkspace, visibleWorkspaceIds } from '../../services/workspaces.js';
 import { DefinitionError, validateDefinition, type WorkflowDefinition } from '../../domain/workflow/definition.js';
 import { toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
-import { personOf } from './users.js';
+import { personOf } from '../auth.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(200);
 const description = z.string().max(2000);
