@@ -24,6 +24,7 @@ import type { LoginService } from '../services/login.js';
 import type { UserService } from '../services/users.js';
 import type { WorkspaceService } from '../services/workspaces.js';
 import type { GrantService } from '../services/grants.js';
+import type { SkillService } from '../services/skills.js';
 import type { ClaimService } from '../services/claims.js';
 import type { InvitationService } from '../services/invitations.js';
 import type { FleetService } from '../services/fleet.js';
@@ -41,6 +42,7 @@ export interface RouteServices extends RouteContext {
   userService: UserService;
   workspaceService: WorkspaceService;
   grants: GrantService;
+  skills: SkillService;
   login: LoginService;
   claims: ClaimService;
   invitations: InvitationService;
@@ -69,7 +71,7 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
     ...policyRoutes({ policies: s.policies }),
     ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),
-    ...skillRoutes(s),
+    ...skillRoutes({ skills: s.skills }),
     ...modelRoutes(s, s.models),
     ...llmConfigRoutes(s, s.models),
     ...channelRoutes(s, s.channels),

@@ -9,7 +9,6 @@ import type { Store } from '../../store/types.js';
 import type { ActorHost } from '../../actors/host.js';
 import type { AuditLog } from '../../services/audit.js';
 import type { ServerIdentity } from '../../services/server-identity.js';
-import type { SkillService } from '../../services/skills.js';
 import type { Metrics } from '../metrics.js';
 import type { RouteDef } from '../router.js';
 
@@ -25,5 +24,4 @@ export interface RouteContext {
   version: string;
   /** Every route of the server (for the OpenAPI document). */
   routes(): readonly RouteDef[];
-  skills: SkillService;
 }
