@@ -41,7 +41,9 @@ import { TokenUsage } from '../services/token-usage.js';
 import { IntentService } from '../services/intents.js';
 import { AgentViews } from '../services/agent-views.js';
 import { SkillService } from '../services/skills.js';
-import { ModelService } from '../services/models.js';
+import { ModelCatalogue } from '../services/model-catalogue.js';
+import { AgentLlmConfig } from '../services/llm-config.js';
+import { LiteLlmClient } from '../integrations/litellm.js';
 import { ChannelService } from '../services/channels.js';
 import { BridgeService } from '../services/bridges.js';
 import { WorkflowService, channelPosterFrom } from '../services/workflows.js';
@@ -155,7 +157,10 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   // -- Skills, models, channels, workflows, and the people's live feed -------------------------------
   const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
   const skills = new SkillService(core, { agents: connections, library });
-  const models = new ModelService(core, connections);
+  const proxy =
+    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }) : null;
+  const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
+  const models = new ModelCatalogue(core, { proxy, llmConfig });
   const feedTopics = new FeedTopics(app);
   const channels = new ChannelService(core, { agents: connections, feed: feedTopics });
   const bridges = new BridgeService(core, { channels, version });
@@ -166,7 +171,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   // -- Consequences across areas (each list runs in the order written) ------------------------------
   // An agent that completes its handshake gets its skills and its LLM configuration before `ready`.
   connections.onReady((did) => skills.agentReady(did));
-  connections.onReady((did) => models.agentReady(did));
+  connections.onReady((did) => llmConfig.agentReady(did));
   // A decommissioned agent: its usage stays in the global totals; its overrides and channel memberships go.
   fleet.onAgentDeleted((agent) => tokens.forgetAgent(agent._id));
   fleet.onAgentDeleted(async (agent) => {
@@ -180,7 +185,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   workspaceService.onWorkspaceDeleted((ws) => channels.workspaceDeleted(ws));
   // An agent joining or leaving a workspace gets its new skill set and LLM configuration.
   workspaceService.onAgentMembershipChanged((workspaceId, did) => skills.agentMembershipChanged(workspaceId, did));
-  workspaceService.onAgentMembershipChanged((workspaceId, did) => models.agentMembershipChanged(workspaceId, did));
+  workspaceService.onAgentMembershipChanged((workspaceId, did) => llmConfig.agentMembershipChanged(workspaceId, did));
   // A deleted person's schedules and channel memberships go, and their feed subscriptions end.
   userService.onUserDeleted((user) => schedules.userDeleted(user));
   userService.onUserDeleted((user) => channels.userDeleted(user));
@@ -245,6 +250,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       intents,
       views,
       models,
+      llmConfig,
       channels,
       bridges,
       workflows,

@@ -32,7 +32,8 @@ import type { PolicyService } from '../services/policies.js';
 import type { TokenUsage } from '../services/token-usage.js';
 import type { IntentService } from '../services/intents.js';
 import type { AgentViews } from '../services/agent-views.js';
-import type { ModelService } from '../services/models.js';
+import type { ModelCatalogue } from '../services/model-catalogue.js';
+import type { AgentLlmConfig } from '../services/llm-config.js';
 import type { ChannelService } from '../services/channels.js';
 import type { BridgeService } from '../services/bridges.js';
 import type { WorkflowService } from '../services/workflows.js';
@@ -51,7 +52,8 @@ export interface RouteServices extends RouteContext {
   tokens: TokenUsage;
   intents: IntentService;
   views: AgentViews;
-  models: ModelService;
+  models: ModelCatalogue;
+  llmConfig: AgentLlmConfig;
   channels: ChannelService;
   bridges: BridgeService;
   workflows: WorkflowService;
@@ -72,8 +74,8 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...policyRoutes({ policies: s.policies }),
     ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),
     ...skillRoutes({ skills: s.skills }),
-    ...modelRoutes(s, s.models),
-    ...llmConfigRoutes(s, s.models),
+    ...modelRoutes({ models: s.models }),
+    ...llmConfigRoutes({ llmConfig: s.llmConfig }),
     ...channelRoutes(s, s.channels),
     ...messageRoutes(s, s.channels),
     ...bridgeRoutes(s, s.channels, s.bridges),
