@@ -76,9 +76,9 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...skillRoutes({ skills: s.skills }),
     ...modelRoutes({ models: s.models }),
     ...llmConfigRoutes({ llmConfig: s.llmConfig }),
-    ...channelRoutes(s, s.channels),
-    ...messageRoutes(s, s.channels),
-    ...bridgeRoutes(s, s.channels, s.bridges),
+    ...channelRoutes({ channels: s.channels }),
+    ...messageRoutes({ channels: s.channels }),
+    ...bridgeRoutes({ bridges: s.bridges }),
     ...workflowRoutes(s, s.workflows),
     ...scheduleRoutes(s, s.schedules),
   ];

@@ -30,6 +30,7 @@ import { checkMetadata, MAX_CONTENT } from '../domain/messages.js';
 import { SIGNATURE_HEADER, postJson, sign, verifySignature, type PostResult } from '../integrations/webhook.js';
 import { activityText, postChannelMessage, teamsChannelIdOf, toHtml, type TeamsActivity } from '../integrations/teams.js';
 import type { Access, ChannelService, MessageCreated } from './channels.js';
+import type { Principal } from '../domain/principal.js';
 
 export type ExternalService = BridgeDoc['externalService'];
 export type SyncDirection = BridgeDoc['syncDirection'];
@@ -201,13 +202,52 @@ export class BridgeService {
   }
 
   // -----------------------------------------------------------------------------------------------
-  // Managing bridges
+  // Managing bridges (a channel the caller may read; listing needs membership, changing ownership)
 
-  async list(channelId: string): Promise<BridgeDoc[]> {
-    return this.c.bridges.find({ channelId }, { sort: { createdAt: 1, _id: 1 } });
+  /** A channel's bridges (channel members and global admins); their configuration is never shown. */
+  async list(p: Principal, channelId: string): Promise<BridgeDoc[]> {
+    const a = await this.channels.access(p, channelId);
+    if (!a.member && !a.caller.isGlobalAdmin) throw forbidden("listing a channel's bridges needs membership of the channel", 'not_a_member');
+    return this.c.bridges.find({ channelId: a.channel._id }, { sort: { createdAt: 1, _id: 1 } });
   }
 
-  async create(a: Access, input: CreateBridge): Promise<BridgeDoc> {
+  /** Creates a bridge (channel owner or global admin); its config is stored sealed. */
+  async create(p: Principal, channelId: string, input: CreateBridge): Promise<BridgeDoc> {
+    const a = await this.channels.access(p, channelId);
+    this.channels.requireOwner(a, 'creating a bridge');
+    const bridge = await this.insert(a, input);
+    await this.ctx.audit.record(p, {
+      action: 'bridge.create',
+      targetType: 'bridge',
+      target: bridge._id,
+      details: { channelId: bridge.channelId, externalService: bridge.externalService, externalChannelId: bridge.externalChannelId, syncDirection: bridge.syncDirection },
+    });
+    return bridge;
+  }
+
+  /** Enables or disables a bridge, or changes its direction (channel owner or global admin). */
+  async update(p: Principal, channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
+    const a = await this.channels.access(p, channelId);
+    this.channels.requireOwner(a, 'changing a bridge');
+    const bridge = await this.patch(a.channel._id, bridgeId, patch);
+    await this.ctx.audit.record(p, { action: 'bridge.update', targetType: 'bridge', target: bridge._id, details: { changes: patch } });
+    return bridge;
+  }
+
+  /** Deletes a bridge with its sealed configuration (channel owner or global admin). */
+  async remove(p: Principal, channelId: string, bridgeId: string): Promise<void> {
+    const a = await this.channels.access(p, channelId);
+    this.channels.requireOwner(a, 'deleting a bridge');
+    const bridge = await this.delete(a.channel._id, bridgeId);
+    await this.ctx.audit.record(p, {
+      action: 'bridge.delete',
+      targetType: 'bridge',
+      target: bridge._id,
+      details: { channelId: bridge.channelId, externalService: bridge.externalService },
+    });
+  }
+
+  private async insert(a: Access, input: CreateBridge): Promise<BridgeDoc> {
     const parsed = configSchemas[input.externalService].safeParse(input.config);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
@@ -242,7 +282,7 @@ export class BridgeService {
     return doc;
   }
 
-  async update(channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
+  private async patch(channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
     const updated = await this.c.bridges.findOneAndUpdate(
       { _id: bridgeId, channelId },
       { $set: { ...patch, updatedAt: new Date().toISOString() } },
@@ -252,7 +292,7 @@ export class BridgeService {
     return updated;
   }
 
-  async remove(channelId: string, bridgeId: string): Promise<BridgeDoc> {
+  private async delete(channelId: string, bridgeId: string): Promise<BridgeDoc> {
     const bridge = await this.c.bridges.findOne({ _id: bridgeId, channelId });
     if (!bridge) throw notFound(`bridge ${bridgeId} not found in this channel`);
     await this.c.bridges.deleteOne({ _id: bridgeId });

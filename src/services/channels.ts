@@ -37,6 +37,7 @@ import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/e
 import { resolveWorkspace } from './workspaces.js';
 import { findMentions, type AgentRef } from '../domain/mentions.js';
 import { channelSlug } from '../domain/slugs.js';
+import { checkMetadata } from '../domain/messages.js';
 
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
@@ -464,7 +465,43 @@ export class ChannelService {
       invitedBy: null,
     });
     this.cache.dropMembers(channel._id);
+    await this.ctx.audit.record(p, {
+      action: 'channel.create',
+      targetType: 'channel',
+      target: channel._id,
+      details: { name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId, isPublic: channel.isPublic },
+    });
     return channel;
+  }
+
+  /** A channel the caller may read, with its members and stats. */
+  async detail(p: Principal, channelId: string): Promise<{ channel: ChannelDoc; members: ChannelMemberDoc[]; stats: { messageCount: number; memberCount: number } }> {
+    const a = await this.access(p, channelId);
+    const [members, stats] = await Promise.all([this.members(a.channel._id), this.stats(a.channel._id)]);
+    return { channel: a.channel, members, stats: { messageCount: stats.messageCount, memberCount: stats.memberCount } };
+  }
+
+  /** Changes a channel's fields and/or its archive state (channel owner or global admin). */
+  async edit(p: Principal, channelId: string, patch: ChannelFields & { isArchived?: boolean }): Promise<ChannelDoc> {
+    const a = await this.access(p, channelId);
+    this.requireOwner(a, 'changing the channel');
+    const { isArchived, ...fields } = patch;
+    const channel = await this.update(a.channel._id, fields, isArchived);
+    await this.ctx.audit.record(p, {
+      action: isArchived === true && !a.channel.isArchived ? 'channel.archive' : isArchived === false && a.channel.isArchived ? 'channel.unarchive' : 'channel.update',
+      targetType: 'channel',
+      target: channel._id,
+      details: { changes: patch },
+    });
+    return channel;
+  }
+
+  /** Archives a channel (channel owner or global admin); its history stays readable. */
+  async archive(p: Principal, channelId: string): Promise<void> {
+    const a = await this.access(p, channelId);
+    this.requireOwner(a, 'archiving the channel');
+    await this.update(a.channel._id, {}, true);
+    await this.ctx.audit.record(p, { action: 'channel.archive', targetType: 'channel', target: a.channel._id });
   }
 
   /**
@@ -505,14 +542,39 @@ export class ChannelService {
   }
 
   /** Changes fields and/or the archive state, through the channel actor. */
-  async update(channelId: string, fields: ChannelFields, isArchived?: boolean): Promise<ChannelDoc> {
+  private async update(channelId: string, fields: ChannelFields, isArchived?: boolean): Promise<ChannelDoc> {
     return this.command(channelId, (reply) => ({ type: 'UPDATE', fields, isArchived, reply })) as Promise<ChannelDoc>;
   }
 
   // -----------------------------------------------------------------------------------------------
   // Members
 
-  async addMember(a: Access, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
+  /** Adds a member (owner, moderator or global admin; the owner and moderator roles only by an owner); 409 when already a member. */
+  async addMember(p: Principal, channelId: string, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
+    const a = await this.access(p, channelId);
+    const member = await this.insertMember(a, input);
+    await this.ctx.audit.record(p, {
+      action: 'channel.member.add',
+      targetType: 'channel',
+      target: a.channel._id,
+      details: { memberDid: member.memberDid, memberType: member.memberType, role: member.role },
+    });
+    return member;
+  }
+
+  /** Removes a member (owner or global admin; a moderator members with the member role; anyone themselves). */
+  async removeMember(p: Principal, channelId: string, memberDid: string): Promise<void> {
+    const a = await this.access(p, channelId);
+    const removed = await this.deleteMember(a, memberDid);
+    await this.ctx.audit.record(p, {
+      action: 'channel.member.remove',
+      targetType: 'channel',
+      target: a.channel._id,
+      details: { memberDid: removed.memberDid, role: removed.role },
+    });
+  }
+
+  private async insertMember(a: Access, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
     const role = a.member?.role;
     const ga = a.caller.isGlobalAdmin;
     if (!ga && role !== 'owner' && role !== 'moderator') throw forbidden('adding members needs the owner or moderator role in this channel (or global admin)');
@@ -546,7 +608,7 @@ export class ChannelService {
     return doc;
   }
 
-  async removeMember(a: Access, memberDid: string): Promise<ChannelMemberDoc> {
+  private async deleteMember(a: Access, memberDid: string): Promise<ChannelMemberDoc> {
     const target = await this.cache.member(a.channel._id, memberDid);
     if (!target) throw notFound(`${memberDid} is not a member of this channel`);
     const self = memberDid === a.caller.did;
@@ -568,13 +630,59 @@ export class ChannelService {
   // -----------------------------------------------------------------------------------------------
   // Messages
 
+  /** A page of a channel's messages (see listMessages), for a caller who may read it. */
+  async messages(p: Principal, channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
+    const a = await this.access(p, channelId);
+    return this.listMessages(a.channel._id, q);
+  }
+
+  /**
+   * Posts a message as the caller (a member of the channel). `asAgent`: the agents' reply
+   * endpoint, for a member whose type is agent; the message's author type is then agent.
+   */
+  async postAs(
+    p: Principal,
+    channelId: string,
+    m: { content: string; threadId?: string | null; metadata?: Record<string, unknown> },
+    asAgent = false,
+  ): Promise<ChannelMessageDoc> {
+    const a = await this.access(p, channelId);
+    return this.post(a.channel._id, {
+      authorDid: a.caller.did,
+      authorType: asAgent ? 'agent' : a.caller.kind,
+      content: m.content,
+      threadId: m.threadId ?? null,
+      metadata: checkMetadata(m.metadata),
+      via: null,
+      ...(asAgent ? { asAgent: true } : {}),
+    });
+  }
+
+  /** Edits one's own message. */
+  async editMessage(p: Principal, channelId: string, messageId: string, content: string): Promise<ChannelMessageDoc> {
+    const a = await this.access(p, channelId);
+    return this.change(a.channel._id, { op: 'edit', messageId, caller: a.caller, content });
+  }
+
+  /** Deletes a message (its author, a channel owner or moderator, or a global admin); it stays as a tombstone. */
+  async deleteMessage(p: Principal, channelId: string, messageId: string): Promise<void> {
+    const a = await this.access(p, channelId);
+    await this.change(a.channel._id, { op: 'delete', messageId, caller: a.caller });
+  }
+
+  /** Adds or removes the caller's reaction; answers the message. */
+  async react(p: Principal, channelId: string, messageId: string, emoji: string, add: boolean): Promise<ChannelMessageDoc> {
+    const a = await this.access(p, channelId);
+    return this.change(a.channel._id, { op: 'react', messageId, caller: a.caller, emoji, add });
+  }
+
   /** Posts a message through the channel actor; resolves once it is stored. */
   async post(channelId: string, draft: MessageDraft): Promise<ChannelMessageDoc> {
     return this.command(channelId, (reply) => ({ type: 'POST', draft, reply })) as Promise<ChannelMessageDoc>;
   }
 
   /** Edits, deletes or reacts to a message through the channel actor. */
-  async change(channelId: string, change: MessageChange): Promise<ChannelMessageDoc> {
+  private async change(channelId: string, change: MessageChange): Promise<ChannelMessageDoc> {
     return this.command(channelId, (reply) => ({ type: 'CHANGE', change, reply })) as Promise<ChannelMessageDoc>;
   }
 
@@ -582,7 +690,7 @@ export class ChannelService {
    * A page of messages, newest first: top-level messages, or with `threadId` the replies to that
    * message. Deleted messages stay in place as tombstones.
    */
-  async listMessages(channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
+  private async listMessages(channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
     if (q.threadId !== undefined && !(await this.c.channelMessages.findOne({ _id: q.threadId, channelId }))) {
       throw badRequest(`threadId ${q.threadId} names no message of this channel`, 'unknown_thread');
     }

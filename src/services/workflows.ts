@@ -78,16 +78,7 @@ export function channelPosterFrom(channels: ChannelService): WorkflowChannelPost
   return {
     async post(author, channelId, content) {
       if (content.length > MAX_CONTENT) throw new StepFailure(`channel.post: params.content must be at most ${MAX_CONTENT} characters`, false);
-      const a = await channels.access(author, channelId);
-      const doc = await channels.post(a.channel._id, {
-        authorDid: a.caller.did,
-        authorType: 'user',
-        content,
-        threadId: null,
-        metadata: {},
-        via: null,
-      });
-      return toMessageView(doc);
+      return toMessageView(await channels.postAs(author, channelId, { content }));
     },
   };
 }

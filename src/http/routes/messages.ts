@@ -5,9 +5,8 @@
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import { checkMetadata, MAX_CONTENT, MAX_PAGE } from '../../domain/messages.js';
-import type { RouteContext } from './context.js';
-import { callerOf, toMessageView, type ChannelService } from '../../services/channels.js';
+import { MAX_CONTENT, MAX_PAGE } from '../../domain/messages.js';
+import { toMessageView, type ChannelService } from '../../services/channels.js';
 import { channelParams } from './channels.js';
 
 export const content = z
@@ -40,7 +39,7 @@ const messageShape = z.object({
   createdAt: z.string(),
 });
 
-export function messageRoutes(_ctx: RouteContext, channels: ChannelService): RouteDef[] {
+export function messageRoutes({ channels }: { channels: ChannelService }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -52,8 +51,7 @@ export function messageRoutes(_ctx: RouteContext, channels: ChannelService): Rou
       query: z.object({ limit: q.int(1).optional(), offset: q.int(0).optional(), threadId: z.string().min(1).max(128).optional() }),
       response: z.object({ messages: z.array(messageShape) }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const list = await channels.listMessages(a.channel._id, {
+        const list = await channels.messages(r.principal!, r.params.channelId, {
           limit: Math.min(r.query.limit ?? 50, MAX_PAGE),
           offset: r.query.offset ?? 0,
           threadId: r.query.threadId,
@@ -72,18 +70,7 @@ export function messageRoutes(_ctx: RouteContext, channels: ChannelService): Rou
       successStatus: 201,
       body: z.strictObject({ content, threadId, metadata }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.post(a.channel._id, {
-          authorDid: a.caller.did,
-          authorType: a.caller.kind,
-          content: r.body.content,
-          threadId: r.body.threadId ?? null,
-          metadata: checkMetadata(r.body.metadata),
-          via: null,
-        });
-        return { status: 201, body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ status: 201, body: { message: toMessageView(await channels.postAs(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
     route({
@@ -96,19 +83,7 @@ export function messageRoutes(_ctx: RouteContext, channels: ChannelService): Rou
       successStatus: 201,
       body: z.strictObject({ content, threadId, metadata }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.post(a.channel._id, {
-          authorDid: a.caller.did,
-          authorType: 'agent',
-          content: r.body.content,
-          threadId: r.body.threadId ?? null,
-          metadata: checkMetadata(r.body.metadata),
-          via: null,
-          asAgent: true,
-        });
-        return { status: 201, body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ status: 201, body: { message: toMessageView(await channels.postAs(r.principal!, r.params.channelId, r.body, true)) } }),
     }),
 
     route({
@@ -120,11 +95,7 @@ export function messageRoutes(_ctx: RouteContext, channels: ChannelService): Rou
       params: messageParams,
       body: z.strictObject({ content }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.change(a.channel._id, { op: 'edit', messageId: r.params.messageId, caller: a.caller, content: r.body.content });
-        return { body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ body: { message: toMessageView(await channels.editMessage(r.principal!, r.params.channelId, r.params.messageId, r.body.content)) } }),
     }),
 
     route({
@@ -136,8 +107,7 @@ export function messageRoutes(_ctx: RouteContext, channels: ChannelService): Rou
       params: messageParams,
       response: z.object({ success: z.literal(true) }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        await channels.change(a.channel._id, { op: 'delete', messageId: r.params.messageId, caller: callerOf(r.principal!) });
+        await channels.deleteMessage(r.principal!, r.params.channelId, r.params.messageId);
         return { body: { success: true } };
       },
     }),
@@ -151,17 +121,7 @@ export function messageRoutes(_ctx: RouteContext, channels: ChannelService): Rou
       params: messageParams,
       body: z.strictObject({ emoji, add: z.boolean().optional() }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.change(a.channel._id, {
-          op: 'react',
-          messageId: r.params.messageId,
-          caller: a.caller,
-          emoji: r.body.emoji,
-          add: r.body.add ?? true,
-        });
-        return { body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ body: { message: toMessageView(await channels.react(r.principal!, r.params.channelId, r.params.messageId, r.body.emoji, r.body.add ?? true)) } }),
     }),
   ];
 }
