@@ -46,7 +46,8 @@ import { AgentLlmConfig } from '../services/llm-config.js';
 import { LiteLlmClient } from '../integrations/litellm.js';
 import { ChannelService } from '../services/channels.js';
 import { BridgeService } from '../services/bridges.js';
-import { WorkflowService, channelPosterFrom } from '../services/workflows.js';
+import { WorkflowService } from '../services/workflows.js';
+import { WorkflowRuns, channelPosterFrom } from '../services/workflow-runs.js';
 import { ScheduleService } from '../services/schedules.js';
 import { AgentConnections } from '../ws/agent/connections.js';
 import { CertificateOffers } from '../ws/agent/offers.js';
@@ -164,8 +165,9 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const feedTopics = new FeedTopics(app);
   const channels = new ChannelService(core, { agents: connections, feed: feedTopics });
   const bridges = new BridgeService(core, { channels, version });
-  const workflows = new WorkflowService(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels) });
-  const schedules = new ScheduleService(core, workflows);
+  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels) });
+  const workflows = new WorkflowService(core, runs);
+  const schedules = new ScheduleService(core, { workflows, runs });
   const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic });
 
   // -- Consequences across areas (each list runs in the order written) ------------------------------
@@ -228,8 +230,6 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   router.add(
     ...routeTable({
       config,
-      log,
-      c,
       store,
       actors,
       audit,
@@ -261,8 +261,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   // Running workflow runs resume and schedules are re-armed once every route exists. The executor
   // stops first at close: agent sockets are already closing then, and an intent they abandon must
   // count as interrupted at the next start.
-  await workflows.start();
-  onClose(() => workflows.stop());
+  await runs.start();
+  onClose(() => runs.stop());
   await schedules.start();
 
   attachHttp(app, router, {
@@ -303,7 +303,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         agentPush: connections,
         agentIntents: intents,
         skills,
-        workflows,
+        workflows: runs,
         schedules,
         fleet: fleetParts,
       },

@@ -22,7 +22,7 @@ import type { TokenUsage } from '../services/token-usage.js';
 import type { IntentService } from '../services/intents.js';
 import type { AgentViews } from '../services/agent-views.js';
 import type { SkillService } from '../services/skills.js';
-import type { WorkflowService } from '../services/workflows.js';
+import type { WorkflowRuns } from '../services/workflow-runs.js';
 import type { ScheduleService } from '../services/schedules.js';
 import type { AgentConnections } from '../ws/agent/connections.js';
 import type { Feed } from '../ws/feed.js';
@@ -64,8 +64,8 @@ export interface StewardHandle {
   /** Sends intents with every check of POST /api/agents/{did}/intents. */
   agentIntents: IntentService;
   skills: SkillService;
-  /** Workflow definitions and runs; its `clock` and `channelPoster` are replaceable in tests. */
-  workflows: WorkflowService;
+  /** The workflow runs' executor; its `clock` and `channelPoster` are replaceable in tests. */
+  workflows: WorkflowRuns;
   schedules: ScheduleService;
   fleet: Fleet;
 }

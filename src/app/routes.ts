@@ -1,6 +1,10 @@
-/** The route table: every route module with the services it calls. */
+/** The route table: every route module, each given the services it calls. */
 import type { RouteDef } from '../http/router.js';
-import type { RouteContext } from '../http/routes/context.js';
+import type { SystemDeps } from '../http/routes/system.js';
+import type { Config } from '../config.js';
+import type { ActorHost } from '../actors/host.js';
+import type { AuditLog } from '../services/audit.js';
+import type { ServerIdentity } from '../services/server-identity.js';
 import { systemRoutes } from '../http/routes/system.js';
 import { authRoutes } from '../http/routes/auth.js';
 import { claimRoutes } from '../http/routes/claims.js';
@@ -39,7 +43,11 @@ import type { BridgeService } from '../services/bridges.js';
 import type { WorkflowService } from '../services/workflows.js';
 import type { ScheduleService } from '../services/schedules.js';
 
-export interface RouteServices extends RouteContext {
+export interface RouteServices extends SystemDeps {
+  config: Config;
+  actors: ActorHost;
+  audit: AuditLog;
+  identity: ServerIdentity;
   userService: UserService;
   workspaceService: WorkspaceService;
   grants: GrantService;
@@ -62,7 +70,7 @@ export interface RouteServices extends RouteContext {
 
 export function routeTable(s: RouteServices): RouteDef[] {
   return [
-    ...systemRoutes(s),
+    ...systemRoutes({ config: s.config, version: s.version, store: s.store, metrics: s.metrics, routes: s.routes }),
     ...authRoutes({ login: s.login, config: s.config }),
     ...claimRoutes({ claims: s.claims, identity: s.identity }),
     ...invitationRoutes({ invitations: s.invitations, claims: s.claims, identity: s.identity }),
@@ -79,7 +87,7 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...channelRoutes({ channels: s.channels }),
     ...messageRoutes({ channels: s.channels }),
     ...bridgeRoutes({ bridges: s.bridges }),
-    ...workflowRoutes(s, s.workflows),
-    ...scheduleRoutes(s, s.schedules),
+    ...workflowRoutes({ workflows: s.workflows }),
+    ...scheduleRoutes({ schedules: s.schedules }),
   ];
 }
