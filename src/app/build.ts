@@ -152,7 +152,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds));
   const intents = new IntentService(core, connections);
   const views = new AgentViews(core, { fleet, policies, tokens, presence: connections });
-  const handshake = new Handshake({ config, log, c, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
+  const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
   const gateway = new AgentGateway({ app, sockets, config, log, clientAddresses, connections, handshake, heartbeats: tokens, fleet, agentActors });
 
   // -- Skills, models, channels, workflows, and the people's live feed -------------------------------

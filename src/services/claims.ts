@@ -46,6 +46,8 @@ export interface ClaimBody {
   name?: string;
 }
 
+const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
+
 /** A claim that cannot complete: the session fails (status -2) with this reason. */
 class ClaimFailure extends AppError {}
 
@@ -120,10 +122,25 @@ export class ClaimService {
     return s && this.statusOf(s) === -1 ? s : null;
   }
 
-  async qrSvg(token: string): Promise<string | null> {
+  /** GET /api/user/claim/{token}: what a wallet signs to claim (404 unless pending). */
+  async challengeOf(token: string): Promise<{ nonce: string; serverDid: string; expiresAt: string }> {
     const s = await this.pending(token);
-    if (!s) return null;
+    if (!s) throw notPending();
+    return { nonce: s.nonce, serverDid: this.ctx.identity.did, expiresAt: s.expiresAt };
+  }
+
+  /** The wallet QR code of a pending session, as SVG (404 unless pending). */
+  async qrSvg(token: string): Promise<string> {
+    if (!(await this.pending(token))) throw notPending();
     return QRCode.toString(this.qrText(token), { type: 'svg', margin: 2 });
+  }
+
+  /** GET /api/user/listen/{token}: -1 pending, 2 success (with the DID), -2 failed or expired. */
+  async listen(token: string): Promise<{ status: ClaimStatus; did?: string; expiresAt: string }> {
+    const s = await this.find(token);
+    if (!s) throw notFound('no claim session for this token');
+    const status = this.statusOf(s);
+    return { status, ...(status === 2 && s.claimedDid ? { did: s.claimedDid } : {}), expiresAt: s.expiresAt };
   }
 
   /**
@@ -133,7 +150,7 @@ export class ClaimService {
    */
   async complete(token: string, body: ClaimBody): Promise<{ did: string; userId: string }> {
     const session = await this.pending(token);
-    if (!session) throw notFound('no pending claim session for this token (unknown, expired or finished)');
+    if (!session) throw notPending();
     const key = resolvePublicKey(body.did, body.publicKey);
     if (!key) {
       throw new AppError(
@@ -153,7 +170,7 @@ export class ClaimService {
     );
     if (!taken) {
       const again = await this.pending(token);
-      if (!again) throw notFound('no pending claim session for this token (unknown, expired or finished)');
+      if (!again) throw notPending();
       throw new AppError(409, 'claim_in_progress', 'another claim of this session is in progress');
     }
 

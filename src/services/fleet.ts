@@ -28,6 +28,7 @@ import { AgentSessions } from './agent-sessions.js';
 import { addAgentToWorkspace, agentWorkspaceIds, memberRole, primaryWorkspaceOf } from './workspaces.js';
 import {
   createRegistration,
+  latestRegistrationOf,
   pendingRegistrationOf,
   type RegistrationInput,
   type RegistrationOrigin,
@@ -150,6 +151,22 @@ export class FleetService {
       });
     }
     return outcome;
+  }
+
+  /** The agent record of a DID (any status); null for an unknown agent. */
+  agent(did: string): Promise<AgentDoc | null> {
+    return this.ctx.c.agents.findById(did);
+  }
+
+  /** The id of a pending agent's registration (what its socket is told while it waits). */
+  async pendingRegistrationId(agent: AgentDoc): Promise<string> {
+    const reg = await pendingRegistrationOf(this.ctx.c, agent._id);
+    return reg?._id ?? agent.registrationId ?? 'unknown';
+  }
+
+  /** Why a rejected agent was rejected (what its socket is told before it is closed). */
+  async rejectionReason(did: string): Promise<string> {
+    return (await latestRegistrationOf(this.ctx.c, did))?.reason ?? 'rejected';
   }
 
   /** Pending registrations, oldest first, one page at a time. */

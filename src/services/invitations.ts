@@ -95,6 +95,13 @@ export class InvitationService {
     return inv;
   }
 
+  /** GET /api/invitations/{token}: an active invitation (404 when unknown or 7 days old). */
+  async get(token: string): Promise<InvitationDoc> {
+    const inv = await this.lookup(token);
+    if (!inv) throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
+    return inv;
+  }
+
   /** Opens an 'invitation' claim session for the invited user (and its token); 404 when the invitation is not active. */
   async openClaim(token: string) {
     const inv = await this.lookup(token);

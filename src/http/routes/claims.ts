@@ -4,7 +4,6 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../../domain/errors.js';
 import { isDid } from '../../domain/did.js';
 import { personOf } from '../auth.js';
 import type { ClaimService } from '../../services/claims.js';
@@ -12,7 +11,6 @@ import type { ServerIdentity } from '../../services/server-identity.js';
 
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
 const byToken = { group: 'claim', key: ({ params }: { params: { token: string } }) => params.token } as const;
-const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
 
 export function claimRoutes({ claims, identity }: { claims: ClaimService; identity: ServerIdentity }): RouteDef[] {
   return [
@@ -25,11 +23,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       params: tokenParam,
       limit: byToken,
       response: z.object({ nonce: z.string(), serverDid: z.string(), expiresAt: z.string() }),
-      handler: async ({ params }) => {
-        const s = await claims.pending(params.token);
-        if (!s) throw notPending();
-        return { body: { nonce: s.nonce, serverDid: identity.did, expiresAt: s.expiresAt } };
-      },
+      handler: async ({ params }) => ({ body: await claims.challengeOf(params.token) }),
     }),
     route({
       method: 'POST',
@@ -59,11 +53,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       tags: ['claims'],
       params: tokenParam,
       limit: byToken,
-      handler: async ({ params }) => {
-        const svg = await claims.qrSvg(params.token);
-        if (!svg) throw notPending();
-        return { raw: { contentType: 'image/svg+xml; charset=utf-8', data: svg } };
-      },
+      handler: async ({ params }) => ({ raw: { contentType: 'image/svg+xml; charset=utf-8', data: await claims.qrSvg(params.token) } }),
     }),
     route({
       method: 'GET',
@@ -74,12 +64,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       params: tokenParam,
       limit: byToken,
       response: z.object({ status: z.number().int(), did: z.string().optional(), expiresAt: z.string() }),
-      handler: async ({ params }) => {
-        const s = await claims.find(params.token);
-        if (!s) throw notFound('no claim session for this token');
-        const status = claims.statusOf(s);
-        return { body: { status, ...(status === 2 && s.claimedDid ? { did: s.claimedDid } : {}), expiresAt: s.expiresAt } };
-      },
+      handler: async ({ params }) => ({ body: await claims.listen(params.token) }),
     }),
     route({
       method: 'POST',

@@ -5,7 +5,6 @@
 import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../../domain/errors.js';
 import { personOf } from '../auth.js';
 import type { InvitationService } from '../../services/invitations.js';
 import type { ClaimService } from '../../services/claims.js';
@@ -42,8 +41,7 @@ export function invitationRoutes({ invitations, claims, identity }: { invitation
       limit: { group: 'claim', key: ({ params }) => params.token },
       response: z.object({ email: z.string(), name: z.string(), role: z.string() }),
       handler: async ({ params }) => {
-        const inv = await invitations.lookup(params.token);
-        if (!inv) throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
+        const inv = await invitations.get(params.token);
         return { body: { email: inv.email, name: inv.name, role: inv.role } };
       },
     }),

@@ -16,7 +16,6 @@ import { PURPOSE, decodePublicKey, encodeBase64Url, resolvePublicKey } from '../
 import { sameTerms, verifyEd25519Async } from '../../domain/certificate.js';
 import type { Config } from '../../config.js';
 import type { Logger } from '../../log.js';
-import type { Collections } from '../../store/collections.js';
 import type { HeartbeatSink } from '../../services/ports.js';
 import type { FleetService, Decision } from '../../services/fleet.js';
 import type { PolicyService } from '../../services/policies.js';
@@ -25,7 +24,7 @@ import type { ServerIdentity } from '../../services/server-identity.js';
 import type { IssuedCertificate } from '../../services/certificates.js';
 import type { RateLimits } from '../../services/rate-limits.js';
 import { retryAfterSeconds } from '../../services/rate-limits.js';
-import { RegistrationError, latestRegistrationOf, pendingRegistrationOf } from '../../services/registrations.js';
+import { RegistrationError } from '../../services/registrations.js';
 import { sourceOf } from '../../services/registration-limits.js';
 import { Outbox, Phase, failed, isClosed, unexpected, type AgentConn } from './connection.js';
 import type { AgentConnections } from './connections.js';
@@ -35,7 +34,6 @@ import { certificateFrame } from './frames.js';
 export interface HandshakeDeps {
   config: Config;
   log: Logger;
-  c: Collections;
   identity: ServerIdentity;
   rateLimits: RateLimits;
   connections: AgentConnections;
@@ -102,7 +100,7 @@ export class Handshake {
 
   async auth(conn: AgentConn, signature: string): Promise<void> {
     if (conn.phase !== Phase.AwaitAuth) return unexpected(conn, 'auth', this.invalidLimit);
-    const { c, connections, fleet } = this.deps;
+    const { connections, fleet } = this.deps;
     conn.phase = Phase.Verifying;
     const ok = await verifyEd25519Async(decodePublicKey(conn.publicKey!)!, Buffer.from(PURPOSE.agentAuth + conn.nonce!, 'utf8'), signature);
     conn.nonce = null;
@@ -113,7 +111,7 @@ export class Handshake {
     const address = conn.address ?? '';
     conn.hello = null;
     conn.address = null;
-    const agent = await c.agents.findById(did);
+    const agent = await fleet.agent(did);
     if (isClosed(conn)) return;
     if (agent && agent.publicKey !== conn.publicKey) return conn.end(CLOSE.badSignature, 'the key does not match the registered key');
 
@@ -134,13 +132,9 @@ export class Handshake {
       }
       return this.awaitApproval(conn, registrationId);
     }
-    if (agent.status === 'pending') {
-      const reg = await pendingRegistrationOf(c, did);
-      return this.awaitApproval(conn, reg?._id ?? agent.registrationId ?? 'unknown');
-    }
+    if (agent.status === 'pending') return this.awaitApproval(conn, await fleet.pendingRegistrationId(agent));
     if (agent.status === 'rejected') {
-      const reg = await latestRegistrationOf(c, did);
-      conn.send({ type: 'registration', status: 'rejected', reason: reg?.reason ?? 'rejected' });
+      conn.send({ type: 'registration', status: 'rejected', reason: await fleet.rejectionReason(did) });
       return conn.end(CLOSE.rejected, 'registration rejected');
     }
     conn.capabilities = agent.capabilities;
@@ -169,7 +163,7 @@ export class Handshake {
     }
     conn.send({ type: 'registration', status: 'approved', agentId: did });
     try {
-      const agent = await this.deps.c.agents.findById(did);
+      const agent = await this.deps.fleet.agent(did);
       if (!agent || isClosed(conn)) return;
       conn.capabilities = agent.capabilities;
       this.opened(conn);
