@@ -1,5 +1,5 @@
 /**
- * The agent protocol's vocabulary, shared by the gateway (src/ws/agent-gateway.ts) and the SDK
+ * The agent protocol's vocabulary, shared by the gateway (src/ws/agent/) and the SDK
  * (src/agent/): frame shapes as TypeScript types, close codes and what they tell an agent.
  * The JSON Schemas in schemas/agent/ are the contract; these types mirror them for code.
  * docs/agent-protocol.md is the description for people writing agents in other languages.

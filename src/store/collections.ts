@@ -317,7 +317,7 @@ export interface SkillOverrideDoc {
   updatedBy: string;
 }
 
-/** A model registry entry (interface §2.2); src/services/models.ts. */
+/** A model registry entry (interface §2.2); src/services/model-catalogue.ts. */
 export interface ModelDoc {
   _id: string; // UUID
   name: string;
