@@ -11,7 +11,7 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
-import { fleetOf } from '../src/services/fleet-module.js';
+import { fleetOf } from '../src/app/handle.js';
 import type { AgentDoc, WorkspaceAgentDoc } from '../src/store/collections.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';

@@ -8,7 +8,7 @@
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import type { RateRule, RateRules } from './http/rate-limit.js';
+import type { RateRule, RateRules } from './services/rate-limits.js';
 
 const bool = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no'], { message: 'expected 1, 0, true, false, yes or no' })

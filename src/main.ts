@@ -5,10 +5,12 @@
  */
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
-import { startSteward, StartupError, type Steward } from './server.js';
+import { startSteward, StartupError } from './app/start.js';
+import type { Steward } from './app/handle.js';
 import { announceOwnerClaim } from './services/claims.js';
 
-export { startSteward, type Steward } from './server.js';
+export { startSteward } from './app/start.js';
+export type { Steward } from './app/handle.js';
 export { loadConfig, type Config } from './config.js';
 
 export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void> {

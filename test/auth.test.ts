@@ -245,7 +245,7 @@ test('expired sessions and challenges are swept', async () => {
   await s.ctx.c.sessions.updateMany({}, { $set: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
   assert.is((await http(s.url, 'GET', '/test/whoami', { token: body.token })).status, 401, 'expired session refused');
   const { LoginService } = await import('../src/services/login.js');
-  await new LoginService(s.ctx.c, s.ctx.sessions).sweep();
+  await new LoginService(s.ctx).sweep();
   assert.is(await s.ctx.c.sessions.count({}), 0);
   assert.is(await s.ctx.c.challenges.count({ expiresAt: { $lte: new Date().toISOString() } }), 0);
 });

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { client, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { addMember, isError, makeChannel, makeWorkspace, MESSAGE_KEYS, post, sessionAgent, startWithOwner } from './channels-helpers.js';
-import { findMentions } from '../src/services/channels.js';
+import { findMentions } from '../src/domain/mentions.js';
 import { CHANNEL_ACTOR_KIND } from '../src/actors/channel.js';
 
 const test = suite('channel messages');

@@ -4,7 +4,6 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { claimMessage, walletQrText } from '../src/domain/claims.js';
-import { claimServiceOf } from '../src/services/claims.js';
 import { hashToken } from '../src/services/sessions.js';
 import { http, startServer, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
@@ -194,7 +193,7 @@ test('the QR encodes exactly {walletUrl}/#<connectionString>&protocol=p2p&servic
   const { token, qrUrl, serverDid } = await sendQr(u.user._id);
   const cs = `${s.ctx.config.publicUrl}/api/user/claim/${token}`;
   assert.is(walletQrText(WALLET, cs, serverDid), `${WALLET}/#${cs}&protocol=p2p&service=auth&did=${serverDid}`);
-  assert.is(claimServiceOf(s.ctx).qrText(token), `https://wallet.example.test/#${cs}&protocol=p2p&service=auth&did=${s.ctx.identity.did}`);
+  assert.is(s.ctx.claims.qrText(token), `https://wallet.example.test/#${cs}&protocol=p2p&service=auth&did=${s.ctx.identity.did}`);
   const svg = await http(s.url, 'GET', new URL(qrUrl).pathname);
   assert.is(svg.status, 200);
   assert.match(String(svg.headers['content-type']), /^image\/svg\+xml/);

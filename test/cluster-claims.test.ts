@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { collections, ensureClusterIndexes } from '../src/store/collections.js';
 import type { Store } from '../src/store/types.js';
 import { FiringClaims, NamedLease, WorkQueue, type ClaimableDoc, type LeaseLossReason } from '../src/cluster/claims.js';
-import type { LeaseDoc } from '../src/cluster/docs.js';
+import type { LeaseDoc } from '../src/store/cluster-docs.js';
 import { FaultInjector } from './fault-store.js';
 import { ManualClock, recordingLog } from './cluster-helpers.js';
 import { storeTargets } from './cluster-stores.js';

@@ -12,7 +12,7 @@ import { BulkUpdateError, type BulkUpdateOp, type Store } from '../src/store/typ
 import { Membership, NodeIdInUseError } from '../src/cluster/membership.js';
 import { DEFAULT_SHARDS, fairShare, shardKey, shardOf, ShardManager, type ShardLossReason } from '../src/cluster/shards.js';
 import { claimDocument, fencedOp, fencedUpdateOne, fenceFailures, StaleEpochError, type FencedDoc } from '../src/cluster/fence.js';
-import type { ClusterShardDoc } from '../src/cluster/docs.js';
+import type { ClusterShardDoc } from '../src/store/cluster-docs.js';
 import { FaultInjector } from './fault-store.js';
 import { ManualClock, recordingLog, type ClockView, type RecordingLog } from './cluster-helpers.js';
 import { storeTargets } from './cluster-stores.js';

@@ -380,9 +380,10 @@ test('lastSeen is written in chunks: disconnected agents, then connected ones', 
   const live = await Promise.all(Array.from({ length: 230 }, (_, i) => makeAgent(s, `live-${i}`)));
   const t = Date.parse('2026-01-02T03:04:05.000Z');
   gone.forEach((a, i) => service.seen(a._id, t + i));
-  const collect = service.collectLiveSeen;
+  const presence = fleet(s).gateway;
+  const collect = presence.collectActive;
   let collected = 0;
-  service.collectLiveSeen = () => {
+  presence.collectActive = () => {
     collected++;
     return { dids: live.map((a) => a._id), ms: live.map((_, i) => t + 1000 + i) };
   };
@@ -395,7 +396,7 @@ test('lastSeen is written in chunks: disconnected agents, then connected ones', 
   try {
     await service.writeLastSeen();
   } finally {
-    service.collectLiveSeen = collect;
+    presence.collectActive = collect;
     s.ctx.c.agents.bulkUpdate = bulkUpdate;
   }
   assert.is(collected, 1);

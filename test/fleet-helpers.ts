@@ -7,7 +7,7 @@ import { StewardAgent, type StewardAgentOptions } from '../src/agent/index.js';
 import { generateKeyPair, signMessage, PURPOSE, type Ed25519KeyPair } from '../src/domain/did.js';
 import { certificateBytes, type Certificate } from '../src/domain/certificate.js';
 import { frameValidators, isOutboundType } from '../src/domain/wire-schemas.js';
-import { fleetOf, type Fleet } from '../src/services/fleet-module.js';
+import { fleetOf, type Fleet } from '../src/app/handle.js';
 import type { Capability } from '../src/store/collections.js';
 import { waitFor, type TestServer } from './helpers.js';
 import type { TestUser } from './fixtures.js';

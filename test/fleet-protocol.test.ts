@@ -6,7 +6,7 @@ import { certificateBytes } from '../src/domain/certificate.js';
 import { sleep, waitFor } from './helpers.js';
 import { AgentSessions } from '../src/services/agent-sessions.js';
 import { approvedKeys, fleet, heartbeat, newAgent, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
-import { readCanonicalHeartbeat } from '../src/ws/agent-gateway.js';
+import { readCanonicalHeartbeat } from '../src/ws/agent/frames.js';
 
 /** Long enough for a reconnect on a busy machine (the handshake includes signature checks). */
 const GRACE_MS = 1500;

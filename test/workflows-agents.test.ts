@@ -6,7 +6,7 @@ import type { SnapshotDoc } from '../src/actors/host.js';
 import { makeUser, ownerOf, type TestUser } from './fixtures.js';
 import { fleet, makeWorkspace, newAgent, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import { createWorkflow, ended, ManualClock, startRun, waitRun } from './workflows-helpers.js';
-import { systemClock } from '../src/services/workflows.js';
+import { systemClock } from '../src/services/workflow-runs.js';
 import type { IntentContext, StewardAgent } from '../src/agent/index.js';
 
 const test = suite('workflows: steps performed by SDK agents');

@@ -5,7 +5,7 @@
 import * as assert from 'uvu/assert';
 import { waitFor } from './helpers.js';
 import type { TestUser } from './fixtures.js';
-import type { WorkflowClock } from '../src/services/workflows.js';
+import type { WorkflowClock } from '../src/services/workflow-runs.js';
 
 export async function createWorkflow(admin: TestUser, workspaceId: string, definition: unknown, name = `wf-${Math.random().toString(36).slice(2, 8)}`): Promise<string> {
   const r = await admin.api.post('/api/workflows', { name, workspaceId, definition });

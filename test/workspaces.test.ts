@@ -10,10 +10,10 @@ import {
   memberRole,
   primaryWorkspaceOf,
   resolveWorkspace,
-  slugify,
   userWorkspaceIds,
   visibleWorkspaceIds,
 } from '../src/services/workspaces.js';
+import { slugify } from '../src/domain/slugs.js';
 import type { WorkspaceDoc } from '../src/store/collections.js';
 
 const test = suite('workspaces');
@@ -405,7 +405,6 @@ test('an agent session sees the workspaces it belongs to (also in me/workspaces)
   await makeWorkspace(owner, 'Agent Unseen');
   const agent = await makeAgent(s, 'looker');
   await addAgentToWorkspace(c, agent._id, mine.id, true);
-  s.ctx.agentLookup = async (did) => (did === agent._id ? { name: agent.name } : null);
   const { token } = await s.ctx.sessions.create('agent', agent._id);
   const api = client(s.url, token);
   assert.equal((await api.get('/api/workspaces')).body.workspaces.map((w: any) => w.slug), ['agent-seen']);

@@ -20,7 +20,7 @@
  * eighteen thousand agents, each actor's memory matters.
  */
 import { assertEvent, assign, fromPromise, setup } from 'xstate';
-import type { Capability } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 
 export const AGENT_ACTOR_KIND = 'agent';
 

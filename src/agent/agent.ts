@@ -16,7 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import type { Capability } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import { PURPOSE, publicKeyFromDidKey, signMessage, type Ed25519KeyPair } from '../domain/did.js';
 import { certificateBytes, certificateShapeError, termsOf, verifyCertificateSignature, type Certificate, type CertificateTerms } from '../domain/certificate.js';
 import {

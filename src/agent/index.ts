@@ -24,4 +24,4 @@ export { generateKeyPair, loadKeys, loadOrCreateKeys, type Ed25519KeyPair } from
 export type { DisconnectCause, Disconnection } from './disconnection.js';
 export { CLOSE, FATAL_CLOSE_CODES, closeMeaning, type CloseCodeMeaning } from '../domain/agent-protocol.js';
 export type { Certificate, CertificateTerms, ResourceLimits } from '../domain/certificate.js';
-export type { Capability } from '../store/collections.js';
+export type { Capability } from '../domain/capabilities.js';

@@ -12,7 +12,7 @@ import { StewardAgent } from '../agent/agent.js';
 import type { Disconnection } from '../agent/disconnection.js';
 import { fileGateState } from '../agent/gates.js';
 import { loadOrCreateKeys } from '../agent/keys.js';
-import { CAPABILITIES, type Capability } from '../store/collections.js';
+import { CAPABILITIES, type Capability } from '../domain/capabilities.js';
 import { CLOSE } from '../domain/agent-protocol.js';
 
 export const AGENT_USAGE = `usage: steward agent [options]

@@ -17,7 +17,7 @@
 import { nanoid } from 'nanoid';
 import { DuplicateKeyError, type Collection, type Doc, type Filter, type SortSpec, type Update } from '../store/types.js';
 import { EPOCH_ISO, iso, systemClock, type Clock, type Timer } from './clock.js';
-import type { ClusterClaimDoc, FiringClaimDoc, LeaseDoc } from './docs.js';
+import type { ClusterClaimDoc, FiringClaimDoc, LeaseDoc } from '../store/cluster-docs.js';
 import type { ClusterLog } from './membership.js';
 
 // ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { DuplicateKeyError, type Collection } from '../store/types.js';
 import { iso, systemClock, type Clock, type Timer } from './clock.js';
-import type { ClusterNodeDoc } from './docs.js';
+import type { ClusterNodeDoc } from '../store/cluster-docs.js';
 
 /** What the cluster modules log (a pino logger fits). */
 export interface ClusterLog {

@@ -26,7 +26,7 @@
 import { randomInt } from 'node:crypto';
 import { BulkUpdateError, DuplicateKeyError, type Collection } from '../store/types.js';
 import { EPOCH_ISO, iso, systemClock, type Clock, type Timer } from './clock.js';
-import { EPOCH_COUNTER_ID, type ClusterShardDoc, type EpochCounterDoc } from './docs.js';
+import { EPOCH_COUNTER_ID, type ClusterShardDoc, type EpochCounterDoc } from '../store/cluster-docs.js';
 import type { Fence } from './fence.js';
 import type { ClusterLog, Membership } from './membership.js';
 

@@ -1,10 +1,10 @@
 /**
- * The agent protocol's vocabulary, shared by the gateway (src/ws/agent-gateway.ts) and the SDK
+ * The agent protocol's vocabulary, shared by the gateway (src/ws/agent/) and the SDK
  * (src/agent/): frame shapes as TypeScript types, close codes and what they tell an agent.
  * The JSON Schemas in schemas/agent/ are the contract; these types mirror them for code.
  * docs/agent-protocol.md is the description for people writing agents in other languages.
  */
-import { CAPABILITIES, type Capability } from '../store/collections.js';
+import { CAPABILITIES, type Capability } from './capabilities.js';
 import type { Certificate, ResourceLimits } from './certificate.js';
 
 export const AGENT_WS_PATH = '/ws/agent';

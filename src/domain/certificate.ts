@@ -9,7 +9,7 @@
  * signatures are base64url without padding.
  */
 import canonicalize from 'canonicalize';
-import type { Capability } from '../store/collections.js';
+import type { Capability } from './capabilities.js';
 import { verifySignature } from './did.js';
 import { randomBase64Url, randomHex } from './random.js';
 import { verifyOffThread } from './crypto-worker.js';

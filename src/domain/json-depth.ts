@@ -3,8 +3,11 @@
  * frames). JSON.parse takes any depth, but JSON.stringify and the stores recurse and fail a few
  * thousand levels down, so a document that deep would be accepted and then could not be
  * answered or stored. No schema of Steward comes near the limit; free-form fields (metadata,
- * params, outputs) get what is left of it.
+ * params, outputs) get what is left of it. Bodies read by the router and by the routes that
+ * read their raw body themselves (webhook deliveries) go through `parseJsonBody`.
  */
+import { badRequest } from './errors.js';
+
 export const MAX_JSON_DEPTH = 64;
 
 /**
@@ -34,3 +37,13 @@ export function nestsDeeperThan(text: string | Uint8Array, max = MAX_JSON_DEPTH)
 }
 
 export const tooDeepMessage = (what: string) => `${what} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`;
+
+/** A body as JSON: 400 `validation_failed` when it nests too deeply (it could be neither answered nor stored), 400 `invalid_json` when it does not parse. */
+export function parseJsonBody(body: Buffer): unknown {
+  if (nestsDeeperThan(body)) throw badRequest(tooDeepMessage('the request body'), 'validation_failed');
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    throw badRequest('the request body is not valid JSON', 'invalid_json');
+  }
+}

@@ -18,7 +18,8 @@
  * Sending an intent also needs an unexpired capability grant (see services/grants), except
  * for global admins; that check is not part of this table.
  */
-import type { WorkspaceRole } from '../store/collections.js';
+import type { WorkspaceRole } from './roles.js';
+import type { UserPrincipal } from './principal.js';
 
 export type WorkspaceAction =
   | 'viewAgents'
@@ -63,3 +64,8 @@ export function can(who: { isGlobalAdmin: boolean; workspaceRole: WorkspaceRole 
   const min = MIN_ROLE[action];
   return min !== null && atLeast(who.workspaceRole, min);
 }
+
+/** "Admin" in the interface: the isAdmin flag, the installation owner, or the global owner or admin role. */
+export const isAdminLike = (p: UserPrincipal) => p.isAdmin || p.isOwner || p.role === 'owner' || p.role === 'admin';
+/** The installation owner, or the global owner role. */
+export const isOwnerLike = (p: UserPrincipal) => p.isOwner || p.role === 'owner';

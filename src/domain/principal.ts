@@ -2,7 +2,9 @@
  * Who is making a request. People authenticate with a DID login session; agents with the
  * session their WebSocket handshake grants them.
  */
-export type GlobalRole = 'owner' | 'admin' | 'manager' | 'operator' | 'member';
+import type { GlobalRole } from './roles.js';
+
+export type { GlobalRole } from './roles.js';
 
 export interface UserPrincipal {
   kind: 'user';

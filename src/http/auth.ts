@@ -12,18 +12,14 @@
  * (`session_expired`). Only the holder of a token learns anything about it.
  */
 import type { AuthLevel, AuthPolicy, RequestContext } from './router.js';
-import { forbidden, HttpError, unauthorized } from './errors.js';
+import { AppError, forbidden, unauthorized } from '../domain/errors.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
-import type { Collections } from '../store/collections.js';
+import { isAdminLike, isOwnerLike } from '../domain/permissions.js';
 import type { Sessions } from '../services/sessions.js';
 
 export const SESSION_COOKIE = 'steward_session';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-export interface AgentLookup {
-  (did: string): Promise<{ name: string } | null>;
-}
 
 export function tokenOf(ctx: Pick<RequestContext, 'headers' | 'cookies'>): { token: string; via: 'bearer' | 'cookie' } | null {
   const auth = ctx.headers.authorization;
@@ -43,7 +39,7 @@ type Refusal = { kind: 'malformed'; what: 'header' | 'token' } | { kind: 'unknow
 /** Why a request that presented a token authenticated as nobody (read by `authorize`). */
 const refusals = new WeakMap<object, Refusal>();
 
-function refusalError(r: Refusal | undefined): HttpError {
+function refusalError(r: Refusal | undefined): AppError {
   const login = 'log in again (POST /api/auth/challenge, then POST /api/auth/login)';
   if (!r) {
     return unauthorized(
@@ -76,13 +72,7 @@ export function isSameOrigin(origin: string, publicUrl: string, host: string | u
   return host !== undefined && o.host === host;
 }
 
-export function createAuthPolicy(deps: {
-  c: Collections;
-  sessions: Sessions;
-  publicUrl: () => string;
-  /** Resolves an agent's name for agent sessions; set by the fleet. */
-  agent: () => AgentLookup;
-}): AuthPolicy {
+export function createAuthPolicy(deps: { sessions: Sessions; publicUrl: () => string }): AuthPolicy {
   return {
     async authenticate(ctx) {
       const presented = tokenOf(ctx);
@@ -105,29 +95,11 @@ export function createAuthPolicy(deps: {
         refusals.set(ctx, checked.refused === 'expired' ? { kind: 'expired', at: checked.expiredAt } : { kind: 'unknown' });
         return null;
       }
-      const { session } = checked;
       // A session whose person or agent is gone is no session (it is ended with them anyway).
-      refusals.set(ctx, { kind: 'unknown' });
-      if (session.kind === 'user') {
-        const user = await deps.c.users.findById(session.subject);
-        if (!user || !user.did) return null;
-        refusals.delete(ctx);
-        return {
-          kind: 'user',
-          userId: user._id,
-          did: user.did,
-          name: user.name,
-          isOwner: user.isOwner,
-          isAdmin: user.isAdmin,
-          role: user.role,
-          sessionId: session._id,
-          via: presented.via,
-        };
-      }
-      const agent = await deps.agent()(session.subject);
-      if (!agent) return null;
-      refusals.delete(ctx);
-      return { kind: 'agent', did: session.subject, name: agent.name, sessionId: session._id, via: presented.via };
+      const principal = await deps.sessions.principalOf(checked.session, presented.via);
+      if (principal) refusals.delete(ctx);
+      else refusals.set(ctx, { kind: 'unknown' });
+      return principal;
     },
 
     authorize(level: AuthLevel, p: Principal | null, ctx: RequestContext) {
@@ -144,5 +116,6 @@ export function createAuthPolicy(deps: {
   };
 }
 
-export const isAdminLike = (p: UserPrincipal) => p.isAdmin || p.isOwner || p.role === 'owner' || p.role === 'admin';
-export const isOwnerLike = (p: UserPrincipal) => p.isOwner || p.role === 'owner';
+/** The caller of a route whose auth level admits only people. */
+export const personOf = (ctx: Pick<RequestContext, 'principal'>): UserPrincipal => ctx.principal as UserPrincipal;
+

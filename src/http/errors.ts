@@ -1,29 +1,23 @@
 /**
- * One error type with a status, serialised in one place (`errorBody`). Store errors and
- * anything unexpected are translated by `toHttpError`; unexpected errors become a logged 500
- * whose message says nothing about internals.
+ * The one place errors become HTTP answers: the application's errors (src/domain/errors.ts), the
+ * typed store errors, and anything unexpected (a logged 500 whose message says nothing about
+ * internals), serialised as `{"error": {code, message}}` by `errorBody`.
  */
+import { AppError } from '../domain/errors.js';
 import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError } from '../store/types.js';
 
-export class HttpError extends Error {
+/** An answer only HTTP gives, with headers of its own (Allow, WWW-Authenticate). */
+export class HttpError extends AppError {
   constructor(
-    readonly status: number,
-    readonly code: string,
+    status: number,
+    code: string,
     message: string,
-    readonly headers?: Record<string, string>,
+    readonly headers: Record<string, string>,
   ) {
-    super(message);
+    super(status, code, message);
     this.name = 'HttpError';
   }
 }
-
-export const badRequest = (message: string, code = 'bad_request') => new HttpError(400, code, message);
-export const unauthorized = (message = 'authentication required', code = 'unauthorized') =>
-  new HttpError(401, code, message);
-export const forbidden = (message = 'not allowed', code = 'forbidden') => new HttpError(403, code, message);
-export const notFound = (message = 'not found', code = 'not_found') => new HttpError(404, code, message);
-export const conflict = (message: string, code = 'conflict') => new HttpError(409, code, message);
-export const badGateway = (message: string, code = 'bad_gateway') => new HttpError(502, code, message);
 
 export interface ErrorBody {
   error: { code: string; message: string };
@@ -33,22 +27,28 @@ export function errorBody(code: string, message: string): ErrorBody {
   return { error: { code, message } };
 }
 
-/** Maps any thrown value to an HttpError; `unexpected` is true when it should be logged as a bug. */
-export function toHttpError(err: unknown): { error: HttpError; unexpected: boolean } {
-  if (err instanceof HttpError) return { error: err, unexpected: false };
+/** Headers that go with an error's answer. */
+export function errorHeaders(err: AppError): Record<string, string> | undefined {
+  if (err instanceof HttpError) return err.headers;
+  return err.retryAfterSeconds === undefined ? undefined : { 'retry-after': String(err.retryAfterSeconds) };
+}
+
+/** Maps any thrown value to an AppError; `unexpected` is true when it should be logged as a bug. */
+export function toHttpError(err: unknown): { error: AppError; unexpected: boolean } {
+  if (err instanceof AppError) return { error: err, unexpected: false };
   if (err instanceof BulkUpdateError) return toHttpError(err.first);
   if (err instanceof DocumentTooLargeError) {
     return {
-      error: new HttpError(413, 'payload_too_large', `the record would be larger than the store's limit of ${MAX_DOCUMENT_BYTES / (1024 * 1024)} MiB`),
+      error: new AppError(413, 'payload_too_large', `the record would be larger than the store's limit of ${MAX_DOCUMENT_BYTES / (1024 * 1024)} MiB`),
       unexpected: false,
     };
   }
   if (err instanceof DuplicateKeyError) {
-    return { error: new HttpError(409, 'conflict', 'a record with the same unique value already exists'), unexpected: false };
+    return { error: new AppError(409, 'conflict', 'a record with the same unique value already exists'), unexpected: false };
   }
-  if (err instanceof InvalidQueryError) return { error: new HttpError(400, 'invalid_query', 'the query could not be run'), unexpected: false };
+  if (err instanceof InvalidQueryError) return { error: new AppError(400, 'invalid_query', 'the query could not be run'), unexpected: false };
   if (err instanceof StoreUnavailableError) {
-    return { error: new HttpError(503, 'store_unavailable', 'the store is unavailable; try again'), unexpected: true };
+    return { error: new AppError(503, 'store_unavailable', 'the store is unavailable; try again'), unexpected: true };
   }
-  return { error: new HttpError(500, 'internal', 'internal error'), unexpected: true };
+  return { error: new AppError(500, 'internal', 'internal error'), unexpected: true };
 }

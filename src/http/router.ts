@@ -10,11 +10,12 @@
  * `dispatch` directly.
  */
 import { z } from 'zod';
-import { badRequest, errorBody, HttpError, toHttpError, unauthorized } from './errors.js';
+import { AppError, badRequest, unauthorized } from '../domain/errors.js';
+import { errorBody, errorHeaders, HttpError, toHttpError } from './errors.js';
 import { jsonText } from './json-text.js';
 import type { Principal } from '../domain/principal.js';
-import { parseJsonBody } from './json-body.js';
-import { LIMIT_GROUPS, retryAfterSeconds, type LimitGroup, type RateLimits } from './rate-limit.js';
+import { parseJsonBody } from '../domain/json-depth.js';
+import { LIMIT_GROUPS, retryAfterSeconds, type LimitGroup, type RateLimits } from '../services/rate-limits.js';
 import { addressKey } from './client-address.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -111,7 +112,7 @@ export function route<P extends z.ZodType = z.ZodObject<{}>, Q extends z.ZodType
 export interface AuthPolicy {
   /** Finds the principal of a request (session cookie, bearer token); null when none. */
   authenticate(ctx: RequestContext): Promise<Principal | null>;
-  /** Throws HttpError 401/403 when the principal may not use a route of this level. */
+  /** Throws AppError 401/403 when the principal may not use a route of this level. */
   authorize(level: AuthLevel, principal: Principal | null, ctx: RequestContext): void;
 }
 
@@ -138,6 +139,8 @@ interface Node {
 const newNode = (): Node => ({ statics: new Map(), routes: new Map() });
 
 export interface RouterOptions {
+  /** Who a request comes from and whether they may use a route (without one: public routes only). */
+  auth?: AuthPolicy;
   observe?: DispatchObserver;
   /** The rate limits routes name in `limit`; without them no route is limited. */
   limits?: RateLimits;
@@ -146,22 +149,19 @@ export interface RouterOptions {
 export class Router {
   private readonly root = newNode();
   private readonly all: RouteDef[] = [];
-  private policy: AuthPolicy = {
-    authenticate: async () => null,
-    authorize: (level, principal) => {
-      if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
-    },
-  };
+  private readonly policy: AuthPolicy;
   private readonly observe: DispatchObserver | undefined;
   private readonly limits: RateLimits | undefined;
 
   constructor(options: RouterOptions = {}) {
+    this.policy = options.auth ?? {
+      authenticate: async () => null,
+      authorize: (level, principal) => {
+        if (level !== 'public' && level !== 'optional' && !principal) throw unauthorized();
+      },
+    };
     this.observe = options.observe;
     this.limits = options.limits;
-  }
-
-  setAuthPolicy(policy: AuthPolicy): void {
-    this.policy = policy;
   }
 
   add(...defs: RouteDef[]): this {
@@ -227,7 +227,7 @@ export class Router {
     } catch (err) {
       thrown = err;
       const { error, unexpected } = toHttpError(err);
-      out = jsonOut(error.status, errorBody(error.code, error.message), error.headers);
+      out = jsonOut(error.status, errorBody(error.code, error.message), errorHeaders(error));
       if (!unexpected) thrown = undefined;
     }
     // HEAD is answered as GET (errors too), without the body.
@@ -250,7 +250,7 @@ export class Router {
       throw badRequest('the path is not valid percent-encoding', 'invalid_path');
     }
     const found = this.match(segments);
-    if (!found) throw new HttpError(404, 'not_found', `no route for ${req.path}`);
+    if (!found) throw new AppError(404, 'not_found', `no route for ${req.path}`);
     const requested = req.method.toUpperCase();
     const method = (requested === 'HEAD' ? 'GET' : requested) as Method;
     const def = found.node.routes.get(method);
@@ -300,7 +300,7 @@ export class Router {
     const seconds = retryAfterSeconds(waitMs);
     const { what, keyName } = LIMIT_GROUPS[group];
     const from = per === 'address' ? 'from this address' : `for this ${keyName}`;
-    throw new HttpError(429, 'rate_limited', `too many ${what} ${from}; retry in ${seconds} s`, { 'retry-after': String(seconds) });
+    throw new AppError(429, 'rate_limited', `too many ${what} ${from}; retry in ${seconds} s`, seconds);
   }
 }
 
@@ -348,7 +348,7 @@ function validate(where: 'path' | 'query' | 'body', schema: z.ZodType | undefine
   const issue = r.error.issues[0]!;
   const field = issue.path.length > 0 ? issue.path.map(String).join('.') : null;
   const message = field ? `${where} field '${field}': ${issue.message}` : `${where}: ${issue.message}`;
-  throw new HttpError(400, 'validation_failed', message);
+  throw new AppError(400, 'validation_failed', message);
 }
 
 /** Query helpers: query values arrive as strings. */

@@ -17,7 +17,7 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { HttpError, badGateway, notFound } from '../http/errors.js';
+import { AppError, badGateway, notFound } from '../domain/errors.js';
 import type { Logger } from '../log.js';
 
 export interface CatalogueEntry {
@@ -203,7 +203,7 @@ export class SkillsLibrary {
   /** The catalogue, from the cache while it is younger than an hour. */
   async catalogue(): Promise<CatalogueResult> {
     if (!this.opts.libraryUrl) {
-      throw new HttpError(503, 'skills_library_not_configured', 'the skills library is not configured on this server (set SKILLS_LIBRARY_URL)');
+      throw new AppError(503, 'skills_library_not_configured', 'the skills library is not configured on this server (set SKILLS_LIBRARY_URL)');
     }
     const now = this.now();
     const c = this.cached;
@@ -244,7 +244,7 @@ export class SkillsLibrary {
    */
   async skillFile(source: string, skillId: string): Promise<SkillFile> {
     if (!SOURCE_RE.test(source) || !SKILL_ID_RE.test(skillId)) {
-      throw new HttpError(400, 'invalid_skill_reference', 'source must be owner/repo and skillId a relative skill id');
+      throw new AppError(400, 'invalid_skill_reference', 'source must be owner/repo and skillId a relative skill id');
     }
     const base = this.opts.codeHostUrl.replace(/\/+$/, '');
     const seg = (s: string) => s.split('/').map(encodeURIComponent).join('/');
@@ -254,7 +254,7 @@ export class SkillsLibrary {
         // Defence in depth: the URL must still sit under the base and the repository.
         const parsed = new URL(url);
         if (!parsed.href.startsWith(`${base}/${seg(source)}/`) || parsed.pathname.split('/').some((p) => p === '..' || p === '.')) {
-          throw new HttpError(400, 'invalid_skill_reference', 'the skill reference leaves the repository');
+          throw new AppError(400, 'invalid_skill_reference', 'the skill reference leaves the repository');
         }
         let res: { status: number; text: string };
         try {

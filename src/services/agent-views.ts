@@ -8,22 +8,25 @@
  * unknown one does.
  *
  * The list is computed from the matching agents in memory: `isOnline` and the online count come
- * from the gateway's live sockets (never stored), and the lastSeen of a connected agent is its
- * last frame. That costs one read of the matching agents per request (a projection of a few
+ * from the live sockets (the AgentPresence port; never stored), and the lastSeen of a connected
+ * agent is its last frame. That costs one read of the matching agents per request (a projection of a few
  * fields), which is fine up to tens of thousands of agents.
  */
-import type { AppContext } from '../server.js';
-import type { AgentDoc, Capability, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
+import type { ServiceCore } from './core.js';
+import type { AgentPresence } from './ports.js';
+import type { AgentDoc, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
 import type { Filter } from '../store/types.js';
-import type { AgentGateway } from '../ws/agent-gateway.js';
 import type { FleetService } from './fleet.js';
+import type { PolicyService } from './policies.js';
 import type { TokenUsage } from './token-usage.js';
 import type { StoredCertificate } from './certificates.js';
 import type { Certificate } from '../domain/certificate.js';
 import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import { toPolicyView } from './policies.js';
-import { notFound } from '../http/errors.js';
+import { escapeRegex } from '../domain/regex.js';
+import { notFound } from '../domain/errors.js';
 
 export const AGENTS_PAGE_SIZE_DEFAULT = 20;
 export const AGENTS_PAGE_SIZE_MAX = 100;
@@ -68,15 +71,21 @@ export interface AgentListItem {
 
 const LIST_FIELDS = { name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
 
-const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-
 export class AgentViews {
+  private readonly fleet: FleetService;
+  private readonly policies: PolicyService;
+  private readonly tokens: TokenUsage;
+  private readonly presence: AgentPresence;
+
   constructor(
-    private readonly ctx: AppContext,
-    private readonly fleet: FleetService,
-    private readonly gateway: AgentGateway,
-    private readonly tokens: TokenUsage,
-  ) {}
+    private readonly ctx: ServiceCore,
+    deps: { fleet: FleetService; policies: PolicyService; tokens: TokenUsage; presence: AgentPresence },
+  ) {
+    this.fleet = deps.fleet;
+    this.policies = deps.policies;
+    this.tokens = deps.tokens;
+    this.presence = deps.presence;
+  }
 
   /** DIDs of the agents the principal may see, or 'all'. */
   async visibleAgents(principal: Principal): Promise<Set<string> | 'all'> {
@@ -117,8 +126,8 @@ export class AgentViews {
       const v = visible;
       agents = agents.filter((a) => v.has(a._id));
     }
-    const gw = this.gateway;
-    const rows = agents.map((a) => ({ a, online: gw.isOnline(a._id), lastSeen: this.lastSeenOf(a) }));
+    const live = await this.presence.lastActive(agents.map((a) => a._id));
+    const rows = agents.map((a, i) => ({ a, online: live[i] !== undefined, lastSeen: this.lastSeenOf(a, live[i]) }));
     const online = rows.reduce((n, r) => n + (r.online ? 1 : 0), 0);
     const filtered = q.online === undefined ? rows : rows.filter((r) => r.online === q.online);
     const dir = q.sortDir === 'asc' ? 1 : -1;
@@ -155,17 +164,16 @@ export class AgentViews {
     const wsDocs = memberships.length ? await c.workspaces.find({ _id: { $in: memberships.map((m) => m.workspaceId) } }) : [];
     const byId = new Map(wsDocs.map((w) => [w._id, w]));
     const primary = memberships.find((m) => m.isPrimary) ?? memberships[0];
-    const policy = this.fleet.policies.effective(did, primary?.workspaceId ?? null);
-    const [stored, tokenUsage] = await Promise.all([this.fleet.certificates.current(did), this.tokens.ofAgent(did)]);
+    const policy = this.policies.effective(did, primary?.workspaceId ?? null);
+    const [stored, tokenUsage, [live]] = await Promise.all([this.fleet.certificates.current(did), this.tokens.ofAgent(did), this.presence.lastActive([did])]);
     const certificate = stored
       ? { certificate: stored.certificate, serverSignature: stored.serverSignature, agentSignature: stored.agentSignature, acceptedAt: stored.acceptedAt }
       : null;
-    const online = this.gateway.isOnline(did);
     // Its other workspaces are listed where the caller may see them; the primary one always is (it is the list item's `workspace`).
     const seen = await visibleWorkspaceIds(c, principal);
     const shown = memberships.filter((m) => byId.has(m.workspaceId) && (m.isPrimary || seen === 'all' || seen.includes(m.workspaceId)));
     return {
-      ...this.item(agent, online, this.lastSeenOf(agent), primary && byId.has(primary.workspaceId) ? wsRef(byId.get(primary.workspaceId)!) : null, stored),
+      ...this.item(agent, live !== undefined, this.lastSeenOf(agent, live), primary && byId.has(primary.workspaceId) ? wsRef(byId.get(primary.workspaceId)!) : null, stored),
       llmSystemPrompt: agent.llmSystemPrompt ?? '',
       publicKey: agent.publicKey,
       version: agent.version,
@@ -188,8 +196,8 @@ export class AgentViews {
     return { agents: agents.map((a) => ({ did: a._id, name: a.name, capabilities: a.capabilities })) };
   }
 
-  private lastSeenOf(a: Pick<AgentDoc, '_id' | 'lastSeen'>): string | null {
-    const live = this.gateway.lastSeenOf(a._id);
+  /** `live`: the last frame of its ready socket (ms), when it is online. */
+  private lastSeenOf(a: Pick<AgentDoc, '_id' | 'lastSeen'>, live: number | undefined): string | null {
     if (live !== undefined) return new Date(live).toISOString();
     return this.fleet.pendingLastSeen(a._id) ?? a.lastSeen ?? null;
   }

@@ -1,10 +1,14 @@
 /**
  * The audit log: an append-only record of who did what to what, and when. Entries are only ever
- * inserted; GET /api/audit reads them.
+ * inserted, by the service method that makes the change; GET /api/audit reads them (global
+ * admins), newest first: `action` matches exactly, or as a prefix when it ends with `*`
+ * (`workspace.member.*`); `since` is inclusive and `until` exclusive.
  */
 import { nanoid } from 'nanoid';
 import type { AuditDoc, Collections } from '../store/collections.js';
+import type { Filter } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
+import { escapeRegex } from '../domain/regex.js';
 import type { Logger } from '../log.js';
 
 export interface AuditEntry {
@@ -13,6 +17,39 @@ export interface AuditEntry {
   target?: string | null;
   details?: Record<string, unknown>;
 }
+
+export interface AuditQuery {
+  page: number;
+  pageSize: number;
+  actor?: string;
+  action?: string;
+  targetType?: string;
+  target?: string;
+  since?: string;
+  until?: string;
+}
+
+export interface AuditEntryView {
+  id: string;
+  at: string;
+  actor: string;
+  actorType: AuditDoc['actorType'];
+  action: string;
+  targetType: string;
+  target: string | null;
+  details: Record<string, unknown>;
+}
+
+export const toAuditEntryView = (d: AuditDoc): AuditEntryView => ({
+  id: d._id,
+  at: d.at,
+  actor: d.actor,
+  actorType: d.actorType,
+  action: d.action,
+  targetType: d.targetType,
+  target: d.target,
+  details: d.details,
+});
 
 export class AuditLog {
   constructor(
@@ -37,5 +74,20 @@ export class AuditLog {
     } catch (err) {
       this.log.error({ err, action: doc.action }, 'audit write failed');
     }
+  }
+
+  /** One page of the log, newest first, filtered. */
+  async list(q: AuditQuery): Promise<{ entries: AuditEntryView[]; total: number; page: number; pageSize: number; totalPages: number }> {
+    const filter: Filter = {};
+    if (q.actor) filter.actor = q.actor;
+    if (q.action) filter.action = q.action.endsWith('*') ? { $regex: `^${escapeRegex(q.action.slice(0, -1))}` } : q.action;
+    if (q.targetType) filter.targetType = q.targetType;
+    if (q.target) filter.target = q.target;
+    if (q.since || q.until) filter.at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
+    const [total, docs] = await Promise.all([
+      this.c.audit.count(filter),
+      this.c.audit.find(filter, { sort: { at: -1, _id: -1 }, skip: (q.page - 1) * q.pageSize, limit: q.pageSize }),
+    ]);
+    return { entries: docs.map(toAuditEntryView), total, page: q.page, pageSize: q.pageSize, totalPages: Math.ceil(total / q.pageSize) };
   }
 }

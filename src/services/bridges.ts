@@ -21,14 +21,16 @@
  */
 import { nanoid } from 'nanoid';
 import { z } from 'zod';
-import type { AppContext } from '../server.js';
-import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc } from '../store/collections.js';
+import type { ServiceCore } from './core.js';
+import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
-import { badRequest, conflict, forbidden, HttpError, notFound, unauthorized } from '../http/errors.js';
-import { parseJsonBody } from '../http/json-body.js';
+import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../domain/errors.js';
+import { parseJsonBody } from '../domain/json-depth.js';
+import { checkMetadata, MAX_CONTENT } from '../domain/messages.js';
 import { SIGNATURE_HEADER, postJson, sign, verifySignature, type PostResult } from '../integrations/webhook.js';
 import { activityText, postChannelMessage, teamsChannelIdOf, toHtml, type TeamsActivity } from '../integrations/teams.js';
 import type { Access, ChannelService, MessageCreated } from './channels.js';
+import type { Principal } from '../domain/principal.js';
 
 export type ExternalService = BridgeDoc['externalService'];
 export type SyncDirection = BridgeDoc['syncDirection'];
@@ -128,7 +130,7 @@ const incoming = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'outgo
 const outgoing = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'incoming';
 
 export class BridgeService {
-  private readonly c: AppContext['c'];
+  private readonly c: Collections;
   private readonly outboxes = new Map<string, Outbox>();
   /** Bridges of each channel that sends messages out, read through (every bridge write goes through here and drops its entry). */
   private readonly outgoingByChannel = new Map<string, BridgeDoc[]>();
@@ -139,12 +141,18 @@ export class BridgeService {
   private sweeper: NodeJS.Timeout | undefined;
   private stopped = false;
 
+  private readonly channels: ChannelService;
+  /** Steward's version, for the User-Agent of outgoing deliveries. */
+  private readonly version: string;
+
   constructor(
-    private readonly ctx: AppContext,
-    private readonly channels: ChannelService,
+    private readonly ctx: ServiceCore,
+    deps: { channels: ChannelService; version: string },
   ) {
     this.c = ctx.c;
-    channels.onMessageCreated((e) => this.onMessage(e));
+    this.channels = deps.channels;
+    this.version = deps.version;
+    this.channels.onMessageCreated((e) => this.onMessage(e));
   }
 
   /**
@@ -194,17 +202,56 @@ export class BridgeService {
   }
 
   // -----------------------------------------------------------------------------------------------
-  // Managing bridges
+  // Managing bridges (a channel the caller may read; listing needs membership, changing ownership)
 
-  async list(channelId: string): Promise<BridgeDoc[]> {
-    return this.c.bridges.find({ channelId }, { sort: { createdAt: 1, _id: 1 } });
+  /** A channel's bridges (channel members and global admins); their configuration is never shown. */
+  async list(p: Principal, channelId: string): Promise<BridgeDoc[]> {
+    const a = await this.channels.access(p, channelId);
+    if (!a.member && !a.caller.isGlobalAdmin) throw forbidden("listing a channel's bridges needs membership of the channel", 'not_a_member');
+    return this.c.bridges.find({ channelId: a.channel._id }, { sort: { createdAt: 1, _id: 1 } });
   }
 
-  async create(a: Access, input: CreateBridge): Promise<BridgeDoc> {
+  /** Creates a bridge (channel owner or global admin); its config is stored sealed. */
+  async create(p: Principal, channelId: string, input: CreateBridge): Promise<BridgeDoc> {
+    const a = await this.channels.access(p, channelId);
+    this.channels.requireOwner(a, 'creating a bridge');
+    const bridge = await this.insert(a, input);
+    await this.ctx.audit.record(p, {
+      action: 'bridge.create',
+      targetType: 'bridge',
+      target: bridge._id,
+      details: { channelId: bridge.channelId, externalService: bridge.externalService, externalChannelId: bridge.externalChannelId, syncDirection: bridge.syncDirection },
+    });
+    return bridge;
+  }
+
+  /** Enables or disables a bridge, or changes its direction (channel owner or global admin). */
+  async update(p: Principal, channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
+    const a = await this.channels.access(p, channelId);
+    this.channels.requireOwner(a, 'changing a bridge');
+    const bridge = await this.patch(a.channel._id, bridgeId, patch);
+    await this.ctx.audit.record(p, { action: 'bridge.update', targetType: 'bridge', target: bridge._id, details: { changes: patch } });
+    return bridge;
+  }
+
+  /** Deletes a bridge with its sealed configuration (channel owner or global admin). */
+  async remove(p: Principal, channelId: string, bridgeId: string): Promise<void> {
+    const a = await this.channels.access(p, channelId);
+    this.channels.requireOwner(a, 'deleting a bridge');
+    const bridge = await this.delete(a.channel._id, bridgeId);
+    await this.ctx.audit.record(p, {
+      action: 'bridge.delete',
+      targetType: 'bridge',
+      target: bridge._id,
+      details: { channelId: bridge.channelId, externalService: bridge.externalService },
+    });
+  }
+
+  private async insert(a: Access, input: CreateBridge): Promise<BridgeDoc> {
     const parsed = configSchemas[input.externalService].safeParse(input.config);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw new HttpError(400, 'validation_failed', `body field 'config${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
+      throw new AppError(400, 'validation_failed', `body field 'config${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
     }
     const now = new Date().toISOString();
     const id = nanoid();
@@ -235,7 +282,7 @@ export class BridgeService {
     return doc;
   }
 
-  async update(channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
+  private async patch(channelId: string, bridgeId: string, patch: { isSyncEnabled?: boolean; syncDirection?: SyncDirection }): Promise<BridgeDoc> {
     const updated = await this.c.bridges.findOneAndUpdate(
       { _id: bridgeId, channelId },
       { $set: { ...patch, updatedAt: new Date().toISOString() } },
@@ -245,7 +292,7 @@ export class BridgeService {
     return updated;
   }
 
-  async remove(channelId: string, bridgeId: string): Promise<BridgeDoc> {
+  private async delete(channelId: string, bridgeId: string): Promise<BridgeDoc> {
     const bridge = await this.c.bridges.findOne({ _id: bridgeId, channelId });
     if (!bridge) throw notFound(`bridge ${bridgeId} not found in this channel`);
     await this.c.bridges.deleteOne({ _id: bridgeId });
@@ -276,14 +323,14 @@ export class BridgeService {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body must be a JSON object', 'invalid_body');
     const { message, author, metadata } = body as { message?: unknown; author?: unknown; metadata?: unknown };
     if (typeof message !== 'string' || message.trim().length === 0) throw badRequest("body field 'message' is required and must be a non-empty string", 'message_required');
-    if (message.length > 40_000) throw badRequest("body field 'message' is longer than 40000 characters", 'validation_failed');
+    if (message.length > MAX_CONTENT) throw badRequest(`body field 'message' is longer than ${MAX_CONTENT} characters`, 'validation_failed');
     if (author !== undefined && author !== null && (typeof author !== 'string' || author.trim().length === 0 || author.length > 512)) {
       throw badRequest("body field 'author' must be a non-empty string of at most 512 characters", 'validation_failed');
     }
     if (metadata !== undefined && metadata !== null && (typeof metadata !== 'object' || Array.isArray(metadata))) {
       throw badRequest("body field 'metadata' must be an object", 'validation_failed');
     }
-    if (metadata && JSON.stringify(metadata).length > 16 * 1024) throw badRequest('metadata is larger than 16384 characters of JSON', 'metadata_too_large');
+    const meta = checkMetadata(metadata as Record<string, unknown> | null | undefined);
 
     // Only with an opt-in replay window is a repeated delivery refused; by default it is posted again.
     const replayKey = this.ctx.config.bridgeReplayWindowMs > 0 ? `${bridge._id}:${digest}` : null;
@@ -294,7 +341,7 @@ export class BridgeService {
         authorType: 'user',
         content: message,
         threadId: null,
-        metadata: (metadata as Record<string, unknown> | null | undefined) ?? {},
+        metadata: meta,
         via: { bridgeId: bridge._id, externalService: 'webhook' },
       });
       return doc._id;
@@ -352,7 +399,7 @@ export class BridgeService {
       const doc = await this.channels.post(bridge.channelId, {
         authorDid: `teams:${fromId}`.slice(0, 512),
         authorType: 'user',
-        content: text.slice(0, 40_000),
+        content: text.slice(0, MAX_CONTENT),
         threadId: null,
         metadata,
         via: { bridgeId: bridge._id, externalService: 'teams' },
@@ -367,7 +414,7 @@ export class BridgeService {
       return this.ctx.secrets.openJson<T>(bridge.configSealed, bridge._id);
     } catch {
       this.ctx.log.error({ bridgeId: bridge._id }, 'a bridge configuration does not open (wrong key, or copied from another bridge)');
-      throw new HttpError(500, 'bridge_config_unreadable', 'the bridge configuration cannot be read');
+      throw new AppError(500, 'bridge_config_unreadable', 'the bridge configuration cannot be read');
     }
   }
 
@@ -531,7 +578,7 @@ export class BridgeService {
           [SIGNATURE_HEADER]: sign(d.body, wh.secret),
           'x-steward-delivery': d.id,
           'x-steward-attempt': String(d.attempt),
-          'user-agent': `Steward/${this.ctx.version}`,
+          'user-agent': `Steward/${this.version}`,
         },
         opts,
       );
@@ -594,7 +641,7 @@ export function webhookPayload(deliveryId: string, bridge: BridgeDoc, channel: C
 
 function requireJson(headers: Record<string, string>): void {
   const type = (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'Content-Type must be application/json');
+  if (type !== 'application/json') throw new AppError(415, 'unsupported_media_type', 'Content-Type must be application/json');
 }
 
 function refuseUnlessIncoming(bridge: BridgeDoc): void {

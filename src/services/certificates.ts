@@ -1,5 +1,5 @@
 /**
- * Co-signed certificates in the store. Writes are batched: every certificate accepted in the same
+ * Issuing certificates, and the co-signed certificates in the store. Writes are batched: every certificate accepted in the same
  * turn of the event loop goes into one `insertMany` (one round trip, one append in the embedded
  * store), and the caller is answered once it is durable — so ten thousand agents re-certified at
  * once cost a handful of writes, not ten thousand. An agent's current certificate is its newest
@@ -7,7 +7,22 @@
  * `pruneDelayMs` (a burst of re-certifications is not slowed by deletions), and at `flush`.
  */
 import type { CertificateDoc, Collections } from '../store/collections.js';
-import type { Certificate } from '../domain/certificate.js';
+import { certificateBytes, newCertificate, type Certificate, type CertificateTerms } from '../domain/certificate.js';
+import type { ServerIdentity } from './server-identity.js';
+
+/** A certificate signed by the server, with the exact bytes signed, not yet co-signed by its agent. */
+export interface IssuedCertificate {
+  certificate: Certificate;
+  bytes: Buffer;
+  serverSignature: string;
+}
+
+/** A new certificate with the given terms, signed by the server (on the crypto worker). */
+export async function issueCertificate(identity: ServerIdentity, subject: string, subjectPublicKey: string, terms: CertificateTerms): Promise<IssuedCertificate> {
+  const certificate = newCertificate({ subject, subjectPublicKey, issuer: identity.did, terms });
+  const bytes = certificateBytes(certificate);
+  return { certificate, bytes, serverSignature: await identity.signOffThread(bytes) };
+}
 
 export interface StoredCertificate {
   certificate: Certificate;

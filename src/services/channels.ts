@@ -19,20 +19,26 @@
  * (src/actors/channel.ts), which accepts them one at a time and refuses what an archived channel
  * refuses; the commands it accepts run here, one channel's commands one at a time in the actor's
  * order (`Writer`). That is where posts are numbered (`seq`), membership is checked, messages are
- * stored, and — after the caller has its answer — events go out: to the live feed (uWS topic
+ * stored, and — after the caller has its answer — events go out: to the live feed (topic
  * `channel:<id>`), to each mentioned agent that is online (`channel_message_send`), and to the
  * message hooks (bridges).
  */
 import { nanoid } from 'nanoid';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
+import type { AgentLink, FeedPublisher } from './ports.js';
 import type { Principal } from '../domain/principal.js';
 import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type ChannelCommand, type LoadedChannel } from '../actors/channel.js';
-import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, ChannelRole, WorkspaceDoc } from '../store/collections.js';
+import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, Collections, UserDoc, WorkspaceDoc } from '../store/collections.js';
+import type { ChannelRole } from '../domain/roles.js';
 import { DuplicateKeyError, type Filter } from '../store/types.js';
-import { badRequest, conflict, forbidden, HttpError, notFound } from '../http/errors.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { resolveWorkspace } from './workspaces.js';
+import { findMentions, type AgentRef } from '../domain/mentions.js';
+import { ChannelCache, put } from './channel-cache.js';
+import { channelSlug } from '../domain/slugs.js';
+import { checkMetadata } from '../domain/messages.js';
 
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
@@ -130,65 +136,6 @@ function parseMetadata(text: string): Record<string, unknown> {
 }
 
 // -------------------------------------------------------------------------------------------------
-// Slugs
-
-/** Longest slug a channel may be given (the route checks it). */
-export const CHANNEL_SLUG_MAX = 100;
-
-/**
- * The slug of a channel created without one (interface §2.7): the name, trimmed and lower-cased,
- * with each whitespace character replaced by a hyphen. Every other character is kept, so
- * "C++ Devs" gives `c++-devs` and "日本語" gives `日本語`. Unlike workspace slugs, nothing is dropped.
- */
-export function channelSlug(name: string): string {
-  return name.trim().toLowerCase().replace(/\s/g, '-');
-}
-
-// -------------------------------------------------------------------------------------------------
-// @mentions
-
-export interface AgentRef {
-  did: string;
-  name: string;
-}
-
-const NAME_CHAR = /[\p{L}\p{N}_-]/u;
-
-/**
- * The agents a message mentions: `@<name>` (case-insensitive; the name may hold spaces) or
- * `@<did>`, not preceded or followed by a letter, digit, `_` or `-`. Where two names match at one
- * place (`@ops` and `@ops bot`), the longer one wins. Each agent counts once, in order of appearance.
- */
-export function findMentions(content: string, agents: readonly AgentRef[]): AgentRef[] {
-  if (!content.includes('@') || agents.length === 0) return [];
-  const lower = content.toLowerCase();
-  const hits: Array<{ at: number; len: number; agent: AgentRef }> = [];
-  for (const agent of agents) {
-    for (const handle of [agent.name, agent.did]) {
-      const needle = `@${handle.toLowerCase()}`;
-      if (needle.length < 2) continue;
-      for (let i = lower.indexOf(needle); i >= 0; i = lower.indexOf(needle, i + 1)) {
-        const before = i > 0 ? lower[i - 1]! : '';
-        const after = lower[i + needle.length] ?? '';
-        if ((before === '' || !NAME_CHAR.test(before)) && (after === '' || !NAME_CHAR.test(after))) {
-          hits.push({ at: i, len: needle.length, agent });
-        }
-      }
-    }
-  }
-  // Longest match first at each position; a shorter match inside a longer one does not count.
-  hits.sort((a, b) => a.at - b.at || b.len - a.len);
-  const out: AgentRef[] = [];
-  let coveredTo = -1;
-  for (const h of hits) {
-    if (h.at < coveredTo) continue;
-    coveredTo = h.at + h.len;
-    if (!out.some((a) => a.did === h.agent.did)) out.push(h.agent);
-  }
-  return out;
-}
-
-// -------------------------------------------------------------------------------------------------
 // Commands
 
 export interface Caller {
@@ -248,7 +195,7 @@ export interface Access {
 
 export const channelTopic = (channelId: string) => `channel:${channelId}`;
 
-export const archivedError = () => new HttpError(403, 'channel_archived', 'the channel is archived: its history is readable, but nothing can be posted or changed');
+export const archivedError = () => new AppError(403, 'channel_archived', 'the channel is archived: its history is readable, but nothing can be posted or changed');
 
 type PostCommand = Extract<ChannelCommand, { kind: 'post' }>;
 
@@ -260,102 +207,12 @@ interface Writer {
 
 type AfterWrite = () => void;
 
-/** Most channels (and member lists) kept in memory; beyond it the least recently loaded are dropped. */
-const CACHE_LIMIT = 10_000;
-const AGENT_NAME_TTL_MS = 60_000;
 /** Reads of a failed batch's ids before giving up on knowing which messages were stored, and the pause after the first (growing). */
 const READ_BACK_ATTEMPTS = 3;
 const READ_BACK_PAUSE_MS = 100;
 
-/**
- * Read-through caches of channels, member lists and agent names. They stay true because every
- * write of a channel or its members goes through this service (channel documents through the
- * channel actor): each write updates or drops the entry, and bumps a generation so that a load
- * that started before the write does not store what it read.
- */
-class ChannelCache {
-  private readonly channels = new Map<string, ChannelDoc>();
-  private readonly members = new Map<string, Map<string, ChannelMemberDoc>>();
-  private readonly agentNames = new Map<string, { name: string | null; at: number }>();
-  private channelGen = 0;
-  private memberGen = 0;
-
-  constructor(private readonly c: AppContext['c']) {}
-
-  async channel(id: string): Promise<ChannelDoc | null> {
-    const hit = this.channels.get(id);
-    if (hit) return hit;
-    const gen = this.channelGen;
-    const doc = await this.c.channels.findById(id);
-    if (doc && gen === this.channelGen) put(this.channels, id, doc);
-    return doc;
-  }
-
-  setChannel(doc: ChannelDoc): void {
-    this.channelGen++;
-    put(this.channels, doc._id, doc);
-  }
-
-  dropChannel(id: string): void {
-    this.channelGen++;
-    this.channels.delete(id);
-    this.dropMembers(id);
-  }
-
-  /** The channel's members by DID. */
-  async memberMap(channelId: string): Promise<Map<string, ChannelMemberDoc>> {
-    const hit = this.members.get(channelId);
-    if (hit) return hit;
-    const gen = this.memberGen;
-    const list = await this.c.channelMembers.find({ channelId });
-    const map = new Map(list.map((m) => [m.memberDid, m]));
-    if (gen === this.memberGen) put(this.members, channelId, map);
-    return map;
-  }
-
-  async member(channelId: string, did: string): Promise<ChannelMemberDoc | null> {
-    return (await this.memberMap(channelId)).get(did) ?? null;
-  }
-
-  dropMembers(channelId: string): void {
-    this.memberGen++;
-    this.members.delete(channelId);
-  }
-
-  /** Agent members with their names. */
-  async agents(channelId: string): Promise<AgentRef[]> {
-    const out: AgentRef[] = [];
-    const now = Date.now();
-    let missing: string[] | undefined;
-    for (const m of (await this.memberMap(channelId)).values()) {
-      if (m.memberType !== 'agent') continue;
-      const known = this.agentNames.get(m.memberDid);
-      if (known && now - known.at < AGENT_NAME_TTL_MS) {
-        if (known.name !== null) out.push({ did: m.memberDid, name: known.name });
-      } else {
-        (missing ??= []).push(m.memberDid);
-      }
-    }
-    if (missing) {
-      const found = new Map((await this.c.agents.find({ _id: { $in: missing } }, { projection: { name: 1 } })).map((a) => [a._id, a.name]));
-      for (const did of missing) {
-        const name = found.get(did) ?? null;
-        put(this.agentNames, did, { name, at: now });
-        if (name !== null) out.push({ did, name });
-      }
-    }
-    return out;
-  }
-}
-
-function put<V>(map: Map<string, V>, key: string, value: V): void {
-  map.delete(key);
-  map.set(key, value);
-  if (map.size > CACHE_LIMIT) map.delete(map.keys().next().value!);
-}
-
 export class ChannelService {
-  private readonly c: AppContext['c'];
+  private readonly c: Collections;
   private readonly writers = new Map<string, Writer>();
   /** Last sequence number given per channel (see nextSeq). */
   private readonly seqs = new Map<string, number>();
@@ -363,8 +220,16 @@ export class ChannelService {
   private readonly createdHooks: Array<(e: MessageCreated) => void> = [];
   private readonly accessLostHooks: Array<(channelId: string, did: string | null) => void> = [];
 
-  constructor(private readonly ctx: AppContext) {
+  private readonly agents: AgentLink;
+  private readonly feed: FeedPublisher;
+
+  constructor(
+    private readonly ctx: ServiceCore,
+    deps: { agents: AgentLink; feed: FeedPublisher },
+  ) {
     this.c = ctx.c;
+    this.agents = deps.agents;
+    this.feed = deps.feed;
     this.cache = new ChannelCache(ctx.c);
     ctx.actors.define(CHANNEL_ACTOR_KIND, {
       machine: channelMachine.provide({
@@ -379,12 +244,16 @@ export class ChannelService {
       input: (id) => ({ channelId: id }),
       deleteWhenDone: true,
     });
-    ctx.workspaceService.onWorkspaceDeleted(async (ws) => {
-      for (const ch of await this.c.channels.find({ workspaceId: ws._id }, { projection: { _id: 1 } })) await this.destroy(ch._id);
-    });
-    ctx.userService.onUserDeleted(async (user) => {
-      if (user.did) await this.forgetMember(user.did);
-    });
+  }
+
+  /** For when a workspace is deleted: its channels go, with their members, messages and bridges. */
+  async workspaceDeleted(ws: WorkspaceDoc): Promise<void> {
+    for (const ch of await this.c.channels.find({ workspaceId: ws._id }, { projection: { _id: 1 } })) await this.destroy(ch._id);
+  }
+
+  /** For when a person is deleted: they leave every channel. */
+  async userDeleted(user: UserDoc): Promise<void> {
+    if (user.did) await this.forgetMember(user.did);
   }
 
   /** Removes a DID from every channel it is a member of (a deleted user or agent). */
@@ -428,7 +297,7 @@ export class ChannelService {
       await this.access(p, channelId);
       return true;
     } catch (err) {
-      if (err instanceof HttpError && err.status === 404) return false;
+      if (err instanceof AppError && err.status === 404) return false;
       throw err;
     }
   }
@@ -507,7 +376,43 @@ export class ChannelService {
       invitedBy: null,
     });
     this.cache.dropMembers(channel._id);
+    await this.ctx.audit.record(p, {
+      action: 'channel.create',
+      targetType: 'channel',
+      target: channel._id,
+      details: { name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId, isPublic: channel.isPublic },
+    });
     return channel;
+  }
+
+  /** A channel the caller may read, with its members and stats. */
+  async detail(p: Principal, channelId: string): Promise<{ channel: ChannelDoc; members: ChannelMemberDoc[]; stats: { messageCount: number; memberCount: number } }> {
+    const a = await this.access(p, channelId);
+    const [members, stats] = await Promise.all([this.members(a.channel._id), this.stats(a.channel._id)]);
+    return { channel: a.channel, members, stats: { messageCount: stats.messageCount, memberCount: stats.memberCount } };
+  }
+
+  /** Changes a channel's fields and/or its archive state (channel owner or global admin). */
+  async edit(p: Principal, channelId: string, patch: ChannelFields & { isArchived?: boolean }): Promise<ChannelDoc> {
+    const a = await this.access(p, channelId);
+    this.requireOwner(a, 'changing the channel');
+    const { isArchived, ...fields } = patch;
+    const channel = await this.update(a.channel._id, fields, isArchived);
+    await this.ctx.audit.record(p, {
+      action: isArchived === true && !a.channel.isArchived ? 'channel.archive' : isArchived === false && a.channel.isArchived ? 'channel.unarchive' : 'channel.update',
+      targetType: 'channel',
+      target: channel._id,
+      details: { changes: patch },
+    });
+    return channel;
+  }
+
+  /** Archives a channel (channel owner or global admin); its history stays readable. */
+  async archive(p: Principal, channelId: string): Promise<void> {
+    const a = await this.access(p, channelId);
+    this.requireOwner(a, 'archiving the channel');
+    await this.update(a.channel._id, {}, true);
+    await this.ctx.audit.record(p, { action: 'channel.archive', targetType: 'channel', target: a.channel._id });
   }
 
   /**
@@ -548,14 +453,39 @@ export class ChannelService {
   }
 
   /** Changes fields and/or the archive state, through the channel actor. */
-  async update(channelId: string, fields: ChannelFields, isArchived?: boolean): Promise<ChannelDoc> {
+  private async update(channelId: string, fields: ChannelFields, isArchived?: boolean): Promise<ChannelDoc> {
     return this.command(channelId, (reply) => ({ type: 'UPDATE', fields, isArchived, reply })) as Promise<ChannelDoc>;
   }
 
   // -----------------------------------------------------------------------------------------------
   // Members
 
-  async addMember(a: Access, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
+  /** Adds a member (owner, moderator or global admin; the owner and moderator roles only by an owner); 409 when already a member. */
+  async addMember(p: Principal, channelId: string, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
+    const a = await this.access(p, channelId);
+    const member = await this.insertMember(a, input);
+    await this.ctx.audit.record(p, {
+      action: 'channel.member.add',
+      targetType: 'channel',
+      target: a.channel._id,
+      details: { memberDid: member.memberDid, memberType: member.memberType, role: member.role },
+    });
+    return member;
+  }
+
+  /** Removes a member (owner or global admin; a moderator members with the member role; anyone themselves). */
+  async removeMember(p: Principal, channelId: string, memberDid: string): Promise<void> {
+    const a = await this.access(p, channelId);
+    const removed = await this.deleteMember(a, memberDid);
+    await this.ctx.audit.record(p, {
+      action: 'channel.member.remove',
+      targetType: 'channel',
+      target: a.channel._id,
+      details: { memberDid: removed.memberDid, role: removed.role },
+    });
+  }
+
+  private async insertMember(a: Access, input: { memberDid: string; memberType: 'user' | 'agent'; role: ChannelRole }): Promise<ChannelMemberDoc> {
     const role = a.member?.role;
     const ga = a.caller.isGlobalAdmin;
     if (!ga && role !== 'owner' && role !== 'moderator') throw forbidden('adding members needs the owner or moderator role in this channel (or global admin)');
@@ -589,7 +519,7 @@ export class ChannelService {
     return doc;
   }
 
-  async removeMember(a: Access, memberDid: string): Promise<ChannelMemberDoc> {
+  private async deleteMember(a: Access, memberDid: string): Promise<ChannelMemberDoc> {
     const target = await this.cache.member(a.channel._id, memberDid);
     if (!target) throw notFound(`${memberDid} is not a member of this channel`);
     const self = memberDid === a.caller.did;
@@ -611,13 +541,59 @@ export class ChannelService {
   // -----------------------------------------------------------------------------------------------
   // Messages
 
+  /** A page of a channel's messages (see listMessages), for a caller who may read it. */
+  async messages(p: Principal, channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
+    const a = await this.access(p, channelId);
+    return this.listMessages(a.channel._id, q);
+  }
+
+  /**
+   * Posts a message as the caller (a member of the channel). `asAgent`: the agents' reply
+   * endpoint, for a member whose type is agent; the message's author type is then agent.
+   */
+  async postAs(
+    p: Principal,
+    channelId: string,
+    m: { content: string; threadId?: string | null; metadata?: Record<string, unknown> },
+    asAgent = false,
+  ): Promise<ChannelMessageDoc> {
+    const a = await this.access(p, channelId);
+    return this.post(a.channel._id, {
+      authorDid: a.caller.did,
+      authorType: asAgent ? 'agent' : a.caller.kind,
+      content: m.content,
+      threadId: m.threadId ?? null,
+      metadata: checkMetadata(m.metadata),
+      via: null,
+      ...(asAgent ? { asAgent: true } : {}),
+    });
+  }
+
+  /** Edits one's own message. */
+  async editMessage(p: Principal, channelId: string, messageId: string, content: string): Promise<ChannelMessageDoc> {
+    const a = await this.access(p, channelId);
+    return this.change(a.channel._id, { op: 'edit', messageId, caller: a.caller, content });
+  }
+
+  /** Deletes a message (its author, a channel owner or moderator, or a global admin); it stays as a tombstone. */
+  async deleteMessage(p: Principal, channelId: string, messageId: string): Promise<void> {
+    const a = await this.access(p, channelId);
+    await this.change(a.channel._id, { op: 'delete', messageId, caller: a.caller });
+  }
+
+  /** Adds or removes the caller's reaction; answers the message. */
+  async react(p: Principal, channelId: string, messageId: string, emoji: string, add: boolean): Promise<ChannelMessageDoc> {
+    const a = await this.access(p, channelId);
+    return this.change(a.channel._id, { op: 'react', messageId, caller: a.caller, emoji, add });
+  }
+
   /** Posts a message through the channel actor; resolves once it is stored. */
   async post(channelId: string, draft: MessageDraft): Promise<ChannelMessageDoc> {
     return this.command(channelId, (reply) => ({ type: 'POST', draft, reply })) as Promise<ChannelMessageDoc>;
   }
 
   /** Edits, deletes or reacts to a message through the channel actor. */
-  async change(channelId: string, change: MessageChange): Promise<ChannelMessageDoc> {
+  private async change(channelId: string, change: MessageChange): Promise<ChannelMessageDoc> {
     return this.command(channelId, (reply) => ({ type: 'CHANGE', change, reply })) as Promise<ChannelMessageDoc>;
   }
 
@@ -625,7 +601,7 @@ export class ChannelService {
    * A page of messages, newest first: top-level messages, or with `threadId` the replies to that
    * message. Deleted messages stay in place as tombstones.
    */
-  async listMessages(channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
+  private async listMessages(channelId: string, q: { limit: number; offset: number; threadId?: string }): Promise<ChannelMessageDoc[]> {
     if (q.threadId !== undefined && !(await this.c.channelMessages.findOne({ _id: q.threadId, channelId }))) {
       throw badRequest(`threadId ${q.threadId} names no message of this channel`, 'unknown_thread');
     }
@@ -649,7 +625,7 @@ export class ChannelService {
       if (snap.status === 'active') return actor;
     }
     if (!(await this.c.channels.findById(channelId))) throw notFound(`channel ${channelId} not found`);
-    throw new HttpError(503, 'channel_unavailable', 'the channel could not be loaded; try again');
+    throw new AppError(503, 'channel_unavailable', 'the channel could not be loaded; try again');
   }
 
   private async command(channelId: string, make: (reply: { resolve(v: unknown): void; reject(e: unknown): void }) => ChannelActorEvent): Promise<unknown> {
@@ -953,8 +929,8 @@ export class ChannelService {
   /** Sends channel_message_send to each mentioned agent that is online (never to the author). */
   private pushMentions(channel: ChannelDoc, msg: ChannelMessageDoc, view: MessageView, mentions: AgentRef[], via: MessageDraft['via']): void {
     for (const agent of mentions) {
-      if (agent.did === msg.authorDid || !this.ctx.agentPush.isOnline(agent.did)) continue;
-      this.ctx.agentPush.push(agent.did, {
+      if (agent.did === msg.authorDid || !this.agents.isOnline(agent.did)) continue;
+      this.agents.push(agent.did, {
         type: 'channel_message_send',
         channelId: channel._id,
         channel: { id: channel._id, name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId },
@@ -974,14 +950,14 @@ export class ChannelService {
     }
   }
 
-  /** Publishes a feed event to the channel's uWS topic (subscribers are live-feed sockets). */
+  /** Publishes a feed event to the channel's live-feed topic. */
   publish(channelId: string, type: FeedEventType, message: MessageView): void {
     const topic = channelTopic(channelId);
-    if (this.ctx.app.numSubscribers(topic) > 0) this.ctx.app.publish(topic, JSON.stringify({ type, channelId, message }));
+    if (this.feed.hasSubscribers(topic)) this.feed.publish(topic, { type, channelId, message });
   }
 
   /**
-   * For the live feed: the uWS topic of a channel the principal may read; null otherwise (unknown
+   * For the live feed: the topic of a channel the principal may read; null otherwise (unknown
    * and hidden alike, and when the store fails — logged — since the feed has no error to answer).
    */
   readonly feedTopic = async (p: Principal, channelId: string): Promise<string | null> => {

@@ -18,15 +18,16 @@
 import { createUser } from './users.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import QRCode from 'qrcode';
-import type { ClaimSessionDoc, UserDoc } from '../store/collections.js';
+import type { ClaimSessionDoc, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { encodeBase64Url, PURPOSE, resolvePublicKey, verifySignature } from '../domain/did.js';
 import { claimMessage, connectionStringOf, walletQrText } from '../domain/claims.js';
-import { HttpError, notFound } from '../http/errors.js';
+import { AppError, forbidden, notFound } from '../domain/errors.js';
+import { isOwnerLike } from '../domain/permissions.js';
+import type { UserPrincipal } from '../domain/principal.js';
 import { Mailer, claimMail } from '../integrations/mail.js';
-import { actingAs } from './login.js';
-import { hashToken } from './sessions.js';
-import type { AppContext } from '../server.js';
+import { hashToken, userPrincipal } from './sessions.js';
+import type { ServiceCore } from './core.js';
 
 export type ClaimKind = ClaimSessionDoc['kind'];
 export type ClaimStatus = ClaimSessionDoc['status'];
@@ -37,8 +38,6 @@ export const OWNER_CLAIM_MIN_TTL_MS = 24 * 3600_000;
 /** The absolute URL of a session's QR code image. */
 export const qrImageUrlOf = (publicUrl: string, token: string) => `${connectionStringOf(publicUrl, token)}/qr.svg`;
 
-type Deps = Pick<AppContext, 'c' | 'config' | 'identity' | 'audit' | 'log' | 'defaultWorkspace'>;
-
 export interface ClaimBody {
   did: string;
   publicKey?: string;
@@ -47,16 +46,22 @@ export interface ClaimBody {
   name?: string;
 }
 
+const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
+
 /** A claim that cannot complete: the session fails (status -2) with this reason. */
-class ClaimFailure extends HttpError {}
+class ClaimFailure extends AppError {}
 
 export class ClaimService {
   readonly mailer: Mailer;
+  /** Where a new member of an open invite link starts. */
+  private readonly defaultWorkspace: WorkspaceDoc;
 
   constructor(
-    private readonly ctx: Deps,
+    private readonly ctx: ServiceCore,
+    deps: { defaultWorkspace: WorkspaceDoc },
     private readonly now: () => number = Date.now,
   ) {
+    this.defaultWorkspace = deps.defaultWorkspace;
     this.mailer = new Mailer({ smtpUrl: ctx.config.smtpUrl, mailFrom: ctx.config.mailFrom }, ctx.log);
   }
 
@@ -117,10 +122,25 @@ export class ClaimService {
     return s && this.statusOf(s) === -1 ? s : null;
   }
 
-  async qrSvg(token: string): Promise<string | null> {
+  /** GET /api/user/claim/{token}: what a wallet signs to claim (404 unless pending). */
+  async challengeOf(token: string): Promise<{ nonce: string; serverDid: string; expiresAt: string }> {
     const s = await this.pending(token);
-    if (!s) return null;
+    if (!s) throw notPending();
+    return { nonce: s.nonce, serverDid: this.ctx.identity.did, expiresAt: s.expiresAt };
+  }
+
+  /** The wallet QR code of a pending session, as SVG (404 unless pending). */
+  async qrSvg(token: string): Promise<string> {
+    if (!(await this.pending(token))) throw notPending();
     return QRCode.toString(this.qrText(token), { type: 'svg', margin: 2 });
+  }
+
+  /** GET /api/user/listen/{token}: -1 pending, 2 success (with the DID), -2 failed or expired. */
+  async listen(token: string): Promise<{ status: ClaimStatus; did?: string; expiresAt: string }> {
+    const s = await this.find(token);
+    if (!s) throw notFound('no claim session for this token');
+    const status = this.statusOf(s);
+    return { status, ...(status === 2 && s.claimedDid ? { did: s.claimedDid } : {}), expiresAt: s.expiresAt };
   }
 
   /**
@@ -130,17 +150,17 @@ export class ClaimService {
    */
   async complete(token: string, body: ClaimBody): Promise<{ did: string; userId: string }> {
     const session = await this.pending(token);
-    if (!session) throw notFound('no pending claim session for this token (unknown, expired or finished)');
+    if (!session) throw notPending();
     const key = resolvePublicKey(body.did, body.publicKey);
     if (!key) {
-      throw new HttpError(
+      throw new AppError(
         400,
         'invalid_public_key',
         'publicKey (base64url of the raw 32-byte Ed25519 key) is required unless the DID is an Ed25519 did:key, and must match it when given',
       );
     }
     if (!verifySignature(key, claimMessage(token, session.nonce), body.signature)) {
-      throw new HttpError(401, 'invalid_signature', `the signature does not verify over ${PURPOSE.claim}<token>:<nonce> with this key`);
+      throw new AppError(401, 'invalid_signature', `the signature does not verify over ${PURPOSE.claim}<token>:<nonce> with this key`);
     }
 
     const nowIso = new Date(this.now()).toISOString();
@@ -150,8 +170,8 @@ export class ClaimService {
     );
     if (!taken) {
       const again = await this.pending(token);
-      if (!again) throw notFound('no pending claim session for this token (unknown, expired or finished)');
-      throw new HttpError(409, 'claim_in_progress', 'another claim of this session is in progress');
+      if (!again) throw notPending();
+      throw new AppError(409, 'claim_in_progress', 'another claim of this session is in progress');
     }
 
     let user: UserDoc;
@@ -184,7 +204,7 @@ export class ClaimService {
       { $set: { status: -2, failure: 'user_claimed', completedAt: doneAt } },
     );
     await this.ctx.c.invitations.deleteMany({ userId: user._id });
-    await this.ctx.audit.record(actingAs(user), {
+    await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, {
       action: 'claim.completed',
       targetType: 'user',
       target: user._id,
@@ -209,7 +229,7 @@ export class ClaimService {
         role: 'member',
         did,
         publicKey,
-        workspace: { id: this.ctx.defaultWorkspace._id, role: 'member' },
+        workspace: { id: this.defaultWorkspace._id, role: 'member' },
         at: nowIso,
       });
       return user;
@@ -239,6 +259,38 @@ export class ClaimService {
     }
   }
 
+  /**
+   * POST /api/server/directory/send-qr: a claim session for an unclaimed user, mailed to them
+   * when asked. Whoever holds the token claims the account, so an admin must not open one for a
+   * user with the owner role (only an owner gives that role, docs/people.md).
+   */
+  async openForUser(by: UserPrincipal, userId: string, sendByEmail: boolean): Promise<{ token: string; emailSent: boolean }> {
+    const user = await this.ctx.c.users.findById(userId);
+    if (!user || user.did) throw notFound('no unclaimed user with this id');
+    if (user.role === 'owner' && !isOwnerLike(by)) throw forbidden('a claim for a user with the owner role can only be opened by an owner', 'owner_only');
+    const { session, token } = await this.open('send-qr', { userId: user._id });
+    const emailSent = sendByEmail ? await this.mailClaim(token, session, user) : false;
+    await this.ctx.audit.record(by, {
+      action: 'claim.created',
+      targetType: 'user',
+      target: user._id,
+      details: { kind: session.kind, expiresAt: session.expiresAt, sendByEmail, emailSent },
+    });
+    return { token, emailSent };
+  }
+
+  /** GET /api/users/invite: an open invite link; whoever claims it becomes a new member. */
+  async openInviteLink(by: UserPrincipal): Promise<{ token: string; nonce: string }> {
+    const { session, token } = await this.open('invite-link', { userId: null });
+    await this.ctx.audit.record(by, {
+      action: 'claim.created',
+      targetType: 'claim_session',
+      target: null,
+      details: { kind: session.kind, expiresAt: session.expiresAt },
+    });
+    return { token, nonce: session.nonce };
+  }
+
   /** Sends the claim mail of a session (opened with `token`) to the user's address; true when the SMTP server accepted it. */
   async mailClaim(token: string, session: ClaimSessionDoc, user: UserDoc): Promise<boolean> {
     if (!this.mailer.configured || !user.email) return false;
@@ -253,66 +305,62 @@ export class ClaimService {
     });
     return this.mailer.send(msg);
   }
+
+  /**
+   * Owner bootstrap: while the owner is unclaimed, opens a fresh 'owner-bootstrap' claim session
+   * (earlier ones stop working) and prints how to claim it — the connection string (the claim URL),
+   * the wallet link and a QR code for the terminal. Called by `steward serve` after every start;
+   * returns the session and its token, or null when the owner is already claimed.
+   */
+  async announceOwnerClaim(write: (text: string) => void = (t) => process.stdout.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
+    const { ctx } = this;
+    const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
+    if (!owner) return null;
+    await ctx.c.claimSessions.updateMany(
+      { userId: owner._id, kind: 'owner-bootstrap', status: -1 },
+      { $set: { status: -2, failure: 'superseded', completedAt: new Date().toISOString() } },
+    );
+    const { session, token } = await this.open('owner-bootstrap', {
+      userId: owner._id,
+      ttlMs: Math.max(ctx.config.claimTtlMs, OWNER_CLAIM_MIN_TTL_MS),
+    });
+    await ctx.audit.record('system', {
+      action: 'claim.created',
+      targetType: 'user',
+      target: owner._id,
+      details: { kind: session.kind, expiresAt: session.expiresAt },
+    });
+    const cs = this.connectionString(token);
+    const qrText = this.qrText(token);
+    const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
+    write(
+      [
+        '',
+        'Steward has no claimed owner yet. Claim the owner account with a wallet before',
+        `${session.expiresAt} (a restart prints a new claim and cancels this one).`,
+        '',
+        `  Connection string (claim URL): ${cs}`,
+        `  Wallet link:                   ${qrText}`,
+        '',
+        '  With the bundled wallet:',
+        '    npm run steward -- wallet create',
+        `    npm run steward -- wallet claim '${cs}'`,
+        `    npm run steward -- wallet login ${ctx.config.publicUrl}`,
+        '',
+        '  Or scan this QR code with a wallet app:',
+        '',
+        qr,
+        '',
+      ].join('\n'),
+    );
+    return { session, token };
+  }
 }
 
-const services = new WeakMap<object, ClaimService>();
-
-/** The claim service of a running server (one per server, so one mail transport). */
-export function claimServiceOf(ctx: Deps): ClaimService {
-  let s = services.get(ctx);
-  if (!s) services.set(ctx, (s = new ClaimService(ctx)));
-  return s;
-}
-
-/**
- * Owner bootstrap: while the owner is unclaimed, opens a fresh 'owner-bootstrap' claim session
- * (earlier ones stop working) and prints how to claim it — the connection string (the claim URL),
- * the wallet link and a QR code for the terminal. Called by `steward serve` after every start;
- * returns the session and its token, or null when the owner is already claimed.
- */
-export async function announceOwnerClaim(
-  ctx: Deps,
-  write: (text: string) => void = (t) => process.stdout.write(t),
+/** The owner's claim, printed (ClaimService.announceOwnerClaim) by whatever holds the server's claim service. */
+export function announceOwnerClaim(
+  deps: { claims: ClaimService },
+  write?: (text: string) => void,
 ): Promise<{ session: ClaimSessionDoc; token: string } | null> {
-  const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
-  if (!owner) return null;
-  const claims = claimServiceOf(ctx);
-  await ctx.c.claimSessions.updateMany(
-    { userId: owner._id, kind: 'owner-bootstrap', status: -1 },
-    { $set: { status: -2, failure: 'superseded', completedAt: new Date().toISOString() } },
-  );
-  const { session, token } = await claims.open('owner-bootstrap', {
-    userId: owner._id,
-    ttlMs: Math.max(ctx.config.claimTtlMs, OWNER_CLAIM_MIN_TTL_MS),
-  });
-  await ctx.audit.record('system', {
-    action: 'claim.created',
-    targetType: 'user',
-    target: owner._id,
-    details: { kind: session.kind, expiresAt: session.expiresAt },
-  });
-  const cs = claims.connectionString(token);
-  const qrText = claims.qrText(token);
-  const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
-  write(
-    [
-      '',
-      'Steward has no claimed owner yet. Claim the owner account with a wallet before',
-      `${session.expiresAt} (a restart prints a new claim and cancels this one).`,
-      '',
-      `  Connection string (claim URL): ${cs}`,
-      `  Wallet link:                   ${qrText}`,
-      '',
-      '  With the bundled wallet:',
-      '    npm run steward -- wallet create',
-      `    npm run steward -- wallet claim '${cs}'`,
-      `    npm run steward -- wallet login ${ctx.config.publicUrl}`,
-      '',
-      '  Or scan this QR code with a wallet app:',
-      '',
-      qr,
-      '',
-    ].join('\n'),
-  );
-  return { session, token };
+  return deps.claims.announceOwnerClaim(write);
 }

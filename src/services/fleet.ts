@@ -8,42 +8,39 @@
  * - Registration, approval and rejection (the decisions go through the agent's actor, which
  *   serialises them: of two concurrent decisions, the second gets 409), within the limits on
  *   pending registrations (src/services/registration-limits.ts).
- * - The certificate terms of an agent (its effective policy, src/domain/policy.ts), issuing and
- *   signing certificates, storing co-signed ones (batched, src/services/certificates.ts), and
- *   agent sessions (src/services/agent-sessions.ts).
+ * - Storing co-signed certificates (batched, src/services/certificates.ts) and agent sessions
+ *   (src/services/agent-sessions.ts).
+ * - Decommissioning an agent: its socket is dropped through the AgentLink port first.
  * - lastSeen, written in batches every AGENT_LAST_SEEN_WRITE_SECONDS: the connected agents
- *   active since the last batch, and those that disconnected meanwhile. Whether an agent is online
- *   is never stored; it is the gateway's live state.
+ *   active since the last batch (the AgentPresence port), and those that disconnected meanwhile.
+ *   Whether an agent is online is never stored; it is the gateway's live state.
  */
-import { fromPromise, type AnyActorRef } from 'xstate';
-import type { AppContext } from '../server.js';
-import type { AgentDoc, Capability, RegistrationDoc } from '../store/collections.js';
+import { fromPromise } from 'xstate';
+import type { AgentDoc, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { BulkUpdateOp } from '../store/types.js';
-import type { Principal } from '../domain/principal.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
 import { AGENT_ACTOR_KIND, agentMachine, type AgentActorEvent, type ApprovalInput, type RejectionInput } from '../actors/agent.js';
-import { certificateBytes, newCertificate, type Certificate, type CertificateTerms } from '../domain/certificate.js';
-import { termsFor } from '../domain/policy.js';
 import { CLOSE } from '../domain/agent-protocol.js';
-import { yieldToLoop } from '../domain/time-slice.js';
+import { can } from '../domain/permissions.js';
 import { CertificateStore } from './certificates.js';
 import { AgentSessions } from './agent-sessions.js';
-import { addAgentToWorkspace } from './workspaces.js';
+import { addAgentToWorkspace, agentWorkspaceIds, memberRole, primaryWorkspaceOf } from './workspaces.js';
 import {
   createRegistration,
+  latestRegistrationOf,
   pendingRegistrationOf,
   type RegistrationInput,
   type RegistrationOrigin,
   type RegistrationOutcome,
+  toPendingRegistrationView,
 } from './registrations.js';
 import { PendingRegistrations } from './registration-limits.js';
-import { HttpError, badRequest, conflict, notFound } from '../http/errors.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import type { PolicyService } from './policies.js';
-
-export interface IssuedCertificate {
-  certificate: Certificate;
-  bytes: Buffer;
-  serverSignature: string;
-}
+import type { ServiceCore } from './core.js';
+import type { AgentActors } from './agent-actors.js';
+import type { AgentLink, AgentPresence } from './ports.js';
 
 /** What the gateway learns when a registration is decided. */
 export type Decision = { status: 'approved' } | { status: 'rejected'; reason: string };
@@ -59,25 +56,6 @@ export interface DecisionListener {
 export type AgentDeletedHook = (agent: AgentDoc) => Promise<void> | void;
 
 const DECISION_TIMEOUT_MS = 15_000;
-/** Actor events delivered per turn of the event loop (dropped ones are not counted). */
-const TELL_CHUNK = 128;
-/** How long "reissue offered" waits for the co-signature that would make it moot. */
-const OFFER_HOLD_MS = 1000;
-
-/** Connected agents' lastSeen (ms), DIDs and times at the same index. */
-export interface LiveSeen {
-  dids: string[];
-  ms: number[];
-}
-
-interface Told {
-  did: string;
-  event: AgentActorEvent;
-  status: AgentDoc['status'];
-  dropped: boolean;
-  /** performance.now() before which a held event is not delivered (0: at once). */
-  due: number;
-}
 const LAST_SEEN_CHUNK = 100;
 
 export class FleetService {
@@ -85,32 +63,36 @@ export class FleetService {
   readonly agentSessions: AgentSessions;
   /** The places of pending registrations, within AGENT_PENDING_REGISTRATIONS_MAX and its per-address limit. */
   readonly pending: PendingRegistrations;
-  /** Set by PolicyService at construction. */
-  policies!: PolicyService;
   private readonly decisionListeners = new Set<DecisionListener>();
   private readonly deletedHooks: AgentDeletedHook[] = [];
-  /** Set by the gateway: ends the agent's socket with `code` and forgets it (no offline event reaches its actor). */
-  dropConnection: (did: string, code: number, reason: string) => void = () => undefined;
-  /** Where a brand-new actor starts, read synchronously by the actor kind's `input`. */
-  private readonly bootStatus = new Map<string, AgentDoc['status']>();
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
   private readonly lastSeenPending = new Map<string, string>();
-  /**
-   * Set by the gateway: the connected agents active since they were last collected (their DIDs and
-   * lastSeen ms, at the same index), each marked collected.
-   */
-  collectLiveSeen: () => LiveSeen = () => ({ dids: [], ms: [] });
   private lastSeenTimer: NodeJS.Timeout | undefined;
   private lastSeenWriting: Promise<void> | null = null;
 
-  constructor(private readonly ctx: AppContext) {
+  private readonly policies: PolicyService;
+  private readonly agentActors: AgentActors;
+  private readonly agents: AgentLink;
+  private readonly presence: AgentPresence;
+  /** The default workspace as it was at start (its id never changes): where unplaced agents go. */
+  private readonly defaultWorkspace: WorkspaceDoc;
+
+  constructor(
+    private readonly ctx: ServiceCore,
+    deps: { policies: PolicyService; agentActors: AgentActors; agents: AgentLink; presence: AgentPresence; defaultWorkspace: WorkspaceDoc },
+  ) {
+    this.policies = deps.policies;
+    this.agentActors = deps.agentActors;
+    this.agents = deps.agents;
+    this.presence = deps.presence;
+    this.defaultWorkspace = deps.defaultWorkspace;
     const onError = (err: unknown, what: string) => ctx.log.error({ err }, `fleet: ${what} failed`);
     this.certificates = new CertificateStore(ctx.c, onError);
     this.agentSessions = new AgentSessions(ctx.c, ctx.config.sessionTtlMs, (m) => ctx.identity.sign(m));
     this.pending = new PendingRegistrations(ctx.config.agentPendingRegistrationsMax, ctx.config.agentPendingRegistrationsPerAddressMax);
   }
 
-  /** Defines the agent actor kind, restores online actors as offline, installs the agent lookup. */
+  /** Defines the agent actor kind, restores online actors as offline, starts the lastSeen writer. */
   async start(): Promise<void> {
     const { ctx } = this;
     await this.pending.load(ctx.c);
@@ -121,7 +103,7 @@ export class FleetService {
           recordRejection: fromPromise<void, RejectionInput>(({ input }) => this.recordRejection(input)),
         },
       }),
-      input: (id) => ({ did: id, status: this.bootStatus.get(id) ?? 'pending' }),
+      input: (id) => ({ did: id, status: this.agentActors.startStatus(id) }),
       idleMs: ctx.config.agentActorIdleMs,
       writeDelayMs: ctx.config.agentActorWriteDelayMs,
     });
@@ -131,10 +113,6 @@ export class FleetService {
       return value?.active?.connection === 'online';
     });
     for (const did of online) await ctx.actors.send(AGENT_ACTOR_KIND, did, { type: 'DISCONNECTED' });
-    ctx.agentLookup = async (did) => {
-      const agent = await ctx.c.agents.findById(did);
-      return agent && agent.status === 'active' ? { name: agent.name } : null;
-    };
     this.lastSeenTimer = setInterval(
       () => this.writeLastSeen().catch((err: unknown) => ctx.log.error({ err }, 'writing lastSeen failed')),
       ctx.config.agentLastSeenWriteMs,
@@ -144,7 +122,7 @@ export class FleetService {
 
   async stop(): Promise<void> {
     if (this.lastSeenTimer) clearInterval(this.lastSeenTimer);
-    await this.drainTold();
+    await this.agentActors.drain();
     await this.writeLastSeen();
     await this.certificates.flush();
   }
@@ -154,119 +132,51 @@ export class FleetService {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Actors
-
-  /** The agent's actor; `status` says where a brand-new one starts (an agent stored without a snapshot). */
-  async actorOf(did: string, status?: AgentDoc['status']): Promise<AnyActorRef> {
-    if (status) this.bootStatus.set(did, status);
-    try {
-      return (await this.ctx.actors.get(AGENT_ACTOR_KIND, did)) as AnyActorRef;
-    } finally {
-      if (status) this.bootStatus.delete(did);
-    }
-  }
-
-  /**
-   * Tells an agent's actor what happened on its socket. Socket events are queued and delivered
-   * in order, a chunk per turn of the event loop, so that a burst (ten thousand re-certifications)
-   * does not starve the sockets themselves. "Reissue offered" is held back for
-   * `OFFER_HOLD_MS` before it is delivered (and so is everything queued after it, to keep the
-   * order): when the agent co-signs within that time, which is the common case, the certificate
-   * is stored before the offer was delivered and the offer is dropped, so the actor goes
-   * straight to the new certificate (one transition and one snapshot write instead of two). An
-   * agent that is slow to co-sign shows `reissuePending` once the hold is over.
-   * Failures are logged; the actor is not essential to the socket.
-   */
-  tell(did: string, event: AgentActorEvent, status: AgentDoc['status'] = 'active'): void {
-    const item: Told = { did, event, status, dropped: false, due: 0 };
-    if (event.type === 'CERTIFICATE_STORED') {
-      const offered = this.offered.get(did);
-      if (offered && (offered.event as { serial: string }).serial === event.serial) offered.dropped = true;
-    } else if (event.type === 'REISSUE_OFFERED') {
-      item.due = performance.now() + OFFER_HOLD_MS;
-      this.offered.set(did, item);
-    }
-    this.told.push(item);
-    if (!this.telling) {
-      this.telling = true;
-      setImmediate(this.deliver);
-    }
-  }
-
-  /** Delivers every queued actor event (held offers too); resolves once all are handed over. */
-  async drainTold(): Promise<void> {
-    this.draining = true;
-    if (this.holdTimer) {
-      // Waiting out a hold: deliver now instead.
-      clearTimeout(this.holdTimer);
-      this.holdTimer = null;
-      setImmediate(this.deliver);
-    }
-    try {
-      while (this.told.length > 0 || this.telling) await yieldToLoop();
-    } finally {
-      this.draining = false;
-    }
-  }
-
-  private readonly told: Told[] = [];
-  private readonly offered = new Map<string, Told>();
-  private telling = false;
-  private draining = false;
-  private told0 = 0;
-  private holdTimer: NodeJS.Timeout | null = null;
-  private readonly deliver = (): void => {
-    this.holdTimer = null;
-    const now = performance.now();
-    let delivered = 0;
-    while (this.told0 < this.told.length && delivered < TELL_CHUNK) {
-      const item = this.told[this.told0]!;
-      if (!item.dropped && item.due > now && !this.draining) {
-        // A held offer heads the queue: wait for it (the events behind it keep their order).
-        this.compactTold();
-        this.holdTimer = setTimeout(this.deliver, Math.max(1, Math.ceil(item.due - now)));
-        return;
-      }
-      this.told0++;
-      if (this.offered.get(item.did) === item) this.offered.delete(item.did);
-      if (item.dropped) continue;
-      delivered++;
-      // An actor in memory takes the event at once; one still to be loaded (or made) after the
-      // load. The events of one agent keep their order either way: a load completes, and its
-      // events are handed over, before the next turn's delivery can find the actor in memory.
-      const live = this.ctx.actors.getLive(AGENT_ACTOR_KIND, item.did);
-      if (live) {
-        try {
-          live.send(item.event as never);
-        } catch (err) {
-          this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor refused an event');
-        }
-      } else {
-        this.actorOf(item.did, item.status).then(
-          (actor) => actor.send(item.event),
-          (err: unknown) => this.ctx.log.warn({ err, did: item.did, event: item.event.type }, 'agent actor unavailable'),
-        );
-      }
-    }
-    this.compactTold();
-    if (this.told.length > 0) setImmediate(this.deliver);
-    else this.telling = false;
-  };
-
-  /** Drops delivered items from the head of the queue. */
-  private compactTold(): void {
-    if (this.told0 === 0) return;
-    this.told.splice(0, this.told0);
-    this.told0 = 0;
-  }
-
-  // -------------------------------------------------------------------------------------------
   // Registration and decisions
 
-  async register(input: RegistrationInput, origin: RegistrationOrigin): Promise<RegistrationOutcome> {
-    const outcome = await createRegistration(this.ctx.c, input, origin, this.ctx.defaultWorkspace, this.pending);
-    if (outcome.created) await this.actorOf(outcome.agent._id, 'pending');
+  /**
+   * Registers an agent (a pending registration and agent record), or answers its pending one.
+   * `auditAs`: who asked, when the registration is to be audited (over HTTP).
+   */
+  async register(input: RegistrationInput, origin: RegistrationOrigin, auditAs?: Principal | 'system'): Promise<RegistrationOutcome> {
+    const outcome = await createRegistration(this.ctx.c, input, origin, this.defaultWorkspace, this.pending);
+    if (outcome.created) await this.agentActors.actorOf(outcome.agent._id, 'pending');
+    if (outcome.created && auditAs) {
+      const { agent } = outcome;
+      await this.ctx.audit.record(auditAs, {
+        action: 'agent.register',
+        targetType: 'agent',
+        target: agent._id,
+        details: { name: agent.name, requestedCapabilities: agent.requestedCapabilities, via: origin.via },
+      });
+    }
     return outcome;
+  }
+
+  /** The agent record of a DID (any status); null for an unknown agent. */
+  agent(did: string): Promise<AgentDoc | null> {
+    return this.ctx.c.agents.findById(did);
+  }
+
+  /** The id of a pending agent's registration (what its socket is told while it waits). */
+  async pendingRegistrationId(agent: AgentDoc): Promise<string> {
+    const reg = await pendingRegistrationOf(this.ctx.c, agent._id);
+    return reg?._id ?? agent.registrationId ?? 'unknown';
+  }
+
+  /** Why a rejected agent was rejected (what its socket is told before it is closed). */
+  async rejectionReason(did: string): Promise<string> {
+    return (await latestRegistrationOf(this.ctx.c, did))?.reason ?? 'rejected';
+  }
+
+  /** Pending registrations, oldest first, one page at a time. */
+  async pendingRegistrations(page: number, pageSize: number) {
+    const filter = { status: 'pending' };
+    const [total, pending] = await Promise.all([
+      this.ctx.c.registrations.count(filter),
+      this.ctx.c.registrations.find(filter, { sort: { requestedAt: 1, _id: 1 }, skip: (page - 1) * pageSize, limit: pageSize }),
+    ]);
+    return { registrations: pending.map(toPendingRegistrationView), total, page, pageSize, totalPages: Math.ceil(total / pageSize) };
   }
 
   async approve(registrationId: string, capabilities: Capability[], by: Principal): Promise<{ agentId: string }> {
@@ -309,14 +219,14 @@ export class FleetService {
    * pending (409).
    */
   private async decide(reg: RegistrationDoc, event: AgentActorEvent, target: 'active' | 'rejected'): Promise<void> {
-    const actor = await this.actorOf(reg.agentDid, 'pending');
+    const actor = await this.agentActors.actorOf(reg.agentDid, 'pending');
     const before = actor.getSnapshot() as { value: unknown; status: string };
     if (before.value !== 'pending' || before.status !== 'active') {
       throw conflict(`registration ${reg._id} is already being decided or decided`, 'already_decided');
     }
     await new Promise<void>((resolve, reject) => {
       let sub: { unsubscribe(): void } | undefined;
-      const timer = setTimeout(() => finish(new HttpError(503, 'decision_timeout', 'the decision could not be recorded in time; try again')), DECISION_TIMEOUT_MS);
+      const timer = setTimeout(() => finish(new AppError(503, 'decision_timeout', 'the decision could not be recorded in time; try again')), DECISION_TIMEOUT_MS);
       const finish = (err?: unknown) => {
         clearTimeout(timer);
         sub?.unsubscribe();
@@ -326,7 +236,7 @@ export class FleetService {
       const check = (snap: { value: unknown; status: string }) => {
         const value = snap.value;
         if (target === 'rejected' ? value === 'rejected' : typeof value === 'object' && value !== null && 'active' in value) finish();
-        else if (value === 'pending') finish(new HttpError(503, 'decision_failed', 'the decision could not be recorded; try again'));
+        else if (value === 'pending') finish(new AppError(503, 'decision_failed', 'the decision could not be recorded; try again'));
       };
       sub = actor.subscribe({ next: check, error: (err: unknown) => finish(err) });
       actor.send(event);
@@ -381,6 +291,26 @@ export class FleetService {
   }
 
   /**
+   * DELETE /api/agents/:id: a global admin, or an admin of the agent's primary workspace, may
+   * decommission it; an agent outside every workspace of the caller answers as an unknown one.
+   */
+  async decommission(person: UserPrincipal, did: string): Promise<void> {
+    const { c } = this.ctx;
+    const agent = await c.agents.findById(did);
+    if (!agent) throw notFound(`no agent ${did}`);
+    if (!person.isAdmin) {
+      const theirs = await c.workspaceMembers.count({ userId: person.userId, workspaceId: { $in: await agentWorkspaceIds(c, agent._id) } });
+      if (theirs === 0) throw notFound(`no agent ${did}`);
+      const primary = await primaryWorkspaceOf(c, agent._id);
+      const role = primary ? await memberRole(c, person.userId, primary._id) : null;
+      if (!can({ isGlobalAdmin: false, workspaceRole: role }, 'manageWorkspaceAgents')) {
+        throw forbidden("deleting an agent needs the admin role in the agent's primary workspace (or global admin)");
+      }
+    }
+    await this.deleteAgent(agent._id, person);
+  }
+
+  /**
    * Decommissions an agent, whatever its status (active, pending or rejected): closes its socket
    * with 4403, ends its session, deletes its document, workspace memberships, agent-scoped
    * policies, certificates, registrations, grants naming it and its actor snapshot, then runs the
@@ -393,9 +323,9 @@ export class FleetService {
     const agent = await c.agents.findById(did);
     if (!agent) throw notFound(`no agent ${did}`);
     // The socket first, so no frame of this agent is handled while its records go.
-    this.dropConnection(did, CLOSE.rejected, 'decommissioned');
+    this.agents.drop(did, CLOSE.rejected, 'decommissioned');
     this.lastSeenPending.delete(did);
-    for (const item of this.told) if (item.did === did) item.dropped = true;
+    this.agentActors.forget(did);
     await ctx.sessions.endAllOf(did);
     this.agentSessions.forget(did);
     await c.agents.deleteOne({ _id: did });
@@ -426,29 +356,6 @@ export class FleetService {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Certificates
-
-  /** The terms an agent's certificate must carry now (its effective policy, else its approved capabilities). */
-  async termsOf(agent: Pick<AgentDoc, '_id' | 'capabilities'>): Promise<CertificateTerms> {
-    // Without any workspace policy the primary workspace cannot matter: spare the read.
-    const primary = this.policies.hasWorkspacePolicies() ? await this.primaryWorkspaceId(agent._id) : null;
-    return termsFor(this.policies.effective(agent._id, primary), agent.capabilities);
-  }
-
-  async primaryWorkspaceId(did: string): Promise<string | null> {
-    const all = await this.ctx.c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1, isPrimary: 1, joinedAt: 1 } });
-    if (all.length === 0) return null;
-    return (all.find((m) => m.isPrimary) ?? all.sort((a, b) => (a.joinedAt < b.joinedAt ? -1 : 1))[0]!).workspaceId;
-  }
-
-  /** A new certificate with the given terms, signed by the server. */
-  async issue(subject: string, subjectPublicKey: string, terms: CertificateTerms): Promise<IssuedCertificate> {
-    const certificate = newCertificate({ subject, subjectPublicKey, issuer: this.ctx.identity.did, terms });
-    const bytes = certificateBytes(certificate);
-    return { certificate, bytes, serverSignature: await this.ctx.identity.signOffThread(bytes) };
-  }
-
-  // -------------------------------------------------------------------------------------------
   // lastSeen
 
   /** Records the last activity of an agent that disconnected; written in the next batch. */
@@ -472,7 +379,7 @@ export class FleetService {
     this.lastSeenWriting = (async () => {
       const pending = [...this.lastSeenPending.keys()];
       if (!(await this.writeSeen(pending, (i) => this.lastSeenPending.get(pending[i]!)))) return;
-      const live = this.collectLiveSeen();
+      const live = this.presence.collectActive();
       await this.writeSeen(live.dids, (i) => new Date(live.ms[i]!).toISOString());
     })().finally(() => {
       this.lastSeenWriting = null;

@@ -1,7 +1,7 @@
 /**
  * Intents (interface §5.6): a person asks a connected agent to perform an action. The server
  * forwards an `intent {intentId, action, params, requestedBy}` frame and waits for the agent's
- * `intent_result {intentId, ok, output?, error?}`.
+ * `intent_result {intentId, ok, output?, error?}` (the AgentLink port's request/answer).
  *
  * Who may: a global admin; anyone else needs a workspace role of operator or higher in one of the
  * agent's workspaces AND an unexpired grant covering the capability on that agent or on all
@@ -10,40 +10,32 @@
  * Outcomes: the agent's answer (200), agent offline (409), no answer within the timeout (504),
  * agent disconnected before answering (502). Every intent is audited with its action and outcome,
  * never its parameters (they may hold secrets); so is every one refused before it was sent (no
- * such agent, no role, no grant), with the reason.
+ * such agent, no role, no grant), with the reason. Workflows send their agent steps through
+ * `send` too, with the same checks.
  */
 import { nanoid } from 'nanoid';
-import type { AppContext } from '../server.js';
-import type { Capability } from '../store/collections.js';
+import type { ServiceCore } from './core.js';
 import type { UserPrincipal } from '../domain/principal.js';
-import type { IntentResultFrame } from '../domain/agent-protocol.js';
-import type { AgentIntents, IntentRequest, IntentResult } from './agent-push.js';
-import type { AgentGateway, IntentSink } from '../ws/agent-gateway.js';
+import type { AgentLink, IntentOutcome, IntentResult } from './ports.js';
+import { CAPABILITIES, isCapability, type Capability } from '../domain/capabilities.js';
 import { atLeast } from '../domain/permissions.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { agentWorkspaceIds } from './workspaces.js';
 import { hasGrant } from './grants.js';
-import { HttpError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
-import { CAPABILITIES } from '../store/collections.js';
 
-export type IntentAnswer = IntentResult;
-
-const KNOWN = new Set<string>(CAPABILITIES);
-
-interface Pending {
-  did: string;
-  resolve(answer: IntentAnswer): void;
-  reject(err: HttpError): void;
+/** What a caller asks of an agent. */
+export interface IntentAsk {
+  action: string;
+  params: Record<string, unknown>;
+  /** Default INTENT_TIMEOUT_MS, at most INTENT_MAX_TIMEOUT_MS. */
+  timeoutMs?: number;
 }
 
-export class IntentService implements IntentSink, AgentIntents {
-  private readonly pending = new Map<string, Pending>();
-
+export class IntentService {
   constructor(
-    private readonly ctx: AppContext,
-    private readonly gateway: AgentGateway,
-  ) {
-    gateway.intents = this;
-  }
+    private readonly ctx: ServiceCore,
+    private readonly agents: AgentLink,
+  ) {}
 
   /** Throws 404 (unknown, or not visible to `who`) or 403 (no role, no grant) unless `who` may send `action` to the agent. */
   async authorize(who: UserPrincipal, did: string, action: Capability): Promise<void> {
@@ -66,48 +58,30 @@ export class IntentService implements IntentSink, AgentIntents {
   }
 
   /**
-   * Sends an intent with every check (AgentIntents): the action is a capability (400), the agent
-   * exists and the caller may see it (404), role and grant (403), the agent is online (409), the
-   * answer comes in time (504; default INTENT_TIMEOUT_MS, at most INTENT_MAX_TIMEOUT_MS).
+   * Sends an intent with every check: the action is a capability (400), the agent exists and the
+   * caller may see it (404), role and grant (403), the agent is online (409), the answer comes in
+   * time (504), the agent stays connected until it answers (502).
    */
-  async send(who: UserPrincipal, did: string, request: Omit<IntentRequest, 'requestedBy'>): Promise<IntentAnswer> {
-    if (!KNOWN.has(request.action)) throw badRequest(`unknown action '${request.action}'; an action is a capability (${CAPABILITIES.join(', ')})`, 'unknown_action');
-    const action = request.action as Capability;
+  async send(who: UserPrincipal, did: string, ask: IntentAsk): Promise<IntentResult> {
+    if (!isCapability(ask.action)) throw badRequest(`unknown action '${ask.action}'; an action is a capability (${CAPABILITIES.join(', ')})`, 'unknown_action');
+    const action = ask.action;
     const { intentTimeoutMs, intentMaxTimeoutMs } = this.ctx.config;
-    const timeoutMs = Math.min(Math.max(request.timeoutMs ?? intentTimeoutMs, 1), intentMaxTimeoutMs);
+    const timeoutMs = Math.min(Math.max(ask.timeoutMs ?? intentTimeoutMs, 1), intentMaxTimeoutMs);
     try {
       await this.authorize(who, did, action);
     } catch (err) {
-      if (err instanceof HttpError) await this.audit(who, did, { action, outcome: err.code, reason: err.message });
+      if (err instanceof AppError) await this.audit(who, did, { action, outcome: err.code, reason: err.message });
       throw err;
     }
-    return this.dispatch(who, did, action, request.params, timeoutMs);
-  }
-
-  private async dispatch(who: UserPrincipal, did: string, action: Capability, params: Record<string, unknown>, timeoutMs: number): Promise<IntentAnswer> {
     const intentId = nanoid();
     const started = Date.now();
     let outcome = 'ok';
     try {
-      const answer = await new Promise<IntentAnswer>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          this.pending.delete(intentId);
-          reject(new HttpError(504, 'intent_timeout', `the agent did not answer within ${timeoutMs} ms`));
-        }, timeoutMs);
-        const settle = <T>(fn: (v: T) => void) => (v: T) => {
-          clearTimeout(timer);
-          this.pending.delete(intentId);
-          fn(v);
-        };
-        this.pending.set(intentId, { did, resolve: settle(resolve), reject: settle(reject) });
-        if (!this.gateway.push(did, { type: 'intent', intentId, action, params, requestedBy: who.did })) {
-          this.pending.get(intentId)?.reject(conflict('the agent is not connected', 'agent_offline'));
-        }
-      });
+      const answer = answerOf(await this.agents.request(did, { intentId, action, params: ask.params, requestedBy: who.did }, timeoutMs), timeoutMs);
       if (!answer.ok) outcome = 'refused';
       return answer;
     } catch (err) {
-      outcome = err instanceof HttpError ? err.code : 'error';
+      outcome = err instanceof AppError ? err.code : 'error';
       throw err;
     } finally {
       await this.audit(who, did, { intentId, action, outcome, durationMs: Date.now() - started });
@@ -118,19 +92,17 @@ export class IntentService implements IntentSink, AgentIntents {
   private audit(who: UserPrincipal, did: string, details: Record<string, unknown>): Promise<void> {
     return this.ctx.audit.record(who, { action: 'intent.send', targetType: 'agent', target: did, details });
   }
+}
 
-  onResult(did: string, frame: IntentResultFrame): void {
-    const p = this.pending.get(frame.intentId);
-    if (!p || p.did !== did) return; // late (timed out) or not this agent's
-    const answer: IntentAnswer = { intentId: frame.intentId, ok: frame.ok };
-    if (frame.output !== undefined) answer.output = frame.output;
-    if (frame.error !== undefined) answer.error = frame.error;
-    p.resolve(answer);
-  }
-
-  agentGone(did: string): void {
-    for (const p of [...this.pending.values()]) {
-      if (p.did === did) p.reject(new HttpError(502, 'agent_disconnected', 'the agent disconnected before answering'));
-    }
+/** The agent's answer, or the error that says why there is none. */
+function answerOf(outcome: IntentOutcome, timeoutMs: number): IntentResult {
+  if ('answered' in outcome) return outcome.answered;
+  switch (outcome.failed) {
+    case 'offline':
+      throw conflict('the agent is not connected', 'agent_offline');
+    case 'timeout':
+      throw new AppError(504, 'intent_timeout', `the agent did not answer within ${timeoutMs} ms`);
+    case 'disconnected':
+      throw new AppError(502, 'agent_disconnected', 'the agent disconnected before answering');
   }
 }

@@ -7,26 +7,28 @@
  */
 import { createUser } from './users.js';
 import { randomUUID } from 'node:crypto';
-import type { InvitationDoc, UserDoc } from '../store/collections.js';
+import type { InvitationDoc, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import type { GlobalRole, UserPrincipal } from '../domain/principal.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../domain/errors.js';
 import { invitationMail } from '../integrations/mail.js';
-import { claimServiceOf, type ClaimService } from './claims.js';
+import type { ClaimService } from './claims.js';
 import { hashToken } from './sessions.js';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600_000;
 
-type Deps = Pick<AppContext, 'c' | 'config' | 'identity' | 'audit' | 'log' | 'defaultWorkspace'>;
-
 export class InvitationService {
   private readonly claims: ClaimService;
+  /** Where an invited person starts. */
+  private readonly defaultWorkspace: WorkspaceDoc;
 
   constructor(
-    private readonly ctx: Deps,
+    private readonly ctx: ServiceCore,
+    deps: { claims: ClaimService; defaultWorkspace: WorkspaceDoc },
     private readonly now: () => number = Date.now,
   ) {
-    this.claims = claimServiceOf(ctx);
+    this.claims = deps.claims;
+    this.defaultWorkspace = deps.defaultWorkspace;
   }
 
   /**
@@ -50,7 +52,7 @@ export class InvitationService {
         name: a.name,
         email: a.email,
         role: a.role,
-        workspace: { id: this.ctx.defaultWorkspace._id, role: 'member' },
+        workspace: { id: this.defaultWorkspace._id, role: 'member' },
         at: nowIso,
       });
     }
@@ -90,6 +92,13 @@ export class InvitationService {
     if (!token || token.length > 100) return null;
     const inv = await this.ctx.c.invitations.findById(hashToken(token));
     if (!inv || Date.parse(inv.createdAt) + INVITATION_TTL_MS <= this.now()) return null;
+    return inv;
+  }
+
+  /** GET /api/invitations/{token}: an active invitation (404 when unknown or 7 days old). */
+  async get(token: string): Promise<InvitationDoc> {
+    const inv = await this.lookup(token);
+    if (!inv) throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
     return inv;
   }
 

@@ -10,58 +10,65 @@
  */
 import { randomBytes } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import type { ChallengeDoc, Collections, UserDoc } from '../store/collections.js';
-import type { UserPrincipal } from '../domain/principal.js';
-import type { Sessions } from './sessions.js';
+import type { ChallengeDoc, UserDoc } from '../store/collections.js';
+import type { Principal } from '../domain/principal.js';
+import type { ServiceCore } from './core.js';
+import { userPrincipal } from './sessions.js';
 import { resolvePublicKey, verifySignature } from '../domain/did.js';
 import { loginMessage } from '../domain/claims.js';
+import { AppError } from '../domain/errors.js';
+import { toUserSummary, type UserSummary } from './users.js';
 
 export const CHALLENGE_TTL_MS = 5 * 60_000;
+/** How often expired challenges and sessions are removed. */
+const SWEEP_EVERY_MS = 10 * 60_000;
 
 /** Why a login was refused (docs/identity.md lists the answers). */
 export type LoginRefusal = 'invalid_challenge' | 'challenge_mismatch' | 'invalid_signature' | 'no_account';
 
-export interface LoginUser {
-  id: string;
-  did: string | null;
-  name: string;
-  email: string;
-  isOwner: boolean;
-  isAdmin: boolean;
-  role: UserDoc['role'];
-  registeredAt: string;
+const NEW_CHALLENGE = 'ask for a new challenge (POST /api/auth/challenge) and sign its nonce';
+
+/** What a refused login answers: what is wrong, and what to do (the header says what each may reveal). */
+function refusedLogin(why: LoginRefusal, did: string): AppError {
+  switch (why) {
+    case 'invalid_challenge':
+      return new AppError(401, why, `this challenge is unknown, used or expired (a challenge lasts 5 minutes and serves one attempt); ${NEW_CHALLENGE}`);
+    case 'challenge_mismatch':
+      return new AppError(401, why, `this challenge was issued for another DID; ask for a challenge for ${did} and sign its nonce`);
+    case 'invalid_signature':
+      return new AppError(
+        401,
+        why,
+        `the signature does not verify over steward-login:<nonce> with the key of this DID (the account's key, or the one a did:key carries); this challenge is used up: ${NEW_CHALLENGE} with that key`,
+      );
+    case 'no_account':
+      return new AppError(
+        401,
+        why,
+        `no account holds ${did}: the key is right, but this DID has not claimed an account here. Claim one first with the link or invitation an owner or admin sends you (steward wallet claim), then log in`,
+      );
+  }
 }
 
-export const loginUserView = (u: UserDoc): LoginUser => ({
-  id: u._id,
-  did: u.did,
-  name: u.name,
-  email: u.email,
-  isOwner: u.isOwner,
-  isAdmin: u.isAdmin,
-  role: u.role,
-  registeredAt: u.registeredAt,
-});
-
-/** A person as the actor of an audit entry written before they hold a session (login, claim). */
-export const actingAs = (u: UserDoc): UserPrincipal => ({
-  kind: 'user',
-  userId: u._id,
-  did: u.did!,
-  name: u.name,
-  isOwner: u.isOwner,
-  isAdmin: u.isAdmin,
-  role: u.role,
-  sessionId: '',
-  via: 'bearer',
-});
-
 export class LoginService {
+  private sweeper: NodeJS.Timeout | undefined;
+
   constructor(
-    private readonly c: Collections,
-    private readonly sessions: Sessions,
+    private readonly ctx: ServiceCore,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /** Sweeps expired challenges and sessions every ten minutes until `stop`. */
+  start(): void {
+    this.sweeper = setInterval(() => {
+      this.sweep().catch((err: unknown) => this.ctx.log.warn({ err }, 'sweeping expired challenges and sessions failed'));
+    }, SWEEP_EVERY_MS);
+    this.sweeper.unref();
+  }
+
+  stop(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+  }
 
   async challenge(did: string): Promise<{ challengeId: string; nonce: string }> {
     const doc: ChallengeDoc = {
@@ -71,33 +78,45 @@ export class LoginService {
       expiresAt: new Date(this.now() + CHALLENGE_TTL_MS).toISOString(),
       usedAt: null,
     };
-    await this.c.challenges.insertOne(doc);
+    await this.ctx.c.challenges.insertOne(doc);
     return { challengeId: doc._id, nonce: doc.nonce };
   }
 
-  /** A new session for a valid answer to a challenge, or why there is none. */
-  async login(challengeId: string, did: string, signature: string): Promise<{ token: string; user: UserDoc } | { refused: LoginRefusal }> {
+  /** A new session for a valid answer to a challenge (audited); 401 saying why otherwise. */
+  async login(challengeId: string, did: string, signature: string): Promise<{ token: string; user: UserSummary }> {
+    const result = await this.check(challengeId, did, signature);
+    if ('refused' in result) throw refusedLogin(result.refused, did);
+    const { user } = result;
+    const { token } = await this.ctx.sessions.create('user', user._id);
+    await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, { action: 'auth.login', targetType: 'user', target: user._id });
+    return { token, user: toUserSummary(user) };
+  }
+
+  /** The account a valid answer to a challenge logs in, or why there is none. */
+  private async check(challengeId: string, did: string, signature: string): Promise<{ user: UserDoc } | { refused: LoginRefusal }> {
+    const { c } = this.ctx;
     const nowIso = new Date(this.now()).toISOString();
-    const challenge = await this.c.challenges.findOneAndUpdate(
-      { _id: challengeId, usedAt: null },
-      { $set: { usedAt: nowIso } },
-      { returnDocument: 'before' },
-    );
+    const challenge = await c.challenges.findOneAndUpdate({ _id: challengeId, usedAt: null }, { $set: { usedAt: nowIso } }, { returnDocument: 'before' });
     if (!challenge || challenge.expiresAt <= nowIso) return { refused: 'invalid_challenge' };
     if (challenge.did !== did) return { refused: 'challenge_mismatch' };
-    const found = await this.c.users.findOne({ did });
+    const found = await c.users.findOne({ did });
     const user = found?.did && found.claimedAt ? found : null;
     // The key a signature must verify with: the account's, else the one a did:key carries.
     const key = user ? resolvePublicKey(user.did!, user.publicKey) : resolvePublicKey(did);
     if (!key || !verifySignature(key, loginMessage(challenge.nonce), signature)) return { refused: 'invalid_signature' };
     if (!user) return { refused: 'no_account' };
-    const { token } = await this.sessions.create('user', user._id);
-    return { token, user };
+    return { user };
+  }
+
+  /** Ends the session a request came with (its token, when it presented one) and audits the logout. */
+  async logout(who: Principal, token: string | null): Promise<void> {
+    if (token) await this.ctx.sessions.end(token);
+    await this.ctx.audit.record(who, { action: 'auth.logout', targetType: who.kind, target: who.kind === 'user' ? who.userId : who.did });
   }
 
   /** Removes expired challenges (used or not) and expired sessions. */
   async sweep(): Promise<void> {
-    await this.c.challenges.deleteMany({ expiresAt: { $lte: new Date(this.now()).toISOString() } });
-    await this.sessions.purgeExpired();
+    await this.ctx.c.challenges.deleteMany({ expiresAt: { $lte: new Date(this.now()).toISOString() } });
+    await this.ctx.sessions.purgeExpired();
   }
 }

@@ -7,22 +7,23 @@
  * stored (listed with includeExpired=true) and simply stop counting.
  *
  * On create and delete, every connected agent whose effective policy changes gets
- * update_capabilities and a fresh certificate_offer at once; `sentTo` lists exactly those DIDs.
- * The affected agents of a workspace policy are found with one query (the workspace's primary
- * memberships) and re-certified in chunks, never one store round trip per agent. Offline agents
- * get the new terms when they next connect (the gateway compares their stored certificate).
+ * update_capabilities and a fresh certificate_offer at once (the AgentCertification port);
+ * `sentTo` lists exactly those DIDs. The affected agents of a workspace policy are found with
+ * one query (the workspace's primary memberships), never one store round trip per agent.
+ * Offline agents get the new terms when they next connect (the gateway compares their stored
+ * certificate with `termsOf`).
  */
 import { nanoid } from 'nanoid';
-import type { AppContext } from '../server.js';
-import type { Capability, PolicyDoc, PolicyResourceLimits } from '../store/collections.js';
+import type { ServiceCore } from './core.js';
+import type { AgentCertification } from './ports.js';
+import type { AgentDoc, PolicyDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
-import { effectivePolicy, isExpired, newerFirst, termsFor } from '../domain/policy.js';
+import { effectivePolicy, isExpired, newerFirst, termsFor, type PolicyResourceLimits } from '../domain/policy.js';
 import type { CertificateTerms } from '../domain/certificate.js';
 import type { Filter } from '../store/types.js';
-import type { FleetService } from './fleet.js';
-import type { AgentGateway } from '../ws/agent-gateway.js';
 import { resolveWorkspace } from './workspaces.js';
-import { badRequest, notFound } from '../http/errors.js';
+import { badRequest, notFound } from '../domain/errors.js';
 
 export interface PolicyView {
   id: string;
@@ -61,14 +62,11 @@ export class PolicyService {
   private readonly byWorkspace = new Map<string, PolicyDoc[]>();
   /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
   version = 0;
-  gateway!: AgentGateway;
 
   constructor(
-    private readonly ctx: AppContext,
-    private readonly fleet: FleetService,
-  ) {
-    fleet.policies = this;
-  }
+    private readonly ctx: ServiceCore,
+    private readonly certification: AgentCertification,
+  ) {}
 
   /** Loads the unexpired policies into memory. */
   async load(): Promise<void> {
@@ -85,6 +83,19 @@ export class PolicyService {
   /** The effective policy of an agent whose primary workspace is `primaryWorkspaceId`. */
   effective(agentDid: string, primaryWorkspaceId: string | null, now = Date.now()): PolicyDoc | null {
     return effectivePolicy(this.byAgent.get(agentDid), primaryWorkspaceId ? this.byWorkspace.get(primaryWorkspaceId) : undefined, now);
+  }
+
+  /** The terms an agent's certificate must carry now (its effective policy, else its approved capabilities). */
+  async termsOf(agent: Pick<AgentDoc, '_id' | 'capabilities'>): Promise<CertificateTerms> {
+    return termsFor(this.effective(agent._id, await this.primaryIfItMatters(agent._id)), agent.capabilities);
+  }
+
+  /** The agent's primary workspace; null without any workspace policy, when it cannot matter (the read is spared). */
+  private async primaryIfItMatters(did: string): Promise<string | null> {
+    if (!this.hasWorkspacePolicies()) return null;
+    const all = await this.ctx.c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1, isPrimary: 1, joinedAt: 1 } });
+    if (all.length === 0) return null;
+    return (all.find((m) => m.isPrimary) ?? all.sort((a, b) => (a.joinedAt < b.joinedAt ? -1 : 1))[0]!).workspaceId;
   }
 
   async create(input: NewPolicy, by: Principal): Promise<{ policy: PolicyDoc; sentTo: string[] }> {
@@ -145,8 +156,10 @@ export class PolicyService {
     return n;
   }
 
-  async get(id: string): Promise<PolicyDoc | null> {
-    return this.ctx.c.policies.findById(id);
+  async get(id: string): Promise<PolicyDoc> {
+    const policy = await this.ctx.c.policies.findById(id);
+    if (!policy) throw notFound(`no policy ${id}`);
+    return policy;
   }
 
   async list(q: { agentDid?: string; workspaceId?: string; includeExpired?: boolean }): Promise<PolicyDoc[]> {
@@ -162,25 +175,25 @@ export class PolicyService {
   }
 
   /**
-   * Connected agents the policy applies to get their new terms (the gateway skips those whose
-   * terms did not change). Agent-scoped: that agent. Workspace-scoped: the agents whose primary
+   * Connected agents the policy applies to get their new terms (agents whose terms did not
+   * change are skipped). Agent-scoped: that agent. Workspace-scoped: the agents whose primary
    * workspace it is.
    */
   private async reissueFor(policy: PolicyDoc): Promise<string[]> {
     const now = Date.now();
-    const targets: Array<{ did: string; terms: CertificateTerms }> = [];
-    const gw = this.gateway;
     if (policy.agentDid) {
-      const caps = gw.approvedCapabilities(policy.agentDid);
-      if (caps) targets.push({ did: policy.agentDid, terms: await this.fleet.termsOf({ _id: policy.agentDid, capabilities: caps }) });
-    } else if (policy.workspaceId) {
-      const members = await this.ctx.c.workspaceAgents.find({ workspaceId: policy.workspaceId, isPrimary: true }, { projection: { agentDid: 1 } });
-      for (const { agentDid } of members) {
-        const caps = gw.approvedCapabilities(agentDid);
-        if (caps) targets.push({ did: agentDid, terms: termsFor(this.effective(agentDid, policy.workspaceId, now), caps) });
-      }
+      const did = policy.agentDid;
+      const primary = await this.primaryIfItMatters(did);
+      return this.certification.reissue([did], (_did, approved) => termsFor(this.effective(did, primary, now), approved), this.version);
     }
-    return gw.reissue(targets);
+    if (!policy.workspaceId) return [];
+    const workspaceId = policy.workspaceId;
+    const members = await this.ctx.c.workspaceAgents.find({ workspaceId, isPrimary: true }, { projection: { agentDid: 1 } });
+    return this.certification.reissue(
+      members.map((m) => m.agentDid),
+      (did, approved) => termsFor(this.effective(did, workspaceId, now), approved),
+      this.version,
+    );
   }
 
   private index(p: PolicyDoc): void {

@@ -17,20 +17,17 @@
  *   address); an agent already pending gets its registration back whatever the limits.
  */
 import { nanoid } from 'nanoid';
-import type { AgentDoc, Capability, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
+import { AppError } from '../domain/errors.js';
+import type { AgentDoc, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
 import { decodePublicKey, didKeyFromPublicKey, encodeBase64Url, isDid, resolvePublicKey } from '../domain/did.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { resolveWorkspace } from './workspaces.js';
 
-export class RegistrationError extends Error {
-  constructor(
-    readonly status: 400 | 404 | 409 | 429,
-    readonly code: string,
-    message: string,
-    /** With 429: how long to wait before trying again. */
-    readonly retryAfterSeconds?: number,
-  ) {
-    super(message);
+/** A refused registration (said to an agent on its socket as an error frame, over HTTP as the error answer). */
+export class RegistrationError extends AppError {
+  constructor(status: 400 | 404 | 409 | 429, code: string, message: string, retryAfterSeconds?: number) {
+    super(status, code, message, retryAfterSeconds);
     this.name = 'RegistrationError';
   }
 }

@@ -8,16 +8,21 @@
  *
  * Schedules are stored and re-armed at every start. Firings that fell while the server was down
  * are not made up: the next firing is the next time the expression names after the start.
+ *
+ * Creating and deleting need the workspace admin role (or global admin) in the workflow's
+ * workspace, as editing the workflow does; a schedule is visible to whoever sees its workflow.
  */
 import cron, { type ScheduledTask } from 'node-cron';
 import { nanoid } from 'nanoid';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
-import type { UserPrincipal } from '../domain/principal.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
+import { notFound } from '../domain/errors.js';
 import type { Collections, UserDoc, WorkflowDoc, WorkflowScheduleDoc } from '../store/collections.js';
 import { atLeast } from '../domain/permissions.js';
-import { memberRole } from './workspaces.js';
+import { memberRole, resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import type { WorkflowService } from './workflows.js';
+import type { WorkflowRuns } from './workflow-runs.js';
 
 export interface ScheduleView {
   id: string;
@@ -54,22 +59,70 @@ export function isTimeZone(zone: string): boolean {
 }
 
 export class ScheduleService {
-  private ctx!: AppContext;
-  private c!: Collections;
-  private log!: Logger;
-  private workflows!: WorkflowService;
+  private readonly c: Collections;
+  private readonly log: Logger;
   private readonly tasks = new Map<string, ScheduledTask>();
   private readonly firing = new Set<Promise<unknown>>();
   private stopped = false;
 
-  attach(ctx: AppContext, workflows: WorkflowService): void {
-    this.ctx = ctx;
+  private readonly workflows: WorkflowService;
+  private readonly runs: WorkflowRuns;
+
+  /** A deleted workflow takes its schedules along. */
+  constructor(
+    private readonly ctx: ServiceCore,
+    deps: { workflows: WorkflowService; runs: WorkflowRuns },
+  ) {
     this.c = ctx.c;
     this.log = ctx.log;
-    this.workflows = workflows;
-    workflows.onWorkflowDeleted = (wf) => this.removeAllOf(wf);
-    ctx.userService.onUserDeleted((user) => this.onUserDeleted(user));
-    ctx.onClose(() => this.stop());
+    this.workflows = deps.workflows;
+    this.runs = deps.runs;
+    this.workflows.onWorkflowDeleted((wf) => this.removeAllOf(wf));
+  }
+
+  // --- the routes' operations --------------------------------------------------------------------
+
+  /** POST /api/schedules: schedules runs of a workflow the caller may edit (the expression and zone are checked by the route's schema). */
+  async add(p: UserPrincipal, input: { workflowId: string; cron: string; timezone: string; params: Record<string, unknown> }): Promise<WorkflowScheduleDoc> {
+    const wf = await this.c.workflows.findById(input.workflowId);
+    const a = wf ? await this.workflows.accessTo(p, wf.workspaceId) : null;
+    if (!wf || !a?.visible) throw notFound(`no workflow ${input.workflowId}`);
+    await this.workflows.needEditor(a, wf.workspaceId, 'scheduling workflows');
+    return this.create(wf, { cron: input.cron, timezone: input.timezone, params: input.params }, p);
+  }
+
+  /** Schedules of the workflows the caller sees, filtered by workflow or workspace (id or slug). */
+  async list(p: Principal, q: { workflowId?: string; workspaceId?: string }): Promise<WorkflowScheduleDoc[]> {
+    const filter: Record<string, unknown> = {};
+    const visible = await visibleWorkspaceIds(this.c, p);
+    if (visible !== 'all') filter.workspaceId = { $in: visible };
+    if (q.workspaceId) {
+      const ws = await resolveWorkspace(this.c, q.workspaceId);
+      if (!ws || (visible !== 'all' && !visible.includes(ws._id))) throw notFound(`workspace ${q.workspaceId} not found`);
+      filter.workspaceId = ws._id;
+    }
+    if (q.workflowId) filter.workflowId = q.workflowId;
+    return this.c.workflowSchedules.find(filter, { sort: { createdAt: 1, _id: 1 } });
+  }
+
+  /** A schedule whose workflow the caller sees. */
+  async get(p: Principal, id: string): Promise<WorkflowScheduleDoc> {
+    return (await this.visible(p, id)).doc;
+  }
+
+  /** Deletes a schedule (workspace admins); runs it already started go on. */
+  async delete(p: UserPrincipal, id: string): Promise<void> {
+    const { doc, a } = await this.visible(p, id);
+    await this.workflows.needEditor(a, doc.workspaceId, 'scheduling workflows');
+    await this.remove(doc, p);
+  }
+
+  private async visible(p: Principal, id: string) {
+    const doc = await this.c.workflowSchedules.findById(id);
+    if (!doc) throw notFound(`no schedule ${id}`);
+    const a = await this.workflows.accessTo(p, doc.workspaceId);
+    if (!a.visible) throw notFound(`no schedule ${id}`);
+    return { doc, a };
   }
 
   /** Arms every stored schedule. */
@@ -102,7 +155,7 @@ export class ScheduleService {
     };
   }
 
-  /** Stores and arms a schedule; the caller has checked the expression, the zone and the rights. */
+  /** Stores and arms a schedule; the caller has checked the expression, the zone and the rights (see `add`). */
   async create(wf: WorkflowDoc, input: { cron: string; timezone: string; params: Record<string, unknown> }, by: UserPrincipal): Promise<WorkflowScheduleDoc> {
     const doc: WorkflowScheduleDoc = {
       _id: nanoid(),
@@ -128,7 +181,7 @@ export class ScheduleService {
     return doc;
   }
 
-  async remove(doc: WorkflowScheduleDoc, by: UserPrincipal | 'system'): Promise<void> {
+  private async remove(doc: WorkflowScheduleDoc, by: UserPrincipal | 'system'): Promise<void> {
     await this.disarm(doc._id);
     await this.c.workflowSchedules.deleteOne({ _id: doc._id });
     await this.ctx.audit.record(by, { action: 'schedule.delete', targetType: 'schedule', target: doc._id, details: { workflowId: doc.workflowId } });
@@ -141,8 +194,8 @@ export class ScheduleService {
     return docs.length;
   }
 
-  /** A schedule acts as its creator: it goes with them. */
-  private async onUserDeleted(user: UserDoc): Promise<void> {
+  /** For when a person is deleted: a schedule acts as its creator, so it goes with them. */
+  async userDeleted(user: UserDoc): Promise<void> {
     for (const doc of await this.c.workflowSchedules.find({ createdByUserId: user._id })) await this.remove(doc, 'system');
   }
 
@@ -198,7 +251,7 @@ export class ScheduleService {
         this.log.warn({ scheduleId: id, workflowId: wf._id, actingAs: doc.createdBy }, 'schedule skipped: its creator may no longer run this workflow');
         return;
       }
-      const { runId } = await this.workflows.startRun(wf, JSON.parse(doc.params) as Record<string, unknown>, {
+      const { runId } = await this.runs.startRun(wf, JSON.parse(doc.params) as Record<string, unknown>, {
         type: 'schedule',
         scheduleId: doc._id,
         userId: user._id,

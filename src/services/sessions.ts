@@ -6,11 +6,32 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import type { Collections, SessionDoc } from '../store/collections.js';
+import type { Collections, SessionDoc, UserDoc } from '../store/collections.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
 
 const TOUCH_EVERY_MS = 60_000;
 
 export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
+
+/**
+ * A person as a principal: the one way every entry point builds it (an HTTP session, the live
+ * feed, a workflow run acting for its starter, an audit entry made before a session exists).
+ * Null for an unclaimed user (no DID: nobody can act as them).
+ */
+export function userPrincipal(user: UserDoc, sessionId: string, via: UserPrincipal['via']): UserPrincipal | null {
+  if (!user.did) return null;
+  return {
+    kind: 'user',
+    userId: user._id,
+    did: user.did,
+    name: user.name,
+    isOwner: user.isOwner,
+    isAdmin: user.isAdmin,
+    role: user.role,
+    sessionId,
+    via,
+  };
+}
 
 export class Sessions {
   constructor(
@@ -59,6 +80,19 @@ export class Sessions {
       session.expiresAt = expiresAt;
     }
     return { session };
+  }
+
+  /**
+   * Who a live session stands for: its person (null when gone or unclaimed) or its agent (null
+   * unless it is an active agent). A session whose subject is gone is no session.
+   */
+  async principalOf(session: SessionDoc, via: Principal['via']): Promise<Principal | null> {
+    if (session.kind === 'user') {
+      const user = await this.c.users.findById(session.subject);
+      return user ? userPrincipal(user, session._id, via) : null;
+    }
+    const agent = await this.c.agents.findById(session.subject);
+    return agent && agent.status === 'active' ? { kind: 'agent', did: session.subject, name: agent.name, sessionId: session._id, via } : null;
   }
 
   async end(token: string): Promise<void> {

@@ -18,19 +18,54 @@
  * - Overrides go with their skill, with their agent (`forgetAgent`), and with the agent's
  *   membership of the workspace (ignored as soon as the membership is gone, removed by
  *   `agentMembershipChanged`); skills and their overrides go with their workspace.
+ * - Access inside a workspace: a caller who is neither a member (a person with a role there, or an
+ *   agent of it) nor a global admin gets 403 (§7), for an unknown workspace too, with a message
+ *   that names the workspace as they gave it: an answer that differed would tell which workspaces
+ *   exist. A global admin gets 404 for an unknown one. Reading needs membership, changing needs
+ *   the workspace admin role (admin or owner) or global admin. Every change is audited.
  */
 import { nanoid } from 'nanoid';
 import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
-import { conflict } from '../http/errors.js';
+import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
+import { atLeast } from '../domain/permissions.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
+import type { WorkspaceRole } from '../domain/roles.js';
+import type { WorkspaceDoc } from '../store/collections.js';
+import type { CatalogueResult, SkillFile } from '../integrations/skills-library.js';
+import { resolveWorkspace } from './lookups.js';
+import { memberRole } from './workspaces.js';
 import { groupBy } from '../domain/group.js';
-import type { AgentPush } from './agent-push.js';
-import { SkillsLibrary } from '../integrations/skills-library.js';
+import type { AgentLink } from './ports.js';
+import type { SkillsLibrary } from '../integrations/skills-library.js';
 import type { Logger } from '../log.js';
-import type { Config } from '../config.js';
-import type { WorkspaceService } from './workspaces.js';
+import type { ServiceCore } from './core.js';
 
 export type SkillConfig = Record<string, unknown>;
+
+/** Largest skill content (characters). An agent receives its whole skill set in one frame. */
+export const MAX_SKILL_CONTENT = 512 * 1024;
+
+/** POST /api/skills/library/install: a library skill and what to set on it (the rest comes from its front matter). */
+export interface InstallSkillInput {
+  workspaceId: string;
+  source: string;
+  skillId: string;
+  name?: string;
+  description?: string | null;
+  version?: string | null;
+  isRequired?: boolean;
+  config?: SkillConfig;
+}
+
+/** A workspace as the caller may use it for skills. */
+interface Access {
+  ws: WorkspaceDoc;
+  /** The workspace as the caller named it. */
+  ref: string;
+  isGlobalAdmin: boolean;
+  role: WorkspaceRole | null;
+}
 
 /** §2.11 raw row, as answered by create. */
 export interface SkillRow {
@@ -197,36 +232,226 @@ const bySkillOrder = (a: SkillDoc, b: SkillDoc) =>
     : a.workspace_id.localeCompare(b.workspace_id);
 
 export class SkillService {
+  private readonly c: Collections;
+  private readonly log: Logger;
+  private readonly agents: AgentLink;
+  /** The external skills catalogue and code host. */
+  readonly library: SkillsLibrary;
   private chain: Promise<void> = Promise.resolve();
   /** Agents waiting for the next batch of pushAgents, and that batch. */
   private readonly waiting = new Set<string>();
   private batch: Promise<void> | null = null;
 
   constructor(
-    private readonly c: Collections,
-    private readonly log: Logger,
-    /** The agent push of the moment (the fleet gateway replaces the offline default). */
-    private readonly agents: () => AgentPush,
-    readonly library: SkillsLibrary,
-  ) {}
+    private readonly ctx: ServiceCore,
+    deps: { agents: AgentLink; library: SkillsLibrary },
+  ) {
+    this.c = ctx.c;
+    this.log = ctx.log;
+    this.agents = deps.agents;
+    this.library = deps.library;
+  }
 
-  static create(c: Collections, config: Pick<Config, 'skillsLibraryUrl' | 'skillsCodeHostUrl'>, log: Logger, agents: () => AgentPush): SkillService {
-    const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
-    return new SkillService(c, log, agents, library);
+  /** For when an agent completes its handshake: it gets its skill set (before its `ready` goes out). */
+  agentReady(did: string): Promise<void> {
+    return this.pushAgents([did]);
+  }
+
+  /** For when a workspace is deleted: its skills and their overrides go. */
+  async workspaceDeleted(ws: { _id: string }): Promise<void> {
+    const removed = await this.forgetWorkspace(ws._id);
+    if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
+  }
+
+  // --- the routes' operations (access checked, changes audited) ----------------------------------
+
+  /** POST /api/skills: creates a skill in a workspace (by id or slug; 404 unknown, 409 name taken). */
+  async createIn(p: Principal, workspaceRef: string, input: Omit<CreateSkillInput, 'workspaceId'>): Promise<SkillDoc> {
+    const ws = await this.workspaceOf(workspaceRef);
+    const doc = await this.create({ ...input, workspaceId: ws._id });
+    await this.ctx.audit.record(p, {
+      action: 'skill.create',
+      targetType: 'skill',
+      target: doc._id,
+      details: { workspaceId: ws._id, name: doc.name, isRequired: doc.is_required === 1 },
+    });
+    return doc;
+  }
+
+  /** The library's catalogue (cached; `stale` when a refresh failed). */
+  catalogue(): Promise<CatalogueResult> {
+    return this.library.catalogue();
+  }
+
+  /** A library skill's SKILL.md (front matter taken off) and the URL it was read from. */
+  libraryFile(source: string, skillId: string): Promise<SkillFile> {
+    return this.library.skillFile(source, skillId);
+  }
+
+  /** Installs a library skill into a workspace: reads its SKILL.md and creates the skill. */
+  async install(p: Principal, input: InstallSkillInput): Promise<SkillDoc> {
+    const ws = await this.workspaceOf(input.workspaceId);
+    const file = await this.library.skillFile(input.source, input.skillId);
+    if (file.content.length > MAX_SKILL_CONTENT) {
+      throw badRequest(`the SKILL.md has ${file.content.length} characters; a skill holds at most ${MAX_SKILL_CONTENT}`, 'content_too_large');
+    }
+    const fm = file.frontMatter ?? {};
+    const text = (v: unknown, max: number): string | undefined => {
+      const s = typeof v === 'string' ? v.trim() : typeof v === 'number' ? String(v) : undefined;
+      return s ? s.slice(0, max) : undefined;
+    };
+    const doc = await this.create({
+      workspaceId: ws._id,
+      name: input.name ?? text(fm.name, 100) ?? input.skillId.split('/').pop()!,
+      description: input.description !== undefined ? input.description : (text(fm.description, 2000) ?? null),
+      version: input.version !== undefined ? input.version : (text(fm.version, 64) ?? null),
+      isRequired: input.isRequired,
+      config: input.config,
+      content: file.content,
+    });
+    await this.ctx.audit.record(p, {
+      action: 'skill.install',
+      targetType: 'skill',
+      target: doc._id,
+      details: { workspaceId: ws._id, name: doc.name, source: input.source, skillId: input.skillId, url: file.url },
+    });
+    return doc;
+  }
+
+  /** A workspace's skills (any member). */
+  async listIn(p: Principal, workspaceRef: string): Promise<SkillDoc[]> {
+    const a = await this.memberAccess(p, workspaceRef);
+    return this.listWorkspace(a.ws._id);
+  }
+
+  /** One skill of a workspace (any member). */
+  async getIn(p: Principal, workspaceRef: string, skillId: string): Promise<SkillDoc> {
+    return (await this.memberSkill(p, workspaceRef, skillId)).skill;
+  }
+
+  /** Edits a skill (workspace admins); answers the updated skill. */
+  async updateIn(p: UserPrincipal, workspaceRef: string, skillId: string, patch: UpdateSkillInput): Promise<SkillDoc> {
+    const { a, skill } = await this.adminSkill(p, workspaceRef, skillId, 'editing skills');
+    const updated = await this.update(skill, patch);
+    if (!updated) throw notFound(`no skill ${skillId} in workspace ${a.ws.slug}`);
+    await this.ctx.audit.record(p, { action: 'skill.update', targetType: 'skill', target: skill._id, details: { workspaceId: a.ws._id, name: skill.name, changed: Object.keys(patch) } });
+    return updated;
+  }
+
+  /** Deletes a skill and its overrides (workspace admins). */
+  async removeIn(p: UserPrincipal, workspaceRef: string, skillId: string): Promise<void> {
+    const { a, skill } = await this.adminSkill(p, workspaceRef, skillId, 'deleting skills');
+    if (!(await this.remove(skill))) throw notFound(`no skill ${skillId} in workspace ${a.ws.slug}`);
+    await this.ctx.audit.record(p, { action: 'skill.delete', targetType: 'skill', target: skill._id, details: { workspaceId: a.ws._id, name: skill.name } });
+  }
+
+  /** The per-agent overrides of a skill (any member), with the skill. */
+  async overridesIn(p: Principal, workspaceRef: string, skillId: string): Promise<{ skill: SkillDoc; overrides: SkillOverrideDoc[] }> {
+    const { skill } = await this.memberSkill(p, workspaceRef, skillId);
+    return { skill, overrides: await this.overridesOf(skill) };
+  }
+
+  /** One agent's override of a skill (any member; 404 when it has none), with the skill. */
+  async overrideIn(p: Principal, workspaceRef: string, skillId: string, agentDid: string): Promise<{ skill: SkillDoc; override: SkillOverrideDoc }> {
+    const { a, skill } = await this.memberSkill(p, workspaceRef, skillId);
+    await this.agentIn(a, agentDid);
+    const override = await this.c.skillOverrides.findOne({ skillId: skill._id, agentDid });
+    if (!override) throw notFound(`${agentDid} has no override of skill ${skill.name}`);
+    return { skill, override };
   }
 
   /**
-   * Hooks the service into the rest of the server, once the fleet has provided the agent push:
-   * each agent gets its skill set after its handshake, and a deleted workspace takes its skills
-   * and their overrides along.
+   * Sets an agent's override of a skill (workspace admins): an opt-out (not of a required skill,
+   * 409) and/or a replacing config. `created` is false when an override was replaced.
    */
-  attach(deps: { agentPush: AgentPush; workspaceService: WorkspaceService }): void {
-    deps.agentPush.onReady((did) => this.pushAgents([did]));
-    deps.workspaceService.onWorkspaceDeleted(async (ws) => {
-      const removed = await this.forgetWorkspace(ws._id);
-      if (removed.skills > 0 || removed.overrides > 0) this.log.info({ workspaceId: ws._id, ...removed }, 'skills of a deleted workspace removed');
+  async setOverrideIn(
+    p: UserPrincipal,
+    workspaceRef: string,
+    skillId: string,
+    agentDid: string,
+    value: { enabled?: boolean; config?: SkillConfig | null },
+  ): Promise<{ skill: SkillDoc; override: SkillOverrideDoc; created: boolean }> {
+    const { a, skill } = await this.adminSkill(p, workspaceRef, skillId, 'changing skill overrides');
+    await this.agentIn(a, agentDid);
+    const enabled = value.enabled ?? true;
+    const config: SkillConfig | null = value.config ?? null;
+    if (!enabled && skill.is_required === 1) {
+      throw conflict(`skill ${skill.name} is required in workspace ${a.ws.slug}; agents cannot opt out of it (a config override is allowed)`, 'skill_required');
+    }
+    if (enabled && config === null) {
+      throw badRequest('an override either opts the agent out (enabled: false) or gives a config; to drop an override, DELETE it', 'empty_override');
+    }
+    const { doc, created } = await this.setOverride(skill, agentDid, { enabled, config }, p.did);
+    await this.ctx.audit.record(p, {
+      action: 'skill.override.set',
+      targetType: 'skill',
+      target: skill._id,
+      details: { workspaceId: a.ws._id, agentDid, enabled, configReplaced: config !== null },
     });
-    deps.workspaceService.onAgentMembershipChanged((workspaceId, did) => this.agentMembershipChanged(workspaceId, did));
+    return { skill, override: doc, created };
+  }
+
+  /** Removes an agent's override of a skill (workspace admins; 404 when it has none). */
+  async removeOverrideIn(p: UserPrincipal, workspaceRef: string, skillId: string, agentDid: string): Promise<void> {
+    const { a, skill } = await this.adminSkill(p, workspaceRef, skillId, 'changing skill overrides');
+    if (!(await this.removeOverride(skill, agentDid))) throw notFound(`${agentDid} has no override of skill ${skill.name}`);
+    await this.ctx.audit.record(p, { action: 'skill.override.delete', targetType: 'skill', target: skill._id, details: { workspaceId: a.ws._id, agentDid } });
+  }
+
+  /** An agent's effective skills in a workspace (any member), as skills_config carries them. */
+  async effectiveFor(p: Principal, workspaceRef: string, agentDid: string): Promise<AgentSkill[]> {
+    const a = await this.memberAccess(p, workspaceRef);
+    await this.agentIn(a, agentDid);
+    return this.effectiveIn(a.ws._id, agentDid);
+  }
+
+  // --- access ------------------------------------------------------------------------------------
+
+  private async workspaceOf(ref: string): Promise<WorkspaceDoc> {
+    const ws = await resolveWorkspace(this.c, ref);
+    if (!ws) throw notFound(`workspace ${ref} not found`);
+    return ws;
+  }
+
+  private async access(p: Principal, ref: string): Promise<Access> {
+    const isGlobalAdmin = p.kind === 'user' && p.isAdmin;
+    const ws = await resolveWorkspace(this.c, ref);
+    if (!ws) throw isGlobalAdmin ? notFound(`workspace ${ref} not found`) : notMember(ref);
+    if (p.kind === 'agent') {
+      const member = await this.isAgentOf(ws._id, p.did);
+      return { ws, ref, isGlobalAdmin: false, role: member ? 'member' : null };
+    }
+    return { ws, ref, isGlobalAdmin, role: await memberRole(this.c, p.userId, ws._id) };
+  }
+
+  /** The workspace when the caller is a member of it (or a global admin); 403 otherwise. */
+  private async memberAccess(p: Principal, ref: string): Promise<Access> {
+    const a = await this.access(p, ref);
+    if (!a.isGlobalAdmin && a.role === null) throw notMember(a.ref);
+    return a;
+  }
+
+  /** A skill of the workspace, for a member. */
+  private async memberSkill(p: Principal, ref: string, skillId: string): Promise<{ a: Access; skill: SkillDoc }> {
+    const a = await this.memberAccess(p, ref);
+    return { a, skill: await this.skillIn(a, skillId) };
+  }
+
+  /** A skill of the workspace, for one who may change it: a workspace admin or a global admin. */
+  private async adminSkill(p: Principal, ref: string, skillId: string, what: string): Promise<{ a: Access; skill: SkillDoc }> {
+    const a = await this.memberAccess(p, ref);
+    if (!a.isGlobalAdmin && !atLeast(a.role, 'admin')) throw forbidden(`${what} needs the admin role in workspace ${a.ws.slug} (or global admin)`);
+    return { a, skill: await this.skillIn(a, skillId) };
+  }
+
+  private async skillIn(a: Access, skillId: string): Promise<SkillDoc> {
+    const s = await this.get(a.ws._id, skillId);
+    if (!s) throw notFound(`no skill ${skillId} in workspace ${a.ws.slug}`);
+    return s;
+  }
+
+  private async agentIn(a: Access, agentDid: string): Promise<void> {
+    if (!(await this.isAgentOf(a.ws._id, agentDid))) throw notFound(`${agentDid} is not an agent of workspace ${a.ws.slug}`, 'agent_not_in_workspace');
   }
 
   // --- skills ------------------------------------------------------------------------------------
@@ -437,7 +662,7 @@ export class SkillService {
   /** Sends `skills_config` to every connected agent of a workspace; resolves once sent. */
   pushWorkspace(workspaceId: string): Promise<void> {
     return this.enqueue(async () => {
-      const push = this.agents();
+      const push = this.agents;
       const dids = (await this.c.workspaceAgents.find({ workspaceId }, { projection: { agentDid: 1 } }))
         .map((m) => m.agentDid)
         .filter((d) => push.isOnline(d));
@@ -456,7 +681,7 @@ export class SkillService {
       this.batch = null;
       const dids = [...this.waiting];
       this.waiting.clear();
-      const push = this.agents();
+      const push = this.agents;
       await this.send(dids.filter((d) => push.isOnline(d)));
     });
     return this.batch;
@@ -465,7 +690,7 @@ export class SkillService {
   private async send(dids: string[]): Promise<void> {
     if (dids.length === 0) return;
     const sets = await this.effectiveSets(dids);
-    const push = this.agents();
+    const push = this.agents;
     let sent = 0;
     for (const [did, skills] of sets) if (push.push(did, SkillService.frame(skills))) sent++;
     this.log.debug({ agents: dids.length, sent }, 'skills_config pushed');
@@ -478,3 +703,5 @@ export class SkillService {
     return next;
   }
 }
+
+const notMember = (ref: string) => forbidden(`you are not a member of workspace ${ref}`);

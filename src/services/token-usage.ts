@@ -49,10 +49,10 @@ import { randomBytes } from 'node:crypto';
 import { TimeSlice } from '../domain/time-slice.js';
 import { readDigits, writeDigits } from '../domain/decimal.js';
 import { BILLION, ExactSum, billionsIn, exactCount, type TokenCount } from '../domain/token-count.js';
-import type { AppContext } from '../server.js';
+import type { ServiceCore } from './core.js';
 import type { StoredTokenCounts, TokenLedgerDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
-import type { HeartbeatPeer, HeartbeatSink } from '../ws/agent-gateway.js';
+import type { HeartbeatPeer, HeartbeatSink } from './ports.js';
 
 export interface TokenCounts {
   /** Exact: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
@@ -168,7 +168,11 @@ export class TokenUsage implements HeartbeatSink {
   /** Per agent whose heartbeats are stored: its highest stored seq (and its roll-up `$set`). */
   private readonly marks = new Map<string, AgentMark>();
 
-  constructor(private readonly ctx: AppContext) {}
+  constructor(
+    private readonly ctx: ServiceCore,
+    /** Observes the time from a heartbeat's arrival to its ack (seconds): the heartbeat-ack metric. */
+    private readonly observeAck: (seconds: number) => void = () => undefined,
+  ) {}
 
   /** The highest heartbeat seq of the agent whose delta is stored, or null when none is. */
   lastStoredSeq(did: string): number | null {
@@ -412,7 +416,7 @@ export class TokenUsage implements HeartbeatSink {
     for (let i = from; i < end; i++) {
       const e = entries[i]!;
       e.peer.ackHeartbeat(e.seq); // not sent when the socket closed meanwhile
-      this.ctx.metrics.observeHeartbeatAck((now - e.at) / 1000);
+      this.observeAck((now - e.at) / 1000);
     }
     if (end < entries.length) setImmediate(() => this.acknowledge(entries, end));
   }

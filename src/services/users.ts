@@ -11,13 +11,43 @@
  */
 import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import type { Collections, UserDoc, WorkspaceRole } from '../store/collections.js';
-import type { GlobalRole } from '../domain/principal.js';
+import type { Collections, UserDoc } from '../store/collections.js';
+import type { WorkspaceRole } from '../domain/roles.js';
+import type { GlobalRole } from '../domain/roles.js';
 import { groupBy } from '../domain/group.js';
 import type { Filter } from '../store/types.js';
-import type { Sessions } from './sessions.js';
-import type { Logger } from '../log.js';
+import type { UserPrincipal } from '../domain/principal.js';
+import { escapeRegex } from '../domain/regex.js';
+import { isOwnerLike } from '../domain/permissions.js';
+import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
+import type { ServiceCore } from './core.js';
 import { toGrantView, type GrantView } from './grants.js';
+import { resolveWorkspace, userByRef } from './lookups.js';
+
+export { findUserByRef } from './lookups.js';
+
+/** A person's own fields, as a login answers them and every fuller view begins. */
+export interface UserSummary {
+  id: string;
+  did: string | null;
+  name: string;
+  email: string;
+  isOwner: boolean;
+  isAdmin: boolean;
+  role: GlobalRole;
+  registeredAt: string;
+}
+
+export const toUserSummary = (u: UserDoc): UserSummary => ({
+  id: u._id,
+  did: u.did,
+  name: u.name,
+  email: u.email,
+  isOwner: u.isOwner,
+  isAdmin: u.isAdmin,
+  role: u.role,
+  registeredAt: u.registeredAt,
+});
 
 export interface UserWorkspaceRef {
   id: string;
@@ -27,15 +57,7 @@ export interface UserWorkspaceRef {
   isPrimary: boolean;
 }
 
-export interface UserView {
-  id: string;
-  did: string | null;
-  name: string;
-  email: string;
-  isOwner: boolean;
-  isAdmin: boolean;
-  role: GlobalRole;
-  registeredAt: string;
+export interface UserView extends UserSummary {
   directoryId: string | null;
   claimedAt: string | null;
   reportsTo: string | null;
@@ -48,13 +70,6 @@ export interface MeView {
   user: { id: string; did: string | null; name: string; email: string; isAdmin: boolean; registeredAt: string };
   workspaces: Array<{ id: string; name: string; slug: string; color: string; role: WorkspaceRole }>;
   grants: GrantView[];
-}
-
-export const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-
-/** A user by DID (`did:...`) or by id. */
-export async function findUserByRef(c: Collections, ref: string): Promise<UserDoc | null> {
-  return ref.startsWith('did:') ? c.users.findOne({ did: ref }) : c.users.findById(ref);
 }
 
 /** Memberships (primary first, then oldest first) with their workspaces, and grants, of many users at once. */
@@ -81,14 +96,7 @@ export async function userViews(c: Collections, users: UserDoc[]): Promise<UserV
   if (users.length === 0) return [];
   const rel = await relationsOf(c, users.map((u) => u._id));
   return users.map((u) => ({
-    id: u._id,
-    did: u.did,
-    name: u.name,
-    email: u.email,
-    isOwner: u.isOwner,
-    isAdmin: u.isAdmin,
-    role: u.role,
-    registeredAt: u.registeredAt,
+    ...toUserSummary(u),
     directoryId: u.directoryId,
     claimedAt: u.claimedAt,
     reportsTo: u.reportsTo,
@@ -258,25 +266,132 @@ export async function createUser(c: Collections, n: NewUser): Promise<UserDoc> {
 
 export type UserDeletedHook = (user: UserDoc) => Promise<void> | void;
 
-/** Deletion of people and the hooks later areas hang their own clean-up on. */
+/** GET /api/users: a page of the directory with its count. */
+export interface UserPage {
+  users: UserView[];
+  total: number;
+  page: number;
+  pageSize: number;
+  totalPages: number;
+}
+
+/**
+ * People (interface §4.12): the caller's own profile, the directory, profile edits and deletion,
+ * and the records of unclaimed users (addressed by id, the only handle they have).
+ */
 export class UserService {
+  private readonly c: Collections;
   private readonly deletedHooks: UserDeletedHook[] = [];
 
-  constructor(
-    private readonly c: Collections,
-    private readonly sessions: Sessions,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly ctx: ServiceCore) {
+    this.c = ctx.c;
+  }
 
   /** Runs `fn` after a user is deleted. A failing hook is logged; the deletion stands. */
   onUserDeleted(fn: UserDeletedHook): void {
     this.deletedHooks.push(fn);
   }
 
-  async delete(user: UserDoc): Promise<void> {
+  /** GET /api/users/me. */
+  async me(p: UserPrincipal): Promise<MeView> {
+    const me = await this.c.users.findById(p.userId);
+    if (!me) throw notFound('your user record no longer exists');
+    return meView(this.c, me);
+  }
+
+  /** One page of the directory; `workspace` (id or slug) must name a workspace (404). */
+  async list(query: Omit<ListUsersQuery, 'workspaceId'> & { workspace?: string }): Promise<UserPage> {
+    const { workspace, ...rest } = query;
+    let workspaceId: string | undefined;
+    if (workspace !== undefined) {
+      const ws = await resolveWorkspace(this.c, workspace);
+      if (!ws) throw notFound(`workspace ${workspace} not found`);
+      workspaceId = ws._id;
+    }
+    const { users, total } = await listUsers(this.c, { ...rest, workspaceId });
+    return { users, total, page: query.page, pageSize: query.pageSize, totalPages: Math.ceil(total / query.pageSize) };
+  }
+
+  /** A user's full profile by DID or id. */
+  async get(ref: string): Promise<UserView> {
+    return userView(this.c, await userByRef(this.c, ref));
+  }
+
+  /** An unclaimed user's profile by id (404 when missing or already claimed). */
+  async getUnclaimed(id: string): Promise<UserView> {
+    return userView(this.c, await this.unclaimedById(id));
+  }
+
+  /** Edits a user (by DID or id); reportsTo must name another user and make no cycle. */
+  async update(p: UserPrincipal, ref: string, patch: UserPatch): Promise<UserView> {
+    return this.patch(p, await userByRef(this.c, ref), patch, true);
+  }
+
+  /** Edits an unclaimed user; reportsTo is taken as given. */
+  async updateUnclaimed(p: UserPrincipal, id: string, patch: UserPatch): Promise<UserView> {
+    return this.patch(p, await this.unclaimedById(id), patch, false);
+  }
+
+  /** Deletes a user (by DID or id): not yourself, not the installation owner. */
+  async remove(p: UserPrincipal, ref: string): Promise<void> {
+    await this.removeUser(p, await userByRef(this.c, ref));
+  }
+
+  /** Removes a provisioned, unclaimed user. */
+  async removeUnclaimed(p: UserPrincipal, id: string): Promise<void> {
+    await this.removeUser(p, await this.unclaimedById(id));
+  }
+
+  private async unclaimedById(id: string): Promise<UserDoc> {
+    const user = await this.c.users.findById(id);
+    if (!user || user.did !== null) throw notFound(`no unclaimed user ${id}`);
+    return user;
+  }
+
+  private async patch(p: UserPrincipal, user: UserDoc, patch: UserPatch, checkReportsTo: boolean): Promise<UserView> {
+    const c = this.c;
+    if (patch.role !== undefined && patch.role !== user.role) {
+      if (user.isOwner) throw badRequest("the installation owner's role is always owner", 'owner_role');
+      if (patch.role === 'owner' && !isOwnerLike(p)) throw forbidden('only an owner may give the owner role');
+    }
+    if (patch.email !== undefined && (await emailTaken(c, patch.email, user._id))) {
+      throw conflict(`another user already has the email ${patch.email}`, 'email_taken');
+    }
+    if (checkReportsTo && typeof patch.reportsTo === 'string') {
+      const problem = await reportsToProblem(c, user, patch.reportsTo);
+      if (problem) throw badRequest(problem, 'invalid_reports_to');
+    }
+    const updated = await updateUser(c, user, patch);
+    await this.ctx.audit.record(p, {
+      action: 'user.update',
+      targetType: 'user',
+      target: user._id,
+      details: { did: user.did, unclaimed: user.did === null, changes: patch },
+    });
+    return userView(c, updated);
+  }
+
+  private async removeUser(p: UserPrincipal, user: UserDoc): Promise<void> {
+    if (user._id === p.userId) throw forbidden('you cannot delete your own account', 'cannot_delete_self');
+    if (user.isOwner) throw forbidden('the installation owner cannot be deleted', 'cannot_delete_owner');
+    await this.delete(user);
+    await this.ctx.audit.record(p, {
+      action: 'user.delete',
+      targetType: 'user',
+      target: user._id,
+      details: { did: user.did, name: user.name, email: user.email, unclaimed: user.did === null },
+    });
+  }
+
+  /**
+   * Removes the user, their DID reservation, memberships, grants, sessions, open invitations and
+   * pending claim sessions (which then fail), and clears `reportsTo` of people who reported to
+   * them; then the hooks run.
+   */
+  private async delete(user: UserDoc): Promise<void> {
     const c = this.c;
     // Sessions first and the user next: from then on no request authenticates as them.
-    await this.sessions.endAllOf(user._id);
+    await this.ctx.sessions.endAllOf(user._id);
     await c.users.deleteOne({ _id: user._id });
     await Promise.all([
       c.userDids.deleteMany({ userId: user._id }),
@@ -290,7 +405,7 @@ export class UserService {
       try {
         await fn(user);
       } catch (err) {
-        this.log.error({ err, userId: user._id }, 'user-deleted hook failed');
+        this.ctx.log.error({ err, userId: user._id }, 'user-deleted hook failed');
       }
     }
   }

@@ -11,15 +11,28 @@
  *   agents whose primary it was get their earliest remaining membership as primary, and an agent
  *   left with none goes to the default workspace (where unplaced agents live, §4.11). Later areas
  *   (channels, skills, workflows, model keys) subscribe with `onWorkspaceDeleted`.
+ * - A workspace the caller may not see answers 404, as an unknown one does; one they see but may
+ *   not change answers 403. Who may do what comes from the permissions module (`can`): members and
+ *   agents need `manageWorkspaceUsers` / `manageWorkspaceAgents`, deletion `deleteWorkspace`;
+ *   granting, changing or removing the owner role is for owners (and global admins); creation is
+ *   for global admins (the route's level).
  *
  * The plain functions take the collections so the fleet can call them without a service.
  */
 import { nanoid } from 'nanoid';
-import type { Collections, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc, WorkspaceRole } from '../store/collections.js';
+import type { Collections, UserDoc, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc } from '../store/collections.js';
+import type { WorkspaceRole } from '../domain/roles.js';
 import { DuplicateKeyError, type Collection } from '../store/types.js';
-import type { Principal } from '../domain/principal.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
 import { groupBy } from '../domain/group.js';
+import { atLeast, can, MIN_ROLE, type WorkspaceAction } from '../domain/permissions.js';
+import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
+import { slugify } from '../domain/slugs.js';
 import type { Logger } from '../log.js';
+import type { ServiceCore } from './core.js';
+import { findUserByRef, resolveWorkspace } from './lookups.js';
+
+export { resolveWorkspace } from './lookups.js';
 
 export interface WorkspaceView {
   id: string;
@@ -45,7 +58,6 @@ export function toWorkspaceView(ws: WorkspaceDoc): WorkspaceView {
   };
 }
 
-export const SLUG_RE = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 /** A hex colour, `#rrggbb` or the short `#rgb`. */
 export const COLOR_RE = /^#(?:[0-9a-fA-F]{3}){1,2}$/;
 
@@ -55,18 +67,6 @@ export function normalizeColor(v: string): string {
   return `#${hex.length === 3 ? [...hex].map((d) => d + d).join('') : hex}`;
 }
 
-/** Lowercase, accents dropped, every run of other characters one hyphen, no hyphen at either end. */
-export function slugify(name: string): string {
-  return name
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 64)
-    .replace(/-+$/, '');
-}
-
 const PALETTE = ['#4f46e5', '#0891b2', '#059669', '#65a30d', '#d97706', '#dc2626', '#db2777', '#7c3aed', '#2563eb', '#0d9488'];
 
 /** The colour a workspace gets when none is given: picked from a palette by its slug. */
@@ -74,11 +74,6 @@ export function defaultColor(slug: string): string {
   let h = 0;
   for (const ch of slug) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
   return PALETTE[h % PALETTE.length]!;
-}
-
-/** A workspace by id or by slug; null when neither names one. */
-export async function resolveWorkspace(c: Collections, idOrSlug: string): Promise<WorkspaceDoc | null> {
-  return (await c.workspaces.findById(idOrSlug)) ?? (await c.workspaces.findOne({ slug: idOrSlug.toLowerCase() }));
 }
 
 export async function memberRole(c: Collections, userId: string, workspaceId: string): Promise<WorkspaceRole | null> {
@@ -182,21 +177,85 @@ async function promoteEarliest<T extends WorkspaceMemberDoc | WorkspaceAgentDoc>
 }
 
 export type WorkspaceDeletedHook = (workspace: WorkspaceDoc) => Promise<void> | void;
-/** An agent joined or left a workspace (or its primary moved); `workspaceId` is the one that changed. */
 /** A person left a workspace (removed, or the workspace was deleted). */
 export type MemberRemovedHook = (workspaceId: string, userId: string) => Promise<void> | void;
+/** An agent joined or left a workspace (or its primary moved); `workspaceId` is the one that changed. */
 export type AgentMembershipHook = (workspaceId: string, agentDid: string) => Promise<void> | void;
 
-/** Workspace deletion and the hooks later areas hang their own clean-up on. */
+/** A person's membership as the interface shows it. */
+export interface WorkspaceMemberView {
+  userId: string;
+  did: string | null;
+  name: string | null;
+  email: string | null;
+  role: WorkspaceRole;
+  isPrimary: boolean;
+  joinedAt: string;
+}
+
+export function toWorkspaceMemberView(m: WorkspaceMemberDoc, u: Pick<UserDoc, 'did' | 'name' | 'email'> | null): WorkspaceMemberView {
+  return {
+    userId: m.userId,
+    did: u?.did ?? null,
+    name: u?.name ?? null,
+    email: u?.email ?? null,
+    role: m.role,
+    isPrimary: m.isPrimary,
+    joinedAt: m.joinedAt,
+  };
+}
+
+/** An agent's membership as the interface shows it. */
+export interface WorkspaceAgentView {
+  id: string;
+  name: string | null;
+  isPrimary: boolean;
+  joinedAt: string;
+}
+
+export function toWorkspaceAgentView(m: WorkspaceAgentDoc, agentName: string | null): WorkspaceAgentView {
+  return { id: m.agentDid, name: agentName, isPrimary: m.isPrimary, joinedAt: m.joinedAt };
+}
+
+/** One of the caller's workspaces (GET /api/me/workspaces). */
+export interface MyWorkspaceView {
+  id: string;
+  name: string;
+  slug: string;
+  isPrimary: boolean;
+  isAdmin: boolean;
+}
+
+export interface NewWorkspace {
+  name: string;
+  slug?: string;
+  description?: string;
+  color?: string;
+}
+
+export type WorkspacePatch = Partial<Pick<WorkspaceDoc, 'name' | 'slug' | 'description' | 'color'>>;
+
+/** A workspace as the caller may see it, with what they may do there. */
+interface Access {
+  ws: WorkspaceDoc;
+  /** For `can()`: the caller's role there (null: no member, e.g. a global admin; `member` for an agent of it). */
+  who: { isGlobalAdmin: boolean; workspaceRole: WorkspaceRole | null };
+}
+
+const roleName = (action: WorkspaceAction) => MIN_ROLE[action] ?? 'global admin';
+
+/** Workspaces, their people and agents; deletion and the hooks later areas hang their own clean-up on. */
 export class WorkspaceService {
+  private readonly c: Collections;
+  private readonly log: Logger;
   private readonly deletedHooks: WorkspaceDeletedHook[] = [];
   private readonly agentHooks: AgentMembershipHook[] = [];
   private readonly memberHooks: MemberRemovedHook[] = [];
 
-  constructor(
-    private readonly c: Collections,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly ctx: ServiceCore) {
+    this.c = ctx.c;
+    this.log = ctx.log;
+  }
 
   /**
    * Runs `fn` after a workspace is deleted (its memberships are already gone). Channels, skills,
@@ -220,31 +279,83 @@ export class WorkspaceService {
     this.memberHooks.push(fn);
   }
 
-  async memberRemoved(workspaceId: string, userId: string): Promise<void> {
-    for (const fn of this.memberHooks) {
-      try {
-        await fn(workspaceId, userId);
-      } catch (err) {
-        this.log.error({ err, workspaceId }, 'member-removed hook failed');
-      }
+  // --- workspaces --------------------------------------------------------------------------------
+
+  /** Creates a workspace (the slug derived from the name when absent; 409 when taken). */
+  async create(p: UserPrincipal, input: NewWorkspace): Promise<WorkspaceDoc> {
+    const s = input.slug ?? slugify(input.name);
+    if (!s) throw badRequest(`no slug can be derived from the name '${input.name}'; give one`, 'slug_required');
+    const now = new Date().toISOString();
+    const ws: WorkspaceDoc = {
+      _id: nanoid(),
+      name: input.name,
+      slug: s,
+      color: input.color ?? defaultColor(s),
+      description: input.description ?? '',
+      isDefault: false,
+      createdAt: now,
+      updatedAt: now,
+      createdBy: p.did,
+    };
+    try {
+      await this.c.workspaces.insertOne(ws);
+    } catch (err) {
+      throw slugTaken(err, s);
     }
+    await this.ctx.audit.record(p, { action: 'workspace.create', targetType: 'workspace', target: ws._id, details: { name: ws.name, slug: ws.slug } });
+    return ws;
   }
 
-  /** Tells the subscribers that an agent's membership of a workspace changed. */
-  async agentMembershipChanged(workspaceId: string, agentDid: string): Promise<void> {
-    for (const fn of this.agentHooks) {
-      try {
-        await fn(workspaceId, agentDid);
-      } catch (err) {
-        this.log.error({ err, workspaceId, agentDid }, 'agent-membership hook failed');
-      }
-    }
+  /** The workspaces the caller may see: all for a global admin, else the ones they belong to. */
+  async list(p: Principal): Promise<WorkspaceDoc[]> {
+    const ids = await visibleWorkspaceIds(this.c, p);
+    return this.c.workspaces.find(ids === 'all' ? {} : { _id: { $in: ids } }, { sort: { name: 1, _id: 1 } });
   }
 
-  /** Deletes a workspace that is not the default one (the caller checks that). */
-  async delete(ws: WorkspaceDoc): Promise<{ members: number; agents: number }> {
+  /** A workspace by id or slug; 404 when it does not exist or the caller may not see it. */
+  async get(p: Principal, ref: string): Promise<WorkspaceDoc> {
+    return (await this.access(p, ref)).ws;
+  }
+
+  /** Edits a workspace (its admins, or a global admin). */
+  async update(p: UserPrincipal, ref: string, patch: WorkspacePatch): Promise<WorkspaceDoc> {
+    const a = await this.access(p, ref);
+    if (!a.who.isGlobalAdmin && !atLeast(a.who.workspaceRole, 'admin')) {
+      throw forbidden(`editing workspace ${a.ws.slug} needs the admin role there (or global admin)`);
+    }
+    const set: Partial<WorkspaceDoc> = { ...patch, updatedAt: new Date().toISOString() };
+    let updated: WorkspaceDoc | null;
+    try {
+      updated = await this.c.workspaces.findOneAndUpdate({ _id: a.ws._id }, { $set: set });
+    } catch (err) {
+      throw slugTaken(err, patch.slug ?? '');
+    }
+    if (!updated) throw notFound(`workspace ${ref} not found`);
+    await this.ctx.audit.record(p, { action: 'workspace.update', targetType: 'workspace', target: a.ws._id, details: { changes: patch } });
+    return updated;
+  }
+
+  /** Deletes a workspace and its memberships (its owners, or a global admin; never the default one). */
+  async remove(p: UserPrincipal, ref: string): Promise<void> {
+    const a = await this.access(p, ref);
+    this.need(a, 'deleteWorkspace', 'deleting a workspace');
+    if (a.ws.isDefault) throw badRequest('the default workspace cannot be deleted; it can be renamed and recoloured', 'default_workspace');
+    const removed = await this.delete(a.ws);
+    await this.ctx.audit.record(p, {
+      action: 'workspace.delete',
+      targetType: 'workspace',
+      target: a.ws._id,
+      details: { name: a.ws.name, slug: a.ws.slug, ...removed },
+    });
+  }
+
+  /**
+   * Deletes a workspace that is not the default one, with its memberships; people and agents whose
+   * primary it was get their earliest remaining membership as primary, and an agent left with
+   * none goes to the default workspace. Then the hooks run.
+   */
+  private async delete(ws: WorkspaceDoc): Promise<{ members: number; agents: number }> {
     const c = this.c;
-    if (ws.isDefault) throw new Error('the default workspace cannot be deleted');
     await c.workspaces.deleteOne({ _id: ws._id });
     const members = await c.workspaceMembers.find({ workspaceId: ws._id });
     const agents = await c.workspaceAgents.find({ workspaceId: ws._id });
@@ -267,4 +378,246 @@ export class WorkspaceService {
     for (const m of members) await this.memberRemoved(ws._id, m.userId);
     return { members: members.length, agents: agents.length };
   }
+
+  /**
+   * The caller's workspaces (all of them for a global admin) with isPrimary and isAdmin, primary
+   * first; for an agent's session, the workspaces the agent belongs to (isAdmin false).
+   */
+  async mine(p: Principal): Promise<MyWorkspaceView[]> {
+    const c = this.c;
+    const [ids, mine] = await Promise.all([
+      visibleWorkspaceIds(c, p),
+      p.kind === 'user'
+        ? c.workspaceMembers
+            .find({ userId: p.userId })
+            .then((ms) => ms.map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: atLeast(m.role, 'admin') })))
+        : c.workspaceAgents.find({ agentDid: p.did }).then((ms) => ms.map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: false }))),
+    ]);
+    const list = await c.workspaces.find(ids === 'all' ? {} : { _id: { $in: ids } }, { sort: { name: 1, _id: 1 } });
+    const membership = new Map(mine.map((m) => [m.workspaceId, m]));
+    const globalAdmin = p.kind === 'user' && p.isAdmin;
+    const items = list.map((ws) => {
+      const m = membership.get(ws._id);
+      return { id: ws._id, name: ws.name, slug: ws.slug, isPrimary: m?.isPrimary ?? false, isAdmin: globalAdmin || (m?.admin ?? false) };
+    });
+    return items.sort((x, y) => Number(y.isPrimary) - Number(x.isPrimary));
+  }
+
+  // --- people ------------------------------------------------------------------------------------
+
+  /** The people of a workspace with their roles, oldest membership first. */
+  async members(p: UserPrincipal, ref: string): Promise<WorkspaceMemberView[]> {
+    const { ws } = await this.access(p, ref);
+    const members = await this.c.workspaceMembers.find({ workspaceId: ws._id }, { sort: { joinedAt: 1, _id: 1 } });
+    const users = await this.c.users.find({ _id: { $in: members.map((m) => m.userId) } });
+    const byId = new Map(users.map((u) => [u._id, u]));
+    return members.map((m) => toWorkspaceMemberView(m, byId.get(m.userId) ?? null));
+  }
+
+  /** Adds a person with a role (workspace admins; the owner role only by an owner); 409 when already a member. */
+  async addMember(p: UserPrincipal, ref: string, userRef: string, role: WorkspaceRole): Promise<WorkspaceMemberView> {
+    const a = await this.access(p, ref);
+    this.need(a, 'manageWorkspaceUsers', 'adding members');
+    if (role === 'owner') this.needOwnerFor(a, 'granting the owner role');
+    const user = await findUserByRef(this.c, userRef);
+    if (!user) throw notFound(`no user ${userRef}`);
+    let m: WorkspaceMemberDoc;
+    try {
+      m = await addMember(this.c, a.ws._id, user._id, role);
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) throw conflict(`${userRef} is already a member of workspace ${a.ws.slug}; change the role with PATCH`, 'already_member');
+      throw err;
+    }
+    await this.ctx.audit.record(p, {
+      action: 'workspace.member.add',
+      targetType: 'workspace',
+      target: a.ws._id,
+      details: { userId: user._id, did: user.did, role: m.role },
+    });
+    return toWorkspaceMemberView(m, user);
+  }
+
+  /** Changes a member's role (workspace admins; the owner role given or taken only by an owner). */
+  async changeRole(p: UserPrincipal, ref: string, memberRef: string, role: WorkspaceRole): Promise<WorkspaceMemberView> {
+    const a = await this.access(p, ref);
+    this.need(a, 'manageWorkspaceUsers', 'changing member roles');
+    const m = await this.findMember(a.ws, memberRef);
+    if (m.role === 'owner' || role === 'owner') this.needOwnerFor(a, 'granting or taking away the owner role');
+    const updated = (await this.c.workspaceMembers.findOneAndUpdate({ _id: m._id }, { $set: { role } })) ?? m;
+    await this.ctx.audit.record(p, {
+      action: 'workspace.member.update',
+      targetType: 'workspace',
+      target: a.ws._id,
+      details: { userId: m.userId, from: m.role, to: updated.role },
+    });
+    return toWorkspaceMemberView(updated, await this.c.users.findById(updated.userId));
+  }
+
+  /** Removes a member (workspace admins, or the member leaving; an owner only by an owner). */
+  async removeMember(p: UserPrincipal, ref: string, memberRef: string): Promise<void> {
+    const a = await this.access(p, ref);
+    const m = await this.findMember(a.ws, memberRef);
+    if (m.userId !== p.userId) {
+      this.need(a, 'manageWorkspaceUsers', 'removing members');
+      if (m.role === 'owner') this.needOwnerFor(a, 'removing an owner');
+    }
+    await removeMember(this.c, m);
+    await this.ctx.audit.record(p, {
+      action: 'workspace.member.remove',
+      targetType: 'workspace',
+      target: a.ws._id,
+      details: { userId: m.userId, role: m.role },
+    });
+    await this.memberRemoved(a.ws._id, m.userId);
+  }
+
+  // --- agents ------------------------------------------------------------------------------------
+
+  /** The agents of a workspace (any member, an agent of it included). */
+  async agents(p: Principal, ref: string): Promise<WorkspaceAgentView[]> {
+    const a = await this.access(p, ref);
+    this.need(a, 'viewAgents', 'viewing agents');
+    const ms = await this.c.workspaceAgents.find({ workspaceId: a.ws._id }, { sort: { joinedAt: 1, _id: 1 } });
+    const agents = await this.c.agents.find({ _id: { $in: ms.map((m) => m.agentDid) } }, { projection: { name: 1 } });
+    const names = new Map(agents.map((ag) => [ag._id, ag.name]));
+    return ms.map((m) => toWorkspaceAgentView(m, names.get(m.agentDid) ?? null));
+  }
+
+  /**
+   * Adds an approved agent (workspace admins); its first workspace is primary, `isPrimary` moves
+   * the primary here. When the agent is managed elsewhere, the caller must also administer its
+   * primary workspace. `created` is false when only the primary moved.
+   */
+  async addAgent(p: UserPrincipal, ref: string, agentDid: string, isPrimary: boolean | undefined): Promise<{ agent: WorkspaceAgentView; created: boolean }> {
+    const c = this.c;
+    const a = await this.access(p, ref);
+    this.need(a, 'manageWorkspaceAgents', 'adding agents');
+    const agent = await c.agents.findById(agentDid);
+    // A registration becomes an agent at its approval, which also gives it its primary
+    // workspace: before that (or once rejected) no workspace admin may claim it.
+    if (!agent || agent.status !== 'active') throw notFound(`no approved agent ${agentDid}`);
+    // An agent outside every workspace of the caller answers as an unknown one (docs/api.md);
+    // one they see shows its primary workspace in the agents list already.
+    if (!a.who.isGlobalAdmin && (await c.workspaceMembers.count({ userId: p.userId, workspaceId: { $in: await agentWorkspaceIds(c, agentDid) } })) === 0) {
+      throw notFound(`no approved agent ${agentDid}`);
+    }
+    const primary = await primaryWorkspaceOf(c, agentDid);
+    if (primary && primary._id !== a.ws._id && !a.who.isGlobalAdmin) {
+      const there = await memberRole(c, p.userId, primary._id);
+      if (!can({ isGlobalAdmin: false, workspaceRole: there }, 'manageWorkspaceAgents')) {
+        throw forbidden(`agent ${agentDid} is managed in workspace ${primary.slug}; adding it elsewhere needs the admin role there too`);
+      }
+    }
+    const existing = await c.workspaceAgents.findOne({ workspaceId: a.ws._id, agentDid });
+    if (existing && !(isPrimary && !existing.isPrimary)) throw conflict(`agent ${agentDid} is already in workspace ${a.ws.slug}`, 'already_member');
+    if (existing) await setAgentPrimary(c, agentDid, a.ws._id);
+    else await addAgentToWorkspace(c, agentDid, a.ws._id, isPrimary ?? false);
+    const m = (await c.workspaceAgents.findOne({ workspaceId: a.ws._id, agentDid }))!;
+    await this.ctx.audit.record(p, {
+      action: existing ? 'workspace.agent.primary' : 'workspace.agent.add',
+      targetType: 'workspace',
+      target: a.ws._id,
+      details: { agentDid, isPrimary: m.isPrimary, previousPrimary: primary?._id ?? null },
+    });
+    await this.agentMembershipChanged(a.ws._id, agentDid);
+    return { agent: toWorkspaceAgentView(m, agent.name), created: !existing };
+  }
+
+  /**
+   * Removes an agent from a workspace (workspace admins). Its primary membership goes only with
+   * `primaryRef` naming another of its workspaces (which becomes primary); the last one never.
+   */
+  async removeAgent(p: UserPrincipal, ref: string, agentDid: string, primaryRef: string | undefined): Promise<void> {
+    const c = this.c;
+    const a = await this.access(p, ref);
+    this.need(a, 'manageWorkspaceAgents', 'removing agents');
+    const m = await c.workspaceAgents.findOne({ workspaceId: a.ws._id, agentDid });
+    if (!m) throw notFound(`agent ${agentDid} is not in workspace ${a.ws.slug}`);
+    let newPrimary: WorkspaceDoc | null = null;
+    if (m.isPrimary) {
+      const others = await c.workspaceAgents.count({ agentDid, workspaceId: { $ne: a.ws._id } });
+      if (others === 0) throw badRequest(`workspace ${a.ws.slug} is the only workspace of agent ${agentDid}; add it to another one first`, 'last_workspace');
+      if (!primaryRef) throw badRequest(`workspace ${a.ws.slug} is the primary workspace of agent ${agentDid}; name the new one with ?primary=`, 'primary_required');
+      newPrimary = await resolveWorkspace(c, primaryRef);
+      // A workspace the caller cannot see is answered like one the agent is not in.
+      const seen = newPrimary && (a.who.isGlobalAdmin || (await memberRole(c, p.userId, newPrimary._id)) !== null);
+      const ok = seen && newPrimary!._id !== a.ws._id && (await c.workspaceAgents.count({ agentDid, workspaceId: newPrimary!._id })) > 0;
+      if (!ok) throw badRequest(`primary: agent ${agentDid} is not in workspace ${primaryRef}`, 'invalid_primary');
+      await setAgentPrimary(c, agentDid, newPrimary!._id);
+    }
+    await c.workspaceAgents.deleteOne({ _id: m._id });
+    await this.ctx.audit.record(p, {
+      action: 'workspace.agent.remove',
+      targetType: 'workspace',
+      target: a.ws._id,
+      details: { agentDid, wasPrimary: m.isPrimary, newPrimary: newPrimary?._id ?? null },
+    });
+    await this.agentMembershipChanged(a.ws._id, agentDid);
+  }
+
+  // --- hooks -------------------------------------------------------------------------------------
+
+  private async memberRemoved(workspaceId: string, userId: string): Promise<void> {
+    for (const fn of this.memberHooks) {
+      try {
+        await fn(workspaceId, userId);
+      } catch (err) {
+        this.log.error({ err, workspaceId }, 'member-removed hook failed');
+      }
+    }
+  }
+
+  /** Tells the subscribers that an agent's membership of a workspace changed. */
+  async agentMembershipChanged(workspaceId: string, agentDid: string): Promise<void> {
+    for (const fn of this.agentHooks) {
+      try {
+        await fn(workspaceId, agentDid);
+      } catch (err) {
+        this.log.error({ err, workspaceId, agentDid }, 'agent-membership hook failed');
+      }
+    }
+  }
+
+  // --- access ------------------------------------------------------------------------------------
+
+  /** The workspace as the caller may see it; 404 when it does not exist or is not visible. */
+  private async access(p: Principal, ref: string): Promise<Access> {
+    const c = this.c;
+    const ws = await resolveWorkspace(c, ref);
+    let role: WorkspaceRole | null = null;
+    let visible = false;
+    if (ws) {
+      if (p.kind === 'agent') {
+        // An agent of the workspace counts as a member: it may look, and no route lets it change anything.
+        visible = (await c.workspaceAgents.count({ workspaceId: ws._id, agentDid: p.did })) > 0;
+        role = visible ? 'member' : null;
+      } else {
+        role = await memberRole(c, p.userId, ws._id);
+        visible = p.isAdmin || role !== null;
+      }
+    }
+    if (!ws || !visible) throw notFound(`workspace ${ref} not found`);
+    return { ws, who: { isGlobalAdmin: p.kind === 'user' && p.isAdmin, workspaceRole: role } };
+  }
+
+  private need(a: Access, action: WorkspaceAction, what: string): void {
+    if (!can(a.who, action)) throw forbidden(`${what} needs the ${roleName(action)} role in workspace ${a.ws.slug} (or global admin)`);
+  }
+
+  /** Granting, changing or removing the owner role is for owners (and global admins). */
+  private needOwnerFor(a: Access, what: string): void {
+    if (!a.who.isGlobalAdmin && !atLeast(a.who.workspaceRole, 'owner')) throw forbidden(`${what} needs the owner role in workspace ${a.ws.slug} (or global admin)`);
+  }
+
+  private async findMember(ws: WorkspaceDoc, ref: string): Promise<WorkspaceMemberDoc> {
+    const user = await findUserByRef(this.c, ref);
+    const m = user ? await this.c.workspaceMembers.findOne({ workspaceId: ws._id, userId: user._id }) : null;
+    if (!m) throw notFound(`${ref} is not a member of workspace ${ws.slug}`);
+    return m;
+  }
+}
+
+function slugTaken(err: unknown, slug: string): unknown {
+  if (err instanceof DuplicateKeyError) return conflict(`the slug '${slug}' is already taken`, 'slug_taken');
+  return err;
 }

@@ -4,24 +4,15 @@
  * All timestamps are ISO 8601 strings.
  */
 import type { Collection, Store } from './types.js';
-import type { GlobalRole } from '../domain/principal.js';
-import type { ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from '../cluster/docs.js';
+import type { Capability } from '../domain/capabilities.js';
+import type { ChannelRole, GlobalRole, WorkspaceRole } from '../domain/roles.js';
+import type { Policy } from '../domain/policy.js';
+import type { ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
 
-export type WorkspaceRole = 'member' | 'operator' | 'manager' | 'admin' | 'owner';
-export const WORKSPACE_ROLES: readonly WorkspaceRole[] = ['member', 'operator', 'manager', 'admin', 'owner'];
-
-export const CAPABILITIES = [
-  'file_access',
-  'internet_access',
-  'browser_control',
-  'api_call',
-  'mail_send',
-  'code_execution',
-  'system_command',
-  'agent_communication',
-  'knowledge_search',
-] as const;
-export type Capability = (typeof CAPABILITIES)[number];
+// The vocabulary the documents use is the domain's; re-exported for readers of the documents.
+export type { Capability } from '../domain/capabilities.js';
+export type { ChannelRole, GlobalRole, WorkspaceRole } from '../domain/roles.js';
+export type { PolicyResourceLimits } from '../domain/policy.js';
 
 /** Server identity and other singletons (`_id` names the setting). */
 export interface SettingDoc {
@@ -225,23 +216,8 @@ export interface RegistrationDoc {
   decidedBy: string | null;
 }
 
-export interface PolicyResourceLimits {
-  maxTokensPerDay?: number;
-  maxRequestsPerHour?: number;
-  allowedDomains?: string[];
-}
-
 /** A policy (interface §2.4): agent-scoped when agentDid is set, else workspace-scoped. */
-export interface PolicyDoc {
-  _id: string;
-  agentDid: string | null;
-  workspaceId: string | null;
-  capabilities: Capability[];
-  resourceLimits: PolicyResourceLimits | null;
-  expiresAt: string | null;
-  createdBy: string;
-  createdAt: string;
-}
+export type PolicyDoc = Policy;
 
 /**
  * A co-signed certificate, keyed by its serial. Append-only (written in batches); an agent's
@@ -342,7 +318,7 @@ export interface SkillOverrideDoc {
   updatedBy: string;
 }
 
-/** A model registry entry (interface §2.2); src/services/models.ts. */
+/** A model registry entry (interface §2.2); src/services/model-catalogue.ts. */
 export interface ModelDoc {
   _id: string; // UUID
   name: string;
@@ -384,9 +360,6 @@ export interface WorkspaceLlmKeyDoc {
 }
 
 /** A channel member's role (interface §2.8, §5.8). */
-export type ChannelRole = 'member' | 'moderator' | 'owner';
-export const CHANNEL_ROLES: readonly ChannelRole[] = ['member', 'moderator', 'owner'];
-
 /**
  * A channel (interface §2.7); written only by its channel actor (src/actors/channel.ts) once
  * created. `slugKey` (`<workspaceId or "global">/<slug>`) is unique, so a slug is unique within

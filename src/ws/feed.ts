@@ -12,19 +12,25 @@
  * subscription ends by itself, with `{type: "unsubscribed", channelId, reason: "access_lost"}`,
  * when the person may no longer read the channel (see `recheckChannel`).
  *
- * Topics are uWS pub/sub topics. `actors` (global admins only) carries
- * `{type: "actor.transition", actorId, kind, state, event}` from the actor host; the frame is built
- * only while someone is subscribed. Channel subscriptions plug in through `channelAccess`.
+ * Topics are uWS pub/sub topics, published to through `FeedTopics` (the FeedPublisher port).
+ * `actors` (global admins only) carries `{type: "actor.transition", actorId, kind, state, event}`
+ * from the actor host; the frame is built only while someone is subscribed. Who may subscribe to a
+ * channel is the channel service's decision (`channelAccess`).
  *
  * Close codes: 4401 no valid session, 4403 not a person, 4408 no auth frame within 5 s, 1008 after
  * repeated invalid frames, 1011 when authentication failed on the server's side (the store
  * unavailable): reconnect with back-off.
  */
-import type { AppContext } from '../server.js';
-import type { WebSocket } from '../http/uws.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import type { TemplatedApp, WebSocket } from '../http/uws.js';
 import type { UserPrincipal } from '../domain/principal.js';
+import type { ActorHost } from '../actors/host.js';
+import type { FeedPublisher } from '../services/ports.js';
+import type { Sessions } from '../services/sessions.js';
 import { SESSION_COOKIE, isSameOrigin } from '../http/auth.js';
 import { parseCookies } from '../http/router.js';
+import type { SocketRegistry } from './sockets.js';
 
 export const FEED_PATH = '/ws/feed';
 export const FEED_AUTH_TIMEOUT_MS = 5000;
@@ -36,9 +42,9 @@ interface FeedTopic {
 }
 
 /**
- * Decides a channel subscription (a later issue provides it). Resolves to the uWS topic to
- * subscribe to, or null when the channel does not exist or the person may not read it (both are
- * reported alike, so a private channel stays hidden).
+ * Decides a channel subscription. Resolves to the topic to subscribe to, or null when the channel
+ * does not exist or the person may not read it (both are reported alike, so a private channel
+ * stays hidden).
  */
 export type ChannelAccess = (user: UserPrincipal, channelId: string) => Promise<string | null>;
 
@@ -57,23 +63,48 @@ interface FeedRef {
   conn: FeedConn;
 }
 
+/** The live feed's topics on the uWS app: what services publish to (the FeedPublisher port). */
+export class FeedTopics implements FeedPublisher {
+  constructor(private readonly app: TemplatedApp) {}
+
+  hasSubscribers(topic: string): boolean {
+    return this.app.numSubscribers(topic) > 0;
+  }
+
+  publish(topic: string, frame: object): void {
+    if (this.app.numSubscribers(topic) > 0) this.app.publish(topic, JSON.stringify(frame));
+  }
+}
+
+export interface FeedDeps {
+  app: TemplatedApp;
+  topics: FeedTopics;
+  sockets: SocketRegistry;
+  config: Config;
+  log: Logger;
+  sessions: Sessions;
+  actors: ActorHost;
+  channelAccess: ChannelAccess;
+}
+
 export class Feed {
   private readonly topics = new Map<string, FeedTopic>();
-  channelAccess: ChannelAccess | null = null;
+  /** Who may subscribe to a channel (the channel service decides; tests replace it to inject a failure). */
+  channelAccess: ChannelAccess;
   /** Sockets subscribed to each channel. */
   private readonly channelSubs = new Map<string, Set<FeedConn>>();
   private unlisten: (() => void) | undefined;
 
-  constructor(private readonly ctx: AppContext) {
+  constructor(private readonly deps: FeedDeps) {
+    this.channelAccess = deps.channelAccess;
     this.topics.set('actors', { allowed: (u) => u.isAdmin });
   }
 
   attach(): void {
-    const { ctx } = this;
-    const app = ctx.app;
+    const { app, config, sockets, topics, actors } = this.deps;
     app.ws<FeedRef>(FEED_PATH, {
       maxPayloadLength: 64 * 1024,
-      maxBackpressure: ctx.config.agentSendBufferLimitBytes,
+      maxBackpressure: config.agentSendBufferLimitBytes,
       closeOnBackpressureLimit: 1,
       idleTimeout: 120,
       sendPingsAutomatically: true,
@@ -82,13 +113,13 @@ export class Feed {
         const token = parseCookies(req.getHeader('cookie'))[SESSION_COOKIE];
         const origin = req.getHeader('origin');
         // A cookie is only taken from a page of this site (cross-site WebSocket hijacking).
-        if (token && (!origin || isSameOrigin(origin, ctx.config.publicUrl, req.getHeader('host')))) conn.cookieToken = token;
+        if (token && (!origin || isSameOrigin(origin, config.publicUrl, req.getHeader('host')))) conn.cookieToken = token;
         res.upgrade<FeedRef>({ conn }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
       },
       open: (ws) => {
         const conn = ws.getUserData().conn;
         conn.ws = ws;
-        ctx.sockets.add('feed', ws as WebSocket<unknown>);
+        sockets.add('feed', ws as WebSocket<unknown>);
         conn.timer = setTimeout(() => this.end(conn, 4408, 'authentication timeout'), FEED_AUTH_TIMEOUT_MS);
         conn.timer.unref();
         if (conn.cookieToken) this.guard(conn, this.authenticate(conn, conn.cookieToken, true));
@@ -103,12 +134,12 @@ export class Feed {
         conn.ws = null;
         for (const channelId of conn.channels?.keys() ?? []) this.forgetChannel(conn, channelId);
         if (conn.timer) clearTimeout(conn.timer);
-        ctx.sockets.delete('feed', ws as WebSocket<unknown>);
+        sockets.delete('feed', ws as WebSocket<unknown>);
       },
     });
-    this.unlisten = ctx.actors.onTransition((t) => {
-      if (app.numSubscribers('actors') === 0) return;
-      app.publish('actors', JSON.stringify({ type: 'actor.transition', actorId: t.actorId, kind: t.kind, state: t.state, event: t.event }));
+    this.unlisten = actors.onTransition((t) => {
+      if (!topics.hasSubscribers('actors')) return;
+      topics.publish('actors', { type: 'actor.transition', actorId: t.actorId, kind: t.kind, state: t.state, event: t.event });
     });
   }
 
@@ -116,31 +147,16 @@ export class Feed {
     this.unlisten?.();
   }
 
-  /** Publishes a frame to everyone subscribed to a topic (channels use `channel:<id>`). */
-  publish(topic: string, frame: object): void {
-    if (this.ctx.app.numSubscribers(topic) > 0) this.ctx.app.publish(topic, JSON.stringify(frame));
-  }
-
   private async authenticate(conn: FeedConn, token: string, viaCookie: boolean): Promise<void> {
-    const { ctx } = this;
-    const session = await ctx.sessions.resolve(token);
+    const { sessions } = this.deps;
+    const session = await sessions.resolve(token);
     if (conn.closed) return;
     if (!session) return this.end(conn, 4401, viaCookie ? 'the session cookie is not valid' : 'the token is not valid');
     if (session.kind !== 'user') return this.end(conn, 4403, 'the feed is for people');
-    const user = await ctx.c.users.findById(session.subject);
+    const user = await sessions.principalOf(session, viaCookie ? 'cookie' : 'bearer');
     if (conn.closed) return;
-    if (!user?.did) return this.end(conn, 4401, 'the session has no claimed user');
-    conn.user = {
-      kind: 'user',
-      userId: user._id,
-      did: user.did,
-      name: user.name,
-      isOwner: user.isOwner,
-      isAdmin: user.isAdmin,
-      role: user.role,
-      sessionId: session._id,
-      via: viaCookie ? 'cookie' : 'bearer',
-    };
+    if (!user || user.kind !== 'user') return this.end(conn, 4401, 'the session has no claimed user');
+    conn.user = user;
     conn.cookieToken = null;
     if (conn.timer) clearTimeout(conn.timer);
     conn.timer = undefined;
@@ -175,9 +191,7 @@ export class Feed {
       return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', topic: frame.topic });
     }
     if (typeof frame.channelId === 'string') {
-      const access = this.channelAccess;
-      if (!access) return this.refuse(conn, 'not_available', 'channel subscriptions are not available yet');
-      const uwsTopic = await access(user, frame.channelId);
+      const uwsTopic = await this.channelAccess(user, frame.channelId);
       if (conn.closed) return;
       if (!uwsTopic) return this.refuse(conn, 'not_found', `no channel ${frame.channelId}`);
       if (subscribe) {
@@ -203,7 +217,7 @@ export class Feed {
   async recheckChannel(channelId: string, did: string | null): Promise<void> {
     const subs = this.channelSubs.get(channelId);
     const access = this.channelAccess;
-    if (!subs || !access) return;
+    if (!subs) return;
     for (const conn of [...subs]) {
       if (conn.closed || !conn.user || (did !== null && conn.user.did !== did)) continue;
       const topic = conn.channels?.get(channelId);
@@ -237,7 +251,7 @@ export class Feed {
   private guard(conn: FeedConn, p: Promise<void>): void {
     p.catch((err: unknown) => {
       const authenticating = !conn.user;
-      this.ctx.log.error({ err, did: conn.user?.did }, authenticating ? 'feed authentication failed' : 'feed frame handling failed');
+      this.deps.log.error({ err, did: conn.user?.did }, authenticating ? 'feed authentication failed' : 'feed frame handling failed');
       this.send(conn, { type: 'error', code: 'unavailable', message: 'the server could not answer; try again' });
       if (authenticating) this.end(conn, 1011, 'server error; reconnect');
     });

@@ -6,7 +6,7 @@ import { agentDid } from './resolve.js';
 import { capabilities, int, jsonOption } from './options.js';
 import { details, list, table, time, yesNo, type Column } from './output.js';
 import { usageError } from './errors.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface WorkspaceRef {
   id: string;

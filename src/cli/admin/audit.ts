@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { int, jsonOption } from './options.js';
 import { compact, table, time, type Column } from './output.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface Entry {
   id: string;

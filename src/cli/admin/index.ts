@@ -5,10 +5,9 @@
  * parses (commander), runs, and turns every outcome into an exit code (errors.ts).
  */
 import { Command, CommanderError } from 'commander';
-import { Api } from './client.js';
 import { CliError, EXIT } from './errors.js';
-import { json, type Io } from './output.js';
-import { readSession } from './session.js';
+import type { Io } from './output.js';
+import { Context } from './context.js';
 import { registerSession } from './login.js';
 import { registerAgents } from './agents.js';
 import { registerRegistrations } from './registrations.js';
@@ -17,25 +16,7 @@ import { registerIntents } from './intents.js';
 import { registerWorkflows } from './workflows.js';
 import { registerAudit } from './audit.js';
 
-/** What every command gets: its environment and output, the saved session's client. */
-export class Context {
-  constructor(
-    readonly env: NodeJS.ProcessEnv,
-    readonly io: Io,
-  ) {}
-
-  /** A client for the saved session's server; exit 3 when there is none. */
-  async api(): Promise<Api> {
-    const s = await readSession(this.env);
-    if (!s) throw new CliError(EXIT.session, "not logged in: run 'steward login <server URL>' first");
-    return new Api(s.server, s.token);
-  }
-
-  /** `--json`: the value as JSON; else what `human` renders. */
-  print(asJson: boolean | undefined, value: unknown, human: () => string): void {
-    this.io.out(asJson ? json(value) : human());
-  }
-}
+export { Context } from './context.js';
 
 const stdio: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
 

@@ -8,7 +8,7 @@ import { agentDid } from './resolve.js';
 import { int, jsonObject, jsonOption } from './options.js';
 import { CliError, EXIT } from './errors.js';
 import { json } from './output.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface IntentAnswer {
   intentId: string;

@@ -13,7 +13,7 @@ import { CliError, EXIT } from './errors.js';
 import { details, list } from './output.js';
 import { jsonOption } from './options.js';
 import { readSession, removeSession, sessionFile, writeSession } from './session.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface LoginAnswer {
   token: string;

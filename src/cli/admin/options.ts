@@ -3,7 +3,7 @@
  * InvalidArgumentError: a usage error (exit 2) that names the option.
  */
 import { InvalidArgumentError, Option } from 'commander';
-import { CAPABILITIES } from '../../store/collections.js';
+import { CAPABILITIES } from '../../domain/capabilities.js';
 
 export function int(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {

@@ -8,7 +8,7 @@ import { agentDid } from './resolve.js';
 import { capabilities, csv, int, jsonOption } from './options.js';
 import { list, table, time, type Column } from './output.js';
 import { usageError } from './errors.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface Policy {
   id: string;

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { capabilities, jsonOption } from './options.js';
 import { list, table, time, type Column } from './output.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface Registration {
   id: string;

@@ -9,7 +9,7 @@ import { int, jsonObject, jsonOption } from './options.js';
 import { compact, details, table, time, type Column } from './output.js';
 import { CliError, EXIT } from './errors.js';
 import type { Api } from './client.js';
-import type { Context } from './index.js';
+import type { Context } from './context.js';
 
 interface Workflow {
   id: string;

@@ -14,22 +14,19 @@
  *   POST /api/registrations/:id/reject        globalAdmin  {success}
  */
 import { z } from 'zod';
-import { q, route, type RequestContext, type RouteDef } from '../router.js';
-import { HttpError, forbidden, notFound } from '../errors.js';
-import { can } from '../../domain/permissions.js';
-import { agentWorkspaceIds, memberRole, primaryWorkspaceOf } from '../../services/workspaces.js';
-import type { AppContext } from '../../server.js';
-import type { Fleet } from '../../services/fleet-module.js';
-import type { UserPrincipal } from '../../domain/principal.js';
-import { CAPABILITIES, type Capability } from '../../store/collections.js';
+import { q, route, type RouteDef } from '../router.js';
+import { personOf } from '../auth.js';
+import type { Config } from '../../config.js';
+import type { FleetService } from '../../services/fleet.js';
+import type { AgentViews } from '../../services/agent-views.js';
+import type { IntentService } from '../../services/intents.js';
+import { CAPABILITIES, type Capability } from '../../domain/capabilities.js';
 import { AVAILABLE_CAPABILITIES } from '../../domain/agent-protocol.js';
-import { RegistrationError, toPendingRegistrationView } from '../../services/registrations.js';
 import { sourceOf } from '../../services/registration-limits.js';
 import { AGENTS_PAGE_SIZE_DEFAULT, AGENTS_PAGE_SIZE_MAX } from '../../services/agent-views.js';
 
 const capability = z.enum(CAPABILITIES);
 const did = z.string().min(1).max(512);
-const personOf = (r: RequestContext): UserPrincipal => r.principal as UserPrincipal;
 
 const listQuery = z.object({
   q: z.string().max(200).optional(),
@@ -51,8 +48,7 @@ const listQuery = z.object({
 export const REGISTRATIONS_PAGE_SIZE_DEFAULT = 100;
 export const REGISTRATIONS_PAGE_SIZE_MAX = 1000;
 
-export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
-
+export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetService; views: AgentViews; intents: IntentService; config: Config }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -61,7 +57,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       summary: `Agents the caller may see; pageSize default ${AGENTS_PAGE_SIZE_DEFAULT}, max ${AGENTS_PAGE_SIZE_MAX}; online counts the online agents among all matching ones`,
       tags: ['agents'],
       query: listQuery,
-      handler: async (r) => ({ body: await fleet.views.list(r.principal!, r.query) }),
+      handler: async (r) => ({ body: await views.list(r.principal!, r.query) }),
     }),
 
     route({
@@ -71,7 +67,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       summary: 'Agents whose name or DID contains q (case-insensitive), at most 20',
       tags: ['agents'],
       query: z.object({ q: z.string().max(200).optional() }),
-      handler: async (r) => ({ body: await fleet.views.search(r.principal!, r.query.q) }),
+      handler: async (r) => ({ body: await views.search(r.principal!, r.query.q) }),
     }),
 
     route({
@@ -81,7 +77,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       summary: 'Agent detail: the list fields plus llmSystemPrompt, publicKey, workspaces, effective policy, current certificate, token usage',
       tags: ['agents'],
       params: z.object({ id: did }),
-      handler: async (r) => ({ body: { agent: await fleet.views.detail(r.principal!, r.params.id) } }),
+      handler: async (r) => ({ body: { agent: await views.detail(r.principal!, r.params.id) } }),
     }),
 
     route({
@@ -93,20 +89,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       tags: ['agents'],
       params: z.object({ id: did }),
       handler: async (r) => {
-        const person = personOf(r);
-        const agent = await ctx.c.agents.findById(r.params.id);
-        if (!agent) throw notFound(`no agent ${r.params.id}`);
-        if (!person.isAdmin) {
-          // One the caller cannot see answers as an unknown one (docs/api.md).
-          const theirs = await ctx.c.workspaceMembers.count({ userId: person.userId, workspaceId: { $in: await agentWorkspaceIds(ctx.c, agent._id) } });
-          if (theirs === 0) throw notFound(`no agent ${r.params.id}`);
-          const primary = await primaryWorkspaceOf(ctx.c, agent._id);
-          const role = primary ? await memberRole(ctx.c, person.userId, primary._id) : null;
-          if (!can({ isGlobalAdmin: false, workspaceRole: role }, 'manageWorkspaceAgents')) {
-            throw forbidden("deleting an agent needs the admin role in the agent's primary workspace (or global admin)");
-          }
-        }
-        await fleet.service.deleteAgent(agent._id, person);
+        await fleet.decommission(personOf(r), r.params.id);
         return { body: { ok: true } };
       },
     }),
@@ -128,25 +111,11 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
         workspace: z.string().min(1).max(200).optional(),
       }),
       handler: async (r) => {
-        try {
-          const { agent, created } = await fleet.service.register(r.body, { via: 'http', source: sourceOf(r.remoteAddress) });
-          if (created) {
-            await ctx.audit.record(r.principal ?? 'system', {
-              action: 'agent.register',
-              targetType: 'agent',
-              target: agent._id,
-              details: { name: agent.name, requestedCapabilities: agent.requestedCapabilities, via: 'http' },
-            });
-          }
-          return {
-            status: 201,
-            body: { agentId: agent._id, message: created ? 'registration received; the agent awaits admin approval' : 'the agent already awaits admin approval' },
-          };
-        } catch (err) {
-          if (!(err instanceof RegistrationError)) throw err;
-          const headers = err.retryAfterSeconds === undefined ? undefined : { 'retry-after': String(err.retryAfterSeconds) };
-          throw new HttpError(err.status, err.code, err.message, headers);
-        }
+        const { agent, created } = await fleet.register(r.body, { via: 'http', source: sourceOf(r.remoteAddress) }, r.principal ?? 'system');
+        return {
+          status: 201,
+          body: { agentId: agent._id, message: created ? 'registration received; the agent awaits admin approval' : 'the agent already awaits admin approval' },
+        };
       },
     }),
 
@@ -154,16 +123,16 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       method: 'POST',
       path: '/api/agents/:id/intents',
       auth: 'user',
-      summary: `Sends an intent to a connected agent and answers with its intent_result; timeoutMs default ${ctx.config.intentTimeoutMs}, max ${ctx.config.intentMaxTimeoutMs}`,
+      summary: `Sends an intent to a connected agent and answers with its intent_result; timeoutMs default ${config.intentTimeoutMs}, max ${config.intentMaxTimeoutMs}`,
       tags: ['agents'],
       params: z.object({ id: did }),
       body: z.strictObject({
         action: capability,
         params: z.record(z.string(), z.unknown()).default({}),
-        timeoutMs: z.number().int().min(100).max(ctx.config.intentMaxTimeoutMs).optional(),
+        timeoutMs: z.number().int().min(100).max(config.intentMaxTimeoutMs).optional(),
       }),
       handler: async (r) => {
-        const answer = await fleet.intents.send(personOf(r), r.params.id, {
+        const answer = await intents.send(personOf(r), r.params.id, {
           action: r.body.action,
           params: r.body.params,
           timeoutMs: r.body.timeoutMs,
@@ -183,22 +152,8 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
         pageSize: q.int(1, REGISTRATIONS_PAGE_SIZE_MAX).default(REGISTRATIONS_PAGE_SIZE_DEFAULT),
       }),
       handler: async (r) => {
-        const { page, pageSize } = r.query;
-        const filter = { status: 'pending' };
-        const [total, pending] = await Promise.all([
-          ctx.c.registrations.count(filter),
-          ctx.c.registrations.find(filter, { sort: { requestedAt: 1, _id: 1 }, skip: (page - 1) * pageSize, limit: pageSize }),
-        ]);
-        return {
-          body: {
-            registrations: pending.map(toPendingRegistrationView),
-            availableCapabilities: [...AVAILABLE_CAPABILITIES],
-            total,
-            page,
-            pageSize,
-            totalPages: Math.ceil(total / pageSize),
-          },
-        };
+        const { registrations, ...page } = await fleet.pendingRegistrations(r.query.page, r.query.pageSize);
+        return { body: { registrations, availableCapabilities: [...AVAILABLE_CAPABILITIES], ...page } };
       },
     }),
 
@@ -211,7 +166,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       params: z.object({ id: z.string().min(1).max(100) }),
       body: z.strictObject({ capabilities: z.array(capability).max(CAPABILITIES.length * 2) }),
       handler: async (r) => {
-        const { agentId } = await fleet.service.approve(r.params.id, r.body.capabilities as Capability[], r.principal!);
+        const { agentId } = await fleet.approve(r.params.id, r.body.capabilities as Capability[], r.principal!);
         return { body: { success: true, agentId } };
       },
     }),
@@ -225,7 +180,7 @@ export function agentRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       params: z.object({ id: z.string().min(1).max(100) }),
       body: z.strictObject({ reason: z.string().trim().min(1).max(2000) }),
       handler: async (r) => {
-        await fleet.service.reject(r.params.id, r.body.reason, r.principal!);
+        await fleet.reject(r.params.id, r.body.reason, r.principal!);
         return { body: { success: true } };
       },
     }),

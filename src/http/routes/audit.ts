@@ -5,9 +5,7 @@
  */
 import { z } from 'zod';
 import { instant, q, route, type RouteDef } from '../router.js';
-import type { AppContext } from '../../server.js';
-import type { Filter } from '../../store/types.js';
-import { escapeRegex } from '../../services/users.js';
+import type { AuditLog } from '../../services/audit.js';
 
 const auditQuery = z.object({
   page: q.int(1).default(1),
@@ -20,7 +18,7 @@ const auditQuery = z.object({
   until: instant().optional().describe('ISO 8601; entries before it'),
 });
 
-export function auditRoutes(ctx: AppContext): RouteDef[] {
+export function auditRoutes({ audit }: { audit: AuditLog }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -29,30 +27,7 @@ export function auditRoutes(ctx: AppContext): RouteDef[] {
       summary: 'The activity log, newest first, filtered by actor, action, target and time',
       tags: ['audit'],
       query: auditQuery,
-      handler: async (r) => {
-        const qy = r.query;
-        const filter: Filter = {};
-        if (qy.actor) filter.actor = qy.actor;
-        if (qy.action) filter.action = qy.action.endsWith('*') ? { $regex: `^${escapeRegex(qy.action.slice(0, -1))}` } : qy.action;
-        if (qy.targetType) filter.targetType = qy.targetType;
-        if (qy.target) filter.target = qy.target;
-        if (qy.since || qy.until) filter.at = { ...(qy.since ? { $gte: qy.since } : {}), ...(qy.until ? { $lt: qy.until } : {}) };
-        const [total, docs] = await Promise.all([
-          ctx.c.audit.count(filter),
-          ctx.c.audit.find(filter, { sort: { at: -1, _id: -1 }, skip: (qy.page - 1) * qy.pageSize, limit: qy.pageSize }),
-        ]);
-        const entries = docs.map((d) => ({
-          id: d._id,
-          at: d.at,
-          actor: d.actor,
-          actorType: d.actorType,
-          action: d.action,
-          targetType: d.targetType,
-          target: d.target,
-          details: d.details,
-        }));
-        return { body: { entries, total, page: qy.page, pageSize: qy.pageSize, totalPages: Math.ceil(total / qy.pageSize) } };
-      },
+      handler: async (r) => ({ body: await audit.list(r.query) }),
     }),
   ];
 }

@@ -4,39 +4,13 @@
  */
 import { z } from 'zod';
 import { route, type Cookie, type RouteDef } from '../router.js';
-import { forbidden, HttpError } from '../errors.js';
+import { forbidden } from '../../domain/errors.js';
 import { isSameOrigin, SESSION_COOKIE, tokenOf } from '../auth.js';
 import { isDid } from '../../domain/did.js';
-import { actingAs, LoginService, loginUserView, type LoginRefusal } from '../../services/login.js';
-import type { AppContext } from '../../server.js';
-
-const SWEEP_EVERY_MS = 10 * 60_000;
+import type { Config } from '../../config.js';
+import type { LoginService } from '../../services/login.js';
 
 const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' });
-
-const NEW_CHALLENGE = 'ask for a new challenge (POST /api/auth/challenge) and sign its nonce';
-
-/** What a refused login answers: what is wrong, and what to do (src/services/login.ts says what each may reveal). */
-const refusedLogin = (why: LoginRefusal, did: string): HttpError => {
-  switch (why) {
-    case 'invalid_challenge':
-      return new HttpError(401, why, `this challenge is unknown, used or expired (a challenge lasts 5 minutes and serves one attempt); ${NEW_CHALLENGE}`);
-    case 'challenge_mismatch':
-      return new HttpError(401, why, `this challenge was issued for another DID; ask for a challenge for ${did} and sign its nonce`);
-    case 'invalid_signature':
-      return new HttpError(
-        401,
-        why,
-        `the signature does not verify over steward-login:<nonce> with the key of this DID (the account's key, or the one a did:key carries); this challenge is used up: ${NEW_CHALLENGE} with that key`,
-      );
-    case 'no_account':
-      return new HttpError(
-        401,
-        why,
-        `no account holds ${did}: the key is right, but this DID has not claimed an account here. Claim one first with the link or invitation an owner or admin sends you (steward wallet claim), then log in`,
-      );
-  }
-};
 
 const userView = z.object({
   id: z.string(),
@@ -49,14 +23,7 @@ const userView = z.object({
   registeredAt: z.string(),
 });
 
-export function authRoutes(ctx: AppContext): RouteDef[] {
-  const login = new LoginService(ctx.c, ctx.sessions);
-  const timer = setInterval(() => {
-    login.sweep().catch((err: unknown) => ctx.log.warn({ err }, 'sweeping expired challenges and sessions failed'));
-  }, SWEEP_EVERY_MS);
-  timer.unref();
-  ctx.onClose(() => clearInterval(timer));
-
+export function authRoutes({ login, config }: { login: LoginService; config: Config }): RouteDef[] {
   const sessionCookie = (value: string, maxAgeSeconds: number): Cookie => ({
     name: SESSION_COOKIE,
     value,
@@ -64,7 +31,7 @@ export function authRoutes(ctx: AppContext): RouteDef[] {
     httpOnly: true,
     sameSite: 'Lax',
     path: '/',
-    secure: ctx.config.publicUrl.startsWith('https:'),
+    secure: config.publicUrl.startsWith('https:'),
   });
 
   return [
@@ -94,17 +61,11 @@ export function authRoutes(ctx: AppContext): RouteDef[] {
       response: z.object({ token: z.string(), user: userView }),
       handler: async ({ body, headers }) => {
         // The answer sets a cookie: a page on another origin must not log a browser in.
-        if (headers.origin && !isSameOrigin(headers.origin, ctx.config.publicUrl, headers.host)) {
+        if (headers.origin && !isSameOrigin(headers.origin, config.publicUrl, headers.host)) {
           throw forbidden('cross-origin login refused', 'cross_origin');
         }
-        const result = await login.login(body.challengeId, body.did, body.signature);
-        if ('refused' in result) throw refusedLogin(result.refused, body.did);
-        const { token, user } = result;
-        await ctx.audit.record(actingAs(user), { action: 'auth.login', targetType: 'user', target: user._id });
-        return {
-          body: { token, user: loginUserView(user) },
-          cookies: [sessionCookie(token, Math.floor(ctx.config.sessionTtlMs / 1000))],
-        };
+        const { token, user } = await login.login(body.challengeId, body.did, body.signature);
+        return { body: { token, user }, cookies: [sessionCookie(token, Math.floor(config.sessionTtlMs / 1000))] };
       },
     }),
     route({
@@ -115,10 +76,7 @@ export function authRoutes(ctx: AppContext): RouteDef[] {
       tags: ['auth'],
       response: z.object({ ok: z.literal(true) }),
       handler: async (req) => {
-        const presented = tokenOf(req);
-        if (presented) await ctx.sessions.end(presented.token);
-        const p = req.principal!;
-        await ctx.audit.record(p, { action: 'auth.logout', targetType: p.kind, target: p.kind === 'user' ? p.userId : p.did });
+        await login.logout(req.principal!, tokenOf(req)?.token ?? null);
         return { body: { ok: true }, cookies: [sessionCookie('', 0)] };
       },
     }),

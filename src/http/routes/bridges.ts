@@ -7,9 +7,6 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { ChannelService } from '../../services/channels.js';
 import { toBridgeView, type BridgeService } from '../../services/bridges.js';
 import { channelParams } from './channels.js';
 
@@ -29,7 +26,7 @@ const bridgeShape = z.object({
 });
 const incomingAnswer = z.object({ ok: z.literal(true), messageId: z.string().nullable() });
 
-export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges: BridgeService): RouteDef[] {
+export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -39,11 +36,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
       tags: ['bridges'],
       params: channelParams,
       response: z.object({ bridges: z.array(bridgeShape) }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        if (!a.member && !a.caller.isGlobalAdmin) throw forbidden("listing a channel's bridges needs membership of the channel", 'not_a_member');
-        return { body: { bridges: (await bridges.list(a.channel._id)).map(toBridgeView) } };
-      },
+      handler: async (r) => ({ body: { bridges: (await bridges.list(r.principal!, r.params.channelId)).map(toBridgeView) } }),
     }),
 
     route({
@@ -63,23 +56,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
         config: z.record(z.string(), z.unknown(), { message: 'required: the service configuration object' }),
       }),
       response: z.object({ bridge: bridgeShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        channels.requireOwner(a, 'creating a bridge');
-        const bridge = await bridges.create(a, r.body);
-        await ctx.audit.record(r.principal!, {
-          action: 'bridge.create',
-          targetType: 'bridge',
-          target: bridge._id,
-          details: {
-            channelId: bridge.channelId,
-            externalService: bridge.externalService,
-            externalChannelId: bridge.externalChannelId,
-            syncDirection: bridge.syncDirection,
-          },
-        });
-        return { status: 201, body: { bridge: toBridgeView(bridge) } };
-      },
+      handler: async (r) => ({ status: 201, body: { bridge: toBridgeView(await bridges.create(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
     route({
@@ -91,13 +68,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
       params: bridgeParams,
       body: z.strictObject({ isSyncEnabled: z.boolean().optional(), syncDirection: direction.optional() }),
       response: z.object({ bridge: bridgeShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        channels.requireOwner(a, 'changing a bridge');
-        const bridge = await bridges.update(a.channel._id, r.params.bridgeId, r.body);
-        await ctx.audit.record(r.principal!, { action: 'bridge.update', targetType: 'bridge', target: bridge._id, details: { changes: r.body } });
-        return { body: { bridge: toBridgeView(bridge) } };
-      },
+      handler: async (r) => ({ body: { bridge: toBridgeView(await bridges.update(r.principal!, r.params.channelId, r.params.bridgeId, r.body)) } }),
     }),
 
     route({
@@ -109,15 +80,7 @@ export function bridgeRoutes(ctx: AppContext, channels: ChannelService, bridges:
       params: bridgeParams,
       response: z.object({ success: z.literal(true) }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        channels.requireOwner(a, 'deleting a bridge');
-        const bridge = await bridges.remove(a.channel._id, r.params.bridgeId);
-        await ctx.audit.record(r.principal!, {
-          action: 'bridge.delete',
-          targetType: 'bridge',
-          target: bridge._id,
-          details: { channelId: bridge.channelId, externalService: bridge.externalService },
-        });
+        await bridges.remove(r.principal!, r.params.channelId, r.params.bridgeId);
         return { body: { success: true } };
       },
     }),

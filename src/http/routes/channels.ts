@@ -7,9 +7,9 @@
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import type { AppContext } from '../../server.js';
-import { CHANNEL_ROLES, type ChannelRole } from '../../store/collections.js';
-import { CHANNEL_SLUG_MAX, toChannelView, toMemberView, type ChannelFields, type ChannelService } from '../../services/channels.js';
+import { CHANNEL_ROLES, type ChannelRole } from '../../domain/roles.js';
+import { CHANNEL_SLUG_MAX } from '../../domain/slugs.js';
+import { toChannelView, toMemberView, type ChannelService } from '../../services/channels.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(100);
 const description = z.string().max(1000);
@@ -49,7 +49,7 @@ const memberShape = z.object({
 });
 const success = z.object({ success: z.literal(true) });
 
-export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteDef[] {
+export function channelRoutes({ channels }: { channels: ChannelService }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -90,16 +90,7 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
         isPublic: z.boolean().optional(),
       }),
       response: z.object({ channel: channelShape }),
-      handler: async (r) => {
-        const channel = await channels.create(r.principal!, r.body);
-        await ctx.audit.record(r.principal!, {
-          action: 'channel.create',
-          targetType: 'channel',
-          target: channel._id,
-          details: { name: channel.name, slug: channel.slug, workspaceId: channel.workspaceId, isPublic: channel.isPublic },
-        });
-        return { status: 201, body: { channel: toChannelView(channel) } };
-      },
+      handler: async (r) => ({ status: 201, body: { channel: toChannelView(await channels.create(r.principal!, r.body)) } }),
     }),
 
     route({
@@ -115,15 +106,8 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
         stats: z.object({ messageCount: z.number(), memberCount: z.number() }),
       }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const [members, stats] = await Promise.all([channels.members(a.channel._id), channels.stats(a.channel._id)]);
-        return {
-          body: {
-            channel: toChannelView(a.channel),
-            members: members.map((m) => toMemberView(m, false)),
-            stats: { messageCount: stats.messageCount, memberCount: stats.memberCount },
-          },
-        };
+        const { channel, members, stats } = await channels.detail(r.principal!, r.params.channelId);
+        return { body: { channel: toChannelView(channel), members: members.map((m) => toMemberView(m, false)), stats } };
       },
     }),
 
@@ -136,20 +120,7 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
       params: channelParams,
       body: z.strictObject({ name: name.optional(), description: description.optional(), topic: topic.optional(), isArchived: z.boolean().optional() }),
       response: z.object({ channel: channelShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        channels.requireOwner(a, 'changing the channel');
-        const { isArchived, ...rest } = r.body;
-        const fields: ChannelFields = rest;
-        const channel = await channels.update(a.channel._id, fields, isArchived);
-        await ctx.audit.record(r.principal!, {
-          action: isArchived === true && !a.channel.isArchived ? 'channel.archive' : isArchived === false && a.channel.isArchived ? 'channel.unarchive' : 'channel.update',
-          targetType: 'channel',
-          target: channel._id,
-          details: { changes: r.body },
-        });
-        return { body: { channel: toChannelView(channel) } };
-      },
+      handler: async (r) => ({ body: { channel: toChannelView(await channels.edit(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
     route({
@@ -161,10 +132,7 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
       params: channelParams,
       response: success,
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        channels.requireOwner(a, 'archiving the channel');
-        await channels.update(a.channel._id, {}, true);
-        await ctx.audit.record(r.principal!, { action: 'channel.archive', targetType: 'channel', target: a.channel._id });
+        await channels.archive(r.principal!, r.params.channelId);
         return { body: { success: true } };
       },
     }),
@@ -184,14 +152,7 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
       }),
       response: z.object({ member: memberShape }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const member = await channels.addMember(a, { memberDid: r.body.memberDid, memberType: r.body.memberType, role: r.body.role ?? 'member' });
-        await ctx.audit.record(r.principal!, {
-          action: 'channel.member.add',
-          targetType: 'channel',
-          target: a.channel._id,
-          details: { memberDid: member.memberDid, memberType: member.memberType, role: member.role },
-        });
+        const member = await channels.addMember(r.principal!, r.params.channelId, { memberDid: r.body.memberDid, memberType: r.body.memberType, role: r.body.role ?? 'member' });
         return { status: 201, body: { member: toMemberView(member) } };
       },
     }),
@@ -205,14 +166,7 @@ export function channelRoutes(ctx: AppContext, channels: ChannelService): RouteD
       params: memberParams,
       response: success,
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const removed = await channels.removeMember(a, r.params.memberDid);
-        await ctx.audit.record(r.principal!, {
-          action: 'channel.member.remove',
-          targetType: 'channel',
-          target: a.channel._id,
-          details: { memberDid: removed.memberDid, role: removed.role },
-        });
+        await channels.removeMember(r.principal!, r.params.channelId, r.params.memberDid);
         return { body: { success: true } };
       },
     }),

@@ -4,20 +4,15 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden, notFound } from '../errors.js';
-import { isOwnerLike } from '../auth.js';
-import type { UserPrincipal } from '../../domain/principal.js';
 import { isDid } from '../../domain/did.js';
-import { claimServiceOf } from '../../services/claims.js';
-import type { AppContext } from '../../server.js';
+import { personOf } from '../auth.js';
+import type { ClaimService } from '../../services/claims.js';
+import type { ServerIdentity } from '../../services/server-identity.js';
 
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
 const byToken = { group: 'claim', key: ({ params }: { params: { token: string } }) => params.token } as const;
-const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
 
-export function claimRoutes(ctx: AppContext): RouteDef[] {
-  const claims = claimServiceOf(ctx);
-
+export function claimRoutes({ claims, identity }: { claims: ClaimService; identity: ServerIdentity }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -28,11 +23,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       params: tokenParam,
       limit: byToken,
       response: z.object({ nonce: z.string(), serverDid: z.string(), expiresAt: z.string() }),
-      handler: async ({ params }) => {
-        const s = await claims.pending(params.token);
-        if (!s) throw notPending();
-        return { body: { nonce: s.nonce, serverDid: ctx.identity.did, expiresAt: s.expiresAt } };
-      },
+      handler: async ({ params }) => ({ body: await claims.challengeOf(params.token) }),
     }),
     route({
       method: 'POST',
@@ -62,11 +53,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       tags: ['claims'],
       params: tokenParam,
       limit: byToken,
-      handler: async ({ params }) => {
-        const svg = await claims.qrSvg(params.token);
-        if (!svg) throw notPending();
-        return { raw: { contentType: 'image/svg+xml; charset=utf-8', data: svg } };
-      },
+      handler: async ({ params }) => ({ raw: { contentType: 'image/svg+xml; charset=utf-8', data: await claims.qrSvg(params.token) } }),
     }),
     route({
       method: 'GET',
@@ -77,12 +64,7 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       params: tokenParam,
       limit: byToken,
       response: z.object({ status: z.number().int(), did: z.string().optional(), expiresAt: z.string() }),
-      handler: async ({ params }) => {
-        const s = await claims.find(params.token);
-        if (!s) throw notFound('no claim session for this token');
-        const status = claims.statusOf(s);
-        return { body: { status, ...(status === 2 && s.claimedDid ? { did: s.claimedDid } : {}), expiresAt: s.expiresAt } };
-      },
+      handler: async ({ params }) => ({ body: await claims.listen(params.token) }),
     }),
     route({
       method: 'POST',
@@ -92,23 +74,9 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       tags: ['claims'],
       body: z.object({ userId: z.string().min(1).max(100), sendByEmail: z.boolean().default(false) }),
       response: z.object({ qrUrl: z.string(), token: z.string(), serverDid: z.string(), emailSent: z.boolean() }),
-      handler: async ({ body, principal }) => {
-        const user = await ctx.c.users.findById(body.userId);
-        if (!user || user.did) throw notFound('no unclaimed user with this id');
-        // Whoever holds the token claims the account: an admin must not open one for an owner
-        // (only an owner gives the owner role, docs/people.md).
-        if (user.role === 'owner' && !isOwnerLike(principal as UserPrincipal)) {
-          throw forbidden('a claim for a user with the owner role can only be opened by an owner', 'owner_only');
-        }
-        const { session, token } = await claims.open('send-qr', { userId: user._id });
-        const emailSent = body.sendByEmail ? await claims.mailClaim(token, session, user) : false;
-        await ctx.audit.record(principal!, {
-          action: 'claim.created',
-          targetType: 'user',
-          target: user._id,
-          details: { kind: session.kind, expiresAt: session.expiresAt, sendByEmail: body.sendByEmail, emailSent },
-        });
-        return { body: { qrUrl: claims.qrUrl(token), token, serverDid: ctx.identity.did, emailSent } };
+      handler: async (r) => {
+        const { token, emailSent } = await claims.openForUser(personOf(r), r.body.userId, r.body.sendByEmail);
+        return { body: { qrUrl: claims.qrUrl(token), token, serverDid: identity.did, emailSent } };
       },
     }),
     route({
@@ -118,22 +86,9 @@ export function claimRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Open an invite link: whoever claims it becomes a new member (key = the nonce to sign)',
       tags: ['claims'],
       response: z.object({ connectionString: z.string(), token: z.string(), key: z.string(), serverDid: z.string() }),
-      handler: async ({ principal }) => {
-        const { session, token } = await claims.open('invite-link', { userId: null });
-        await ctx.audit.record(principal!, {
-          action: 'claim.created',
-          targetType: 'claim_session',
-          target: null,
-          details: { kind: session.kind, expiresAt: session.expiresAt },
-        });
-        return {
-          body: {
-            connectionString: claims.connectionString(token),
-            token,
-            key: session.nonce,
-            serverDid: ctx.identity.did,
-          },
-        };
+      handler: async (r) => {
+        const { token, nonce } = await claims.openInviteLink(personOf(r));
+        return { body: { connectionString: claims.connectionString(token), token, key: nonce, serverDid: identity.did } };
       },
     }),
   ];

@@ -10,11 +10,11 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { Fleet } from '../../services/fleet-module.js';
+import { notFound } from '../../domain/errors.js';
+import type { ActorHost } from '../../actors/host.js';
+import type { TokenUsage } from '../../services/token-usage.js';
 
-export function fleetAdminRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
+export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actors: ActorHost }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -22,7 +22,7 @@ export function fleetAdminRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       auth: 'globalAdmin',
       summary: "Fleet token usage: all time, today's UTC bucket, this month's (offline agents included)",
       tags: ['stats'],
-      handler: async () => ({ body: await fleet.tokens.totals() }),
+      handler: async () => ({ body: await tokens.totals() }),
     }),
     route({
       method: 'GET',
@@ -31,7 +31,7 @@ export function fleetAdminRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
       summary: 'Live (in-memory) actors with their kind, id and state value',
       tags: ['actors'],
       query: z.object({ kind: z.string().min(1).max(50).optional() }),
-      handler: (r) => ({ body: { actors: ctx.actors.list(r.query.kind) } }),
+      handler: (r) => ({ body: { actors: actors.list(r.query.kind) } }),
     }),
     route({
       method: 'GET',
@@ -50,7 +50,7 @@ export function fleetAdminRoutes(ctx: AppContext, fleet: Fleet): RouteDef[] {
           kind = id.slice(0, colon);
           id = id.slice(colon + 1);
         }
-        const found = ctx.actors.kindNames().includes(kind) ? await ctx.actors.inspect(kind, id) : null;
+        const found = actors.kindNames().includes(kind) ? await actors.inspect(kind, id) : null;
         if (!found) throw notFound(`no actor ${kind}:${id}`);
         return { body: { actor: found } };
       },

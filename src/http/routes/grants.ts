@@ -6,12 +6,9 @@
  */
 import { z } from 'zod';
 import { instant, route, type RouteDef } from '../router.js';
-import { badRequest, notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { UserPrincipal } from '../../domain/principal.js';
-import { CAPABILITIES, type Capability } from '../../store/collections.js';
-import { createGrant, grantsOf, toGrantView, unknownCapability } from '../../services/grants.js';
-import { personOf, userByRef } from './users.js';
+import { personOf } from '../auth.js';
+import { CAPABILITIES } from '../../domain/capabilities.js';
+import { toGrantView, type GrantService } from '../../services/grants.js';
 
 const grantFields = {
   agentDid: z.string().min(1).max(512).nullable().describe('The agent, or null for all agents (required: say null explicitly)'),
@@ -24,42 +21,7 @@ const grantFields = {
 
 const didParams = z.object({ did: z.string().min(1).max(512) });
 
-type GrantInput = { agentDid: string | null; capabilities: string[]; expiresAt?: string | null };
-
-export function grantRoutes(ctx: AppContext): RouteDef[] {
-  const { c } = ctx;
-
-  const issue = async (p: UserPrincipal, userRef: string, input: GrantInput) => {
-    const user = await userByRef(c, userRef);
-    if (!user.did) throw badRequest(`user ${userRef} has not claimed their account yet; grants need a user with a DID`, 'unclaimed_user');
-    const bad = unknownCapability(input.capabilities);
-    if (bad !== null) throw badRequest(`unknown capability '${bad}'; expected one of ${CAPABILITIES.join(', ')}`, 'unknown_capability');
-    let expiresAt: string | null = null;
-    if (input.expiresAt) {
-      const t = Date.parse(input.expiresAt);
-      if (t <= Date.now()) throw badRequest(`expiresAt ${input.expiresAt} is not in the future`, 'expired');
-      expiresAt = new Date(t).toISOString();
-    }
-    if (input.agentDid !== null) {
-      // A grant may be made for an agent still awaiting approval, not for a rejected one.
-      const agent = await c.agents.findById(input.agentDid);
-      if (!agent || agent.status === 'rejected') throw notFound(`no agent ${input.agentDid}`);
-    }
-    const grant = await createGrant(
-      c,
-      { ...user, did: user.did },
-      { agentDid: input.agentDid, capabilities: input.capabilities as Capability[], expiresAt },
-      p.did,
-    );
-    await ctx.audit.record(p, {
-      action: 'grant.create',
-      targetType: 'grant',
-      target: grant._id,
-      details: { userId: user._id, userDid: user.did, agentDid: grant.agentDid, capabilities: grant.capabilities, expiresAt },
-    });
-    return { status: 201, body: { grant: toGrantView(grant) } };
-  };
-
+export function grantRoutes({ grants }: { grants: GrantService }): RouteDef[] {
   return [
     route({
       method: 'POST',
@@ -69,7 +31,7 @@ export function grantRoutes(ctx: AppContext): RouteDef[] {
       tags: ['grants'],
       successStatus: 201,
       body: z.strictObject({ userDid: z.string().min(1).max(512), ...grantFields }),
-      handler: async (r) => issue(personOf(r), r.body.userDid, r.body),
+      handler: async (r) => ({ status: 201, body: { grant: toGrantView(await grants.issue(personOf(r), r.body.userDid, r.body)) } }),
     }),
 
     route({
@@ -81,7 +43,7 @@ export function grantRoutes(ctx: AppContext): RouteDef[] {
       successStatus: 201,
       params: didParams,
       body: z.strictObject(grantFields),
-      handler: async (r) => issue(personOf(r), r.params.did, r.body),
+      handler: async (r) => ({ status: 201, body: { grant: toGrantView(await grants.issue(personOf(r), r.params.did, r.body)) } }),
     }),
 
     route({
@@ -91,10 +53,7 @@ export function grantRoutes(ctx: AppContext): RouteDef[] {
       summary: "A user's grants, newest first (expired ones included)",
       tags: ['grants'],
       params: didParams,
-      handler: async (r) => {
-        const user = await userByRef(c, r.params.did);
-        return { body: { grants: (await grantsOf(c, user._id)).map(toGrantView) } };
-      },
+      handler: async (r) => ({ body: { grants: (await grants.list(r.params.did)).map(toGrantView) } }),
     }),
 
     route({
@@ -105,17 +64,7 @@ export function grantRoutes(ctx: AppContext): RouteDef[] {
       tags: ['grants'],
       params: didParams.extend({ grantId: z.string().min(1).max(100) }),
       handler: async (r) => {
-        const p = personOf(r);
-        const user = await userByRef(c, r.params.did);
-        const grant = await c.grants.findOne({ _id: r.params.grantId, userId: user._id });
-        if (!grant) throw notFound(`user ${r.params.did} has no grant ${r.params.grantId}`);
-        await c.grants.deleteOne({ _id: grant._id });
-        await ctx.audit.record(p, {
-          action: 'grant.revoke',
-          targetType: 'grant',
-          target: grant._id,
-          details: { userId: user._id, userDid: grant.userDid, agentDid: grant.agentDid, capabilities: grant.capabilities },
-        });
+        await grants.revoke(personOf(r), r.params.did, r.params.grantId);
         return { body: { ok: true } };
       },
     }),

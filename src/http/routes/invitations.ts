@@ -3,20 +3,16 @@
  * delete. See docs/identity.md.
  */
 import { z } from 'zod';
+import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
-import { InvitationService } from '../../services/invitations.js';
-import { claimServiceOf } from '../../services/claims.js';
-import type { AppContext } from '../../server.js';
-import type { UserPrincipal } from '../../domain/principal.js';
+import { personOf } from '../auth.js';
+import type { InvitationService } from '../../services/invitations.js';
+import type { ClaimService } from '../../services/claims.js';
+import type { ServerIdentity } from '../../services/server-identity.js';
 
-const ROLES = ['owner', 'admin', 'manager', 'operator', 'member'] as const;
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
 
-export function invitationRoutes(ctx: AppContext): RouteDef[] {
-  const invitations = new InvitationService(ctx);
-  const claims = claimServiceOf(ctx);
-
+export function invitationRoutes({ invitations, claims, identity }: { invitations: InvitationService; claims: ClaimService; identity: ServerIdentity }): RouteDef[] {
   return [
     route({
       method: 'POST',
@@ -27,11 +23,11 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       body: z.object({
         email: z.email().max(320),
         name: z.string().trim().min(1).max(200),
-        role: z.enum(ROLES),
+        role: z.enum(GLOBAL_ROLES),
       }),
       response: z.object({ token: z.string(), userId: z.string() }),
-      handler: async ({ body, principal }) => {
-        const { token, userId } = await invitations.invite(principal as UserPrincipal, body);
+      handler: async (r) => {
+        const { token, userId } = await invitations.invite(personOf(r), r.body);
         return { body: { token, userId } };
       },
     }),
@@ -45,8 +41,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
       limit: { group: 'claim', key: ({ params }) => params.token },
       response: z.object({ email: z.string(), name: z.string(), role: z.string() }),
       handler: async ({ params }) => {
-        const inv = await invitations.lookup(params.token);
-        if (!inv) throw notFound('no active invitation for this token (unknown, declined, used or 7 days old)');
+        const inv = await invitations.get(params.token);
         return { body: { email: inv.email, name: inv.name, role: inv.role } };
       },
     }),
@@ -66,7 +61,7 @@ export function invitationRoutes(ctx: AppContext): RouteDef[] {
             qrUrl: claims.qrUrl(token),
             connectionString: claims.connectionString(token),
             inviteToken: token,
-            serverDid: ctx.identity.did,
+            serverDid: identity.did,
           },
         };
       },

@@ -12,15 +12,9 @@
  * An agent the caller cannot see answers 404, like one that does not exist.
  */
 import { z } from 'zod';
-import { route, type RequestContext, type RouteDef } from '../router.js';
-import { badRequest, forbidden, notFound } from '../errors.js';
-import { isAdminLike } from '../auth.js';
-import type { AppContext } from '../../server.js';
-import type { Principal, UserPrincipal } from '../../domain/principal.js';
-import { atLeast } from '../../domain/permissions.js';
-import type { AgentDoc } from '../../store/collections.js';
-import { agentWorkspaceIds, memberRole, primaryWorkspaceOf } from '../../services/workspaces.js';
-import type { AgentLlmInput, ModelService } from '../../services/models.js';
+import { route, type RouteDef } from '../router.js';
+import { personOf } from '../auth.js';
+import type { AgentLlmConfig, AgentLlmInput } from '../../services/llm-config.js';
 import { apiKeySchema, baseUrlSchema, providerSchema } from './models.js';
 
 const params = z.object({ id: z.string().min(1).max(512).describe("The agent's DID, percent-encoded") });
@@ -63,37 +57,7 @@ const putBody = z
     return { mode: 'manual', provider: b.provider, model: b.model, baseUrl: b.baseUrl, apiKey: b.apiKey, systemPrompt };
   });
 
-export function llmConfigRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
-  const { c } = ctx;
-
-  /** The agent when the caller may see it; 404 otherwise. */
-  const visibleAgent = async (p: Principal, did: string): Promise<AgentDoc> => {
-    const agent = await c.agents.findById(did);
-    if (!agent) throw notFound(`no agent ${did}`);
-    if (p.kind === 'agent') {
-      if (p.did !== did) throw notFound(`no agent ${did}`);
-      return agent;
-    }
-    if (p.isAdmin) return agent;
-    const wsIds = await agentWorkspaceIds(c, did);
-    if ((await c.workspaceMembers.count({ userId: p.userId, workspaceId: { $in: wsIds } })) === 0) throw notFound(`no agent ${did}`);
-    return agent;
-  };
-
-  /** The agent when the caller may change its config: admin of its primary workspace, or global admin. */
-  const managedAgent = async (r: RequestContext<{ id: string }>): Promise<{ p: UserPrincipal; agent: AgentDoc }> => {
-    const p = r.principal as UserPrincipal;
-    const agent = await visibleAgent(p, r.params.id);
-    if (!p.isAdmin) {
-      const primary = await primaryWorkspaceOf(c, agent._id);
-      if (!primary || !atLeast(await memberRole(c, p.userId, primary._id), 'admin')) {
-        throw forbidden(`changing the LLM config of agent ${agent._id} needs the admin role in its primary workspace${primary ? ` ${primary.slug}` : ''} (or global admin)`);
-      }
-    }
-    if (agent.status === 'rejected') throw badRequest(`agent ${agent._id} was rejected; it cannot be configured`, 'agent_rejected');
-    return { p, agent };
-  };
-
+export function llmConfigRoutes({ llmConfig }: { llmConfig: AgentLlmConfig }): RouteDef[] {
   const view = z.object({ provider: z.string().nullable(), baseUrl: z.string().nullable(), model: z.string().nullable(), apiKeySet: z.boolean() });
 
   return [
@@ -105,7 +69,7 @@ export function llmConfigRoutes(ctx: AppContext, models: ModelService): RouteDef
       tags: ['models'],
       params,
       response: z.object({ config: view }),
-      handler: async (r) => ({ body: { config: await models.agentView(await visibleAgent(r.principal!, r.params.id)) } }),
+      handler: async (r) => ({ body: { config: await llmConfig.view(r.principal!, r.params.id) } }),
     }),
 
     route({
@@ -118,8 +82,7 @@ export function llmConfigRoutes(ctx: AppContext, models: ModelService): RouteDef
       body: putBody,
       response: z.object({ ok: z.literal(true), pushed: z.boolean(), config: z.object({ provider: z.string(), model: z.string(), apiKeySet: z.boolean() }) }),
       handler: async (r) => {
-        const { p, agent } = await managedAgent(r);
-        const out = await models.setAgentConfig(p, agent, r.body, isAdminLike(p));
+        const out = await llmConfig.set(personOf(r), r.params.id, r.body);
         return { body: { ok: true, pushed: out.pushed, config: out.config } };
       },
     }),
@@ -133,8 +96,7 @@ export function llmConfigRoutes(ctx: AppContext, models: ModelService): RouteDef
       params,
       response: z.object({ ok: z.literal(true), pushed: z.boolean() }),
       handler: async (r) => {
-        const { p, agent } = await managedAgent(r);
-        const out = await models.clearAgentConfig(p, agent);
+        const out = await llmConfig.clear(personOf(r), r.params.id);
         return { body: { ok: true, pushed: out.pushed } };
       },
     }),
@@ -146,10 +108,7 @@ export function llmConfigRoutes(ctx: AppContext, models: ModelService): RouteDef
       summary: "The agent's workspaces (primary first) with their granted models and whether each has a virtual key",
       tags: ['models'],
       params,
-      handler: async (r) => {
-        const agent = await visibleAgent(r.principal!, r.params.id);
-        return { body: await models.workspaceLlm(agent._id) };
-      },
+      handler: async (r) => ({ body: await llmConfig.workspaceLlmOf(r.principal!, r.params.id) }),
     }),
   ];
 }

@@ -5,17 +5,9 @@
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import { badRequest } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import { callerOf, toMessageView, type ChannelService } from '../../services/channels.js';
+import { MAX_CONTENT, MAX_PAGE } from '../../domain/messages.js';
+import { toMessageView, type ChannelService } from '../../services/channels.js';
 import { channelParams } from './channels.js';
-
-/** Largest message content (characters). */
-export const MAX_CONTENT = 40_000;
-/** Largest metadata object (characters of its JSON). */
-export const MAX_METADATA = 16 * 1024;
-/** Largest page of GET messages; larger `limit` values are capped to it (§8). */
-export const MAX_PAGE = 100;
 
 export const content = z
   .string({ message: 'required: the message content' })
@@ -47,14 +39,7 @@ const messageShape = z.object({
   createdAt: z.string(),
 });
 
-/** 400 when the metadata is too large once serialised. */
-export function checkMetadata(m: Record<string, unknown> | undefined): Record<string, unknown> {
-  if (!m) return {};
-  if (JSON.stringify(m).length > MAX_METADATA) throw badRequest(`metadata is larger than ${MAX_METADATA} characters of JSON`, 'metadata_too_large');
-  return m;
-}
-
-export function messageRoutes(_ctx: AppContext, channels: ChannelService): RouteDef[] {
+export function messageRoutes({ channels }: { channels: ChannelService }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -66,8 +51,7 @@ export function messageRoutes(_ctx: AppContext, channels: ChannelService): Route
       query: z.object({ limit: q.int(1).optional(), offset: q.int(0).optional(), threadId: z.string().min(1).max(128).optional() }),
       response: z.object({ messages: z.array(messageShape) }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const list = await channels.listMessages(a.channel._id, {
+        const list = await channels.messages(r.principal!, r.params.channelId, {
           limit: Math.min(r.query.limit ?? 50, MAX_PAGE),
           offset: r.query.offset ?? 0,
           threadId: r.query.threadId,
@@ -86,18 +70,7 @@ export function messageRoutes(_ctx: AppContext, channels: ChannelService): Route
       successStatus: 201,
       body: z.strictObject({ content, threadId, metadata }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.post(a.channel._id, {
-          authorDid: a.caller.did,
-          authorType: a.caller.kind,
-          content: r.body.content,
-          threadId: r.body.threadId ?? null,
-          metadata: checkMetadata(r.body.metadata),
-          via: null,
-        });
-        return { status: 201, body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ status: 201, body: { message: toMessageView(await channels.postAs(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
     route({
@@ -110,19 +83,7 @@ export function messageRoutes(_ctx: AppContext, channels: ChannelService): Route
       successStatus: 201,
       body: z.strictObject({ content, threadId, metadata }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.post(a.channel._id, {
-          authorDid: a.caller.did,
-          authorType: 'agent',
-          content: r.body.content,
-          threadId: r.body.threadId ?? null,
-          metadata: checkMetadata(r.body.metadata),
-          via: null,
-          asAgent: true,
-        });
-        return { status: 201, body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ status: 201, body: { message: toMessageView(await channels.postAs(r.principal!, r.params.channelId, r.body, true)) } }),
     }),
 
     route({
@@ -134,11 +95,7 @@ export function messageRoutes(_ctx: AppContext, channels: ChannelService): Route
       params: messageParams,
       body: z.strictObject({ content }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.change(a.channel._id, { op: 'edit', messageId: r.params.messageId, caller: a.caller, content: r.body.content });
-        return { body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ body: { message: toMessageView(await channels.editMessage(r.principal!, r.params.channelId, r.params.messageId, r.body.content)) } }),
     }),
 
     route({
@@ -150,8 +107,7 @@ export function messageRoutes(_ctx: AppContext, channels: ChannelService): Route
       params: messageParams,
       response: z.object({ success: z.literal(true) }),
       handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        await channels.change(a.channel._id, { op: 'delete', messageId: r.params.messageId, caller: callerOf(r.principal!) });
+        await channels.deleteMessage(r.principal!, r.params.channelId, r.params.messageId);
         return { body: { success: true } };
       },
     }),
@@ -165,17 +121,7 @@ export function messageRoutes(_ctx: AppContext, channels: ChannelService): Route
       params: messageParams,
       body: z.strictObject({ emoji, add: z.boolean().optional() }),
       response: z.object({ message: messageShape }),
-      handler: async (r) => {
-        const a = await channels.access(r.principal!, r.params.channelId);
-        const doc = await channels.change(a.channel._id, {
-          op: 'react',
-          messageId: r.params.messageId,
-          caller: a.caller,
-          emoji: r.body.emoji,
-          add: r.body.add ?? true,
-        });
-        return { body: { message: toMessageView(doc) } };
-      },
+      handler: async (r) => ({ body: { message: toMessageView(await channels.react(r.principal!, r.params.channelId, r.params.messageId, r.body.emoji, r.body.add ?? true)) } }),
     }),
   ];
 }

@@ -1,18 +1,13 @@
 /**
  * The model registry (interface §4.1, Admin level) and workspace model access (§4.2, workspace
- * admin of that workspace or global admin). The rules live in src/services/models.ts;
+ * admin of that workspace or global admin). The rules live in src/services/model-catalogue.ts;
  * docs/models.md describes both.
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden, notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { UserPrincipal } from '../../domain/principal.js';
-import { atLeast } from '../../domain/permissions.js';
-import type { WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
-import { memberRole, resolveWorkspace } from '../../services/workspaces.js';
-import { OPENAI_COMPATIBLE, toModelEntry, type ModelService } from '../../services/models.js';
-import { personOf } from './users.js';
+import { personOf } from '../auth.js';
+import { OPENAI_COMPATIBLE } from '../../domain/models.js';
+import { toModelEntry, type ModelCatalogue } from '../../services/model-catalogue.js';
 
 /** Provider names: lower-cased, then letters, digits, `.`, `_`, `-` (they become the proxy name's prefix). */
 export const providerSchema = z
@@ -73,20 +68,7 @@ const entrySchema = z.object({
 });
 const ok = z.object({ ok: z.literal(true) });
 
-export function modelRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
-  const { c } = ctx;
-
-  /** The workspace, visible to the caller (else 404), with the caller's role there. */
-  const workspaceFor = async (p: UserPrincipal, ref: string): Promise<{ ws: WorkspaceDoc; role: WorkspaceRole | null }> => {
-    const ws = await resolveWorkspace(c, ref);
-    const role = ws ? await memberRole(c, p.userId, ws._id) : null;
-    if (!ws || (!p.isAdmin && role === null)) throw notFound(`workspace ${ref} not found`);
-    return { ws, role };
-  };
-  const needAdmin = (p: UserPrincipal, ws: WorkspaceDoc, role: WorkspaceRole | null) => {
-    if (!p.isAdmin && !atLeast(role, 'admin')) throw forbidden(`managing the models of workspace ${ws.slug} needs the admin role there (or global admin)`);
-  };
-
+export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -161,14 +143,8 @@ export function modelRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
       tags: ['models'],
       params: wsParams,
       handler: async (r) => {
-        const { ws } = await workspaceFor(personOf(r), r.params.workspace);
-        const list = await models.workspaceModels(ws._id);
-        return {
-          body: {
-            models: list.map((m) => ({ ...toModelEntry(m), grantedAt: m.grantedAt })),
-            hasVirtualKey: await models.hasVirtualKey(ws._id),
-          },
-        };
+        const { models: list, hasVirtualKey } = await models.ofWorkspace(personOf(r), r.params.workspace);
+        return { body: { models: list.map((m) => ({ ...toModelEntry(m), grantedAt: m.grantedAt })), hasVirtualKey } };
       },
     }),
 
@@ -182,10 +158,7 @@ export function modelRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
       body: z.strictObject({ modelId: modelRef }),
       response: ok,
       handler: async (r) => {
-        const p = personOf(r);
-        const { ws, role } = await workspaceFor(p, r.params.workspace);
-        needAdmin(p, ws, role);
-        await models.grant(p, ws, r.body.modelId);
+        await models.grantTo(personOf(r), r.params.workspace, r.body.modelId);
         return { body: { ok: true } };
       },
     }),
@@ -200,10 +173,7 @@ export function modelRoutes(ctx: AppContext, models: ModelService): RouteDef[] {
       query: z.object({ modelId: modelRef }),
       response: ok,
       handler: async (r) => {
-        const p = personOf(r);
-        const { ws, role } = await workspaceFor(p, r.params.workspace);
-        needAdmin(p, ws, role);
-        await models.revoke(p, ws, r.query.modelId);
+        await models.revokeFrom(personOf(r), r.params.workspace, r.query.modelId);
         return { body: { ok: true } };
       },
     }),

@@ -11,10 +11,8 @@
  */
 import { z } from 'zod';
 import { instant, q, route, type RouteDef } from '../router.js';
-import { notFound } from '../errors.js';
-import type { Fleet } from '../../services/fleet-module.js';
-import { CAPABILITIES } from '../../store/collections.js';
-import { toPolicyView } from '../../services/policies.js';
+import { CAPABILITIES } from '../../domain/capabilities.js';
+import { toPolicyView, type PolicyService } from '../../services/policies.js';
 
 const HOSTNAME = /^(?=.{1,253}$)(\*\.)?([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
 
@@ -35,8 +33,7 @@ const policyBody = z.strictObject({
   expiresAt: instant().nullable().optional().describe('ISO 8601 in the future; absent or null: no expiry'),
 });
 
-export function policyRoutes(fleet: Fleet): RouteDef[] {
-  const policies = () => fleet.policies;
+export function policyRoutes({ policies }: { policies: PolicyService }): RouteDef[] {
   return [
     route({
       method: 'POST',
@@ -47,7 +44,7 @@ export function policyRoutes(fleet: Fleet): RouteDef[] {
       successStatus: 201,
       body: policyBody,
       handler: async (r) => {
-        const { policy, sentTo } = await policies().create(r.body, r.principal!);
+        const { policy, sentTo } = await policies.create(r.body, r.principal!);
         return { status: 201, body: { policy: toPolicyView(policy), sentTo } };
       },
     }),
@@ -62,7 +59,7 @@ export function policyRoutes(fleet: Fleet): RouteDef[] {
         workspaceId: z.string().min(1).max(200).optional(),
         includeExpired: q.bool().default(false),
       }),
-      handler: async (r) => ({ body: { policies: (await policies().list(r.query)).map(toPolicyView) } }),
+      handler: async (r) => ({ body: { policies: (await policies.list(r.query)).map(toPolicyView) } }),
     }),
     route({
       method: 'GET',
@@ -71,11 +68,7 @@ export function policyRoutes(fleet: Fleet): RouteDef[] {
       summary: 'One policy (expired or not)',
       tags: ['policies'],
       params: z.object({ id: z.string().min(1).max(100) }),
-      handler: async (r) => {
-        const policy = await policies().get(r.params.id);
-        if (!policy) throw notFound(`no policy ${r.params.id}`);
-        return { body: { policy: toPolicyView(policy) } };
-      },
+      handler: async (r) => ({ body: { policy: toPolicyView(await policies.get(r.params.id)) } }),
     }),
     route({
       method: 'DELETE',
@@ -85,7 +78,7 @@ export function policyRoutes(fleet: Fleet): RouteDef[] {
       tags: ['policies'],
       params: z.object({ id: z.string().min(1).max(100) }),
       handler: async (r) => {
-        const { sentTo } = await policies().remove(r.params.id, r.principal!);
+        const { sentTo } = await policies.remove(r.params.id, r.principal!);
         return { body: { ok: true, sentTo } };
       },
     }),

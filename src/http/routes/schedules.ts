@@ -6,20 +6,12 @@
  *   GET    /api/schedules/:id   session  200 {schedule}
  *   DELETE /api/schedules/:id   user     200 {success}
  *
- * Creating and deleting need the workspace admin role (or global admin) in the workflow's
- * workspace, as editing the workflow does; a schedule is visible to whoever sees its workflow.
+ * Who may schedule is the schedule service's (src/services/schedules.ts).
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { forbidden, notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { Principal } from '../../domain/principal.js';
-import { can } from '../../domain/permissions.js';
-import type { WorkflowScheduleDoc } from '../../store/collections.js';
-import { resolveWorkspace, visibleWorkspaceIds } from '../../services/workspaces.js';
+import { personOf } from '../auth.js';
 import { cronProblem, isTimeZone, type ScheduleService } from '../../services/schedules.js';
-import { workflowAccess } from './workflows.js';
-import { personOf } from './users.js';
 
 const cronField = z
   .string({ message: 'required: a cron expression' })
@@ -36,23 +28,7 @@ const timezoneField = z
   .max(100)
   .refine(isTimeZone, { message: 'not an IANA time zone name (e.g. Europe/Paris, America/New_York, UTC)' });
 
-export function scheduleRoutes(ctx: AppContext, schedules: ScheduleService): RouteDef[] {
-  const { c } = ctx;
-
-  const visibleSchedule = async (p: Principal, id: string) => {
-    const doc = await c.workflowSchedules.findById(id);
-    if (!doc) throw notFound(`no schedule ${id}`);
-    const a = await workflowAccess(ctx, p, doc.workspaceId);
-    if (!a.visible) throw notFound(`no schedule ${id}`);
-    return { doc, a };
-  };
-
-  const needAdmin = async (a: Awaited<ReturnType<typeof workflowAccess>>, workspaceId: string) => {
-    if (can({ isGlobalAdmin: a.isGlobalAdmin, workspaceRole: a.role }, 'editWorkflows')) return;
-    const ws = await c.workspaces.findById(workspaceId);
-    throw forbidden(`scheduling workflows needs the admin role in workspace ${ws?.slug ?? workspaceId} (or global admin)`);
-  };
-
+export function scheduleRoutes({ schedules }: { schedules: ScheduleService }): RouteDef[] {
   return [
     route({
       method: 'POST',
@@ -67,15 +43,7 @@ export function scheduleRoutes(ctx: AppContext, schedules: ScheduleService): Rou
         params: z.record(z.string(), z.unknown(), { message: 'expected a JSON object' }).default({}),
         timezone: timezoneField.default('UTC'),
       }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const wf = await c.workflows.findById(r.body.workflowId);
-        const a = wf ? await workflowAccess(ctx, p, wf.workspaceId) : null;
-        if (!wf || !a?.visible) throw notFound(`no workflow ${r.body.workflowId}`);
-        await needAdmin(a, wf.workspaceId);
-        const doc = await schedules.create(wf, { cron: r.body.cron, timezone: r.body.timezone, params: r.body.params }, p);
-        return { status: 201, body: { success: true, schedule: schedules.view(doc) } };
-      },
+      handler: async (r) => ({ status: 201, body: { success: true, schedule: schedules.view(await schedules.add(personOf(r), r.body)) } }),
     }),
 
     route({
@@ -85,20 +53,7 @@ export function scheduleRoutes(ctx: AppContext, schedules: ScheduleService): Rou
       summary: "Schedules of the workflows the caller sees, filtered by workflowId or workspaceId (id or slug)",
       tags: ['workflows'],
       query: z.object({ workflowId: z.string().min(1).max(200).optional(), workspaceId: z.string().min(1).max(200).optional() }),
-      handler: async (r) => {
-        const p = r.principal!;
-        const filter: Record<string, unknown> = {};
-        const visible = await visibleWorkspaceIds(c, p);
-        if (visible !== 'all') filter.workspaceId = { $in: visible };
-        if (r.query.workspaceId) {
-          const ws = await resolveWorkspace(c, r.query.workspaceId);
-          if (!ws || (visible !== 'all' && !visible.includes(ws._id))) throw notFound(`workspace ${r.query.workspaceId} not found`);
-          filter.workspaceId = ws._id;
-        }
-        if (r.query.workflowId) filter.workflowId = r.query.workflowId;
-        const docs: WorkflowScheduleDoc[] = await c.workflowSchedules.find(filter, { sort: { createdAt: 1, _id: 1 } });
-        return { body: { success: true, schedules: docs.map((d) => schedules.view(d)) } };
-      },
+      handler: async (r) => ({ body: { success: true, schedules: (await schedules.list(r.principal!, r.query)).map((d) => schedules.view(d)) } }),
     }),
 
     route({
@@ -108,10 +63,7 @@ export function scheduleRoutes(ctx: AppContext, schedules: ScheduleService): Rou
       summary: 'A schedule, with its next firing',
       tags: ['workflows'],
       params: z.object({ id: z.string().min(1).max(200) }),
-      handler: async (r) => {
-        const { doc } = await visibleSchedule(r.principal!, r.params.id);
-        return { body: { schedule: schedules.view(doc) } };
-      },
+      handler: async (r) => ({ body: { schedule: schedules.view(await schedules.get(r.principal!, r.params.id)) } }),
     }),
 
     route({
@@ -122,10 +74,7 @@ export function scheduleRoutes(ctx: AppContext, schedules: ScheduleService): Rou
       tags: ['workflows'],
       params: z.object({ id: z.string().min(1).max(200) }),
       handler: async (r) => {
-        const p = personOf(r);
-        const { doc, a } = await visibleSchedule(p, r.params.id);
-        await needAdmin(a, doc.workspaceId);
-        await schedules.remove(doc, p);
+        await schedules.delete(personOf(r), r.params.id);
         return { body: { success: true } };
       },
     }),

@@ -3,25 +3,14 @@
  * overrides, and the external skills library (catalogue, SKILL.md content, one-call install).
  * docs/skills.md describes every route, status and decision.
  *
- * Access inside a workspace: a caller who is neither a member (a person with a role there, or an
- * agent of it) nor a global admin gets 403 (§7), for an unknown workspace too, with a message that
- * names the workspace as they gave it: an answer that differed would tell which workspaces exist.
- * A global admin gets 404 for an unknown one. Reading needs membership, changing needs the
- * workspace admin role (admin or owner) or global admin.
+ * Access (membership to read, the workspace admin role to change) and auditing are the skill
+ * service's (src/services/skills.ts).
  */
 import { z } from 'zod';
-import { route, type RouteDef, type RequestContext } from '../router.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { Principal } from '../../domain/principal.js';
-import { atLeast } from '../../domain/permissions.js';
-import type { SkillDoc, WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
-import { memberRole, resolveWorkspace } from '../../services/workspaces.js';
-import { toOverrideView, toRow, toView, type SkillConfig } from '../../services/skills.js';
+import { route, type RouteDef } from '../router.js';
+import { personOf } from '../auth.js';
+import { MAX_SKILL_CONTENT, toOverrideView, toRow, toView, type SkillService } from '../../services/skills.js';
 import { skillIdSchema, sourceSchema } from '../../integrations/skills-library.js';
-
-/** Largest skill content (characters). An agent receives its whole skill set in one frame. */
-export const MAX_SKILL_CONTENT = 512 * 1024;
 
 const required = (what: string) => ({ message: `required: ${what}` });
 const configSchema = z.record(z.string(), z.unknown(), { message: 'expected a JSON object' });
@@ -35,14 +24,6 @@ const wsParams = z.object({ workspace: z.string().min(1).max(200) });
 const skillParams = wsParams.extend({ skillId: z.string().min(1).max(200) });
 const overrideParams = skillParams.extend({ agentDid: z.string().min(1).max(512).describe("The agent's DID, percent-encoded") });
 const agentParams = wsParams.extend({ agentDid: z.string().min(1).max(512) });
-
-interface Access {
-  ws: WorkspaceDoc;
-  /** The workspace as the caller named it. */
-  ref: string;
-  isGlobalAdmin: boolean;
-  role: WorkspaceRole | null;
-}
 
 const skillRowShape = z.object({
   id: z.string(),
@@ -66,51 +47,7 @@ const skillViewShape = z.object({
   createdAt: z.string(),
 });
 
-export function skillRoutes(ctx: AppContext): RouteDef[] {
-  const { c } = ctx;
-  const skills = ctx.skills;
-
-  const workspaceOf = async (ref: string): Promise<WorkspaceDoc> => {
-    const ws = await resolveWorkspace(c, ref);
-    if (!ws) throw notFound(`workspace ${ref} not found`);
-    return ws;
-  };
-
-  const notMember = (ref: string) => forbidden(`you are not a member of workspace ${ref}`);
-
-  const access = async (p: Principal, ref: string): Promise<Access> => {
-    const isGlobalAdmin = p.kind === 'user' && p.isAdmin;
-    const ws = await resolveWorkspace(c, ref);
-    if (!ws) throw isGlobalAdmin ? notFound(`workspace ${ref} not found`) : notMember(ref);
-    if (p.kind === 'agent') {
-      const member = await skills.isAgentOf(ws._id, p.did);
-      return { ws, ref, isGlobalAdmin: false, role: member ? 'member' : null };
-    }
-    return { ws, ref, isGlobalAdmin, role: await memberRole(c, p.userId, ws._id) };
-  };
-
-  const needMember = (a: Access) => {
-    if (!a.isGlobalAdmin && a.role === null) throw notMember(a.ref);
-  };
-  const needAdmin = (a: Access, what: string) => {
-    needMember(a);
-    if (!a.isGlobalAdmin && !atLeast(a.role, 'admin')) {
-      throw forbidden(`${what} needs the admin role in workspace ${a.ws.slug} (or global admin)`);
-    }
-  };
-
-  const skillIn = async (a: Access, skillId: string): Promise<SkillDoc> => {
-    const s = await skills.get(a.ws._id, skillId);
-    if (!s) throw notFound(`no skill ${skillId} in workspace ${a.ws.slug}`);
-    return s;
-  };
-
-  const agentIn = async (a: Access, agentDid: string) => {
-    if (!(await skills.isAgentOf(a.ws._id, agentDid))) throw notFound(`${agentDid} is not an agent of workspace ${a.ws.slug}`, 'agent_not_in_workspace');
-  };
-
-  const principalOf = (r: RequestContext) => r.principal!;
-
+export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
   return [
     // --- global list and create (§4.9) -----------------------------------------------------------
 
@@ -142,16 +79,8 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
         content: content.nullable().optional(),
       }),
       handler: async (r) => {
-        const p = principalOf(r);
-        const ws = await workspaceOf(r.body.workspaceId);
-        const doc = await skills.create({ ...r.body, workspaceId: ws._id });
-        await ctx.audit.record(p, {
-          action: 'skill.create',
-          targetType: 'skill',
-          target: doc._id,
-          details: { workspaceId: ws._id, name: doc.name, isRequired: doc.is_required === 1 },
-        });
-        return { status: 201, body: toRow(doc) };
+        const { workspaceId, ...input } = r.body;
+        return { status: 201, body: toRow(await skills.createIn(r.principal!, workspaceId, input)) };
       },
     }),
 
@@ -164,7 +93,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Catalogue entries of the external skills library (cached 1 hour; X-Skills-Library-Stale: true when a refresh failed)',
       tags: ['skills'],
       handler: async () => {
-        const cat = await skills.library.catalogue();
+        const cat = await skills.catalogue();
         const headers: Record<string, string> = { 'x-skills-library-fetched-at': cat.fetchedAt };
         if (cat.stale) headers['x-skills-library-stale'] = 'true';
         return { body: cat.entries, headers };
@@ -180,7 +109,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       query: z.object({ source: sourceSchema, skillId: skillIdSchema }),
       response: z.object({ content: z.string(), url: z.string() }),
       handler: async (r) => {
-        const file = await skills.library.skillFile(r.query.source, r.query.skillId);
+        const file = await skills.libraryFile(r.query.source, r.query.skillId);
         return { body: { content: file.content, url: file.url } };
       },
     }),
@@ -203,36 +132,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
         isRequired: z.boolean().optional(),
         config: configSchema.optional(),
       }),
-      handler: async (r) => {
-        const p = principalOf(r);
-        const ws = await workspaceOf(r.body.workspaceId);
-        const file = await skills.library.skillFile(r.body.source, r.body.skillId);
-        if (file.content.length > MAX_SKILL_CONTENT) {
-          throw badRequest(`the SKILL.md has ${file.content.length} characters; a skill holds at most ${MAX_SKILL_CONTENT}`, 'content_too_large');
-        }
-        const fm = file.frontMatter ?? {};
-        const text = (v: unknown, max: number): string | undefined => {
-          const s = typeof v === 'string' ? v.trim() : typeof v === 'number' ? String(v) : undefined;
-          return s ? s.slice(0, max) : undefined;
-        };
-        const name = r.body.name ?? text(fm.name, 100) ?? r.body.skillId.split('/').pop()!;
-        const doc = await skills.create({
-          workspaceId: ws._id,
-          name,
-          description: r.body.description !== undefined ? r.body.description : (text(fm.description, 2000) ?? null),
-          version: r.body.version !== undefined ? r.body.version : (text(fm.version, 64) ?? null),
-          isRequired: r.body.isRequired,
-          config: r.body.config,
-          content: file.content,
-        });
-        await ctx.audit.record(p, {
-          action: 'skill.install',
-          targetType: 'skill',
-          target: doc._id,
-          details: { workspaceId: ws._id, name: doc.name, source: r.body.source, skillId: r.body.skillId, url: file.url },
-        });
-        return { status: 201, body: toRow(doc) };
-      },
+      handler: async (r) => ({ status: 201, body: toRow(await skills.install(r.principal!, r.body)) }),
     }),
 
     // --- a workspace's skills --------------------------------------------------------------------
@@ -244,11 +144,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       summary: "A workspace's skills in camelCase, without content (any member)",
       tags: ['skills'],
       params: wsParams,
-      handler: async (r) => {
-        const a = await access(principalOf(r), r.params.workspace);
-        needMember(a);
-        return { body: { skills: (await skills.listWorkspace(a.ws._id)).map((s) => toView(s, false)) } };
-      },
+      handler: async (r) => ({ body: { skills: (await skills.listIn(r.principal!, r.params.workspace)).map((s) => toView(s, false)) } }),
     }),
 
     route({
@@ -259,11 +155,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       tags: ['skills'],
       params: skillParams,
       response: z.object({ skill: skillViewShape }),
-      handler: async (r) => {
-        const a = await access(principalOf(r), r.params.workspace);
-        needMember(a);
-        return { body: { skill: toView(await skillIn(a, r.params.skillId), false) } };
-      },
+      handler: async (r) => ({ body: { skill: toView(await skills.getIn(r.principal!, r.params.workspace, r.params.skillId), false) } }),
     }),
 
     route({
@@ -281,17 +173,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
         config: configSchema.optional(),
         content: content.nullable().optional(),
       }),
-      handler: async (r) => {
-        const p = principalOf(r);
-        const a = await access(p, r.params.workspace);
-        needAdmin(a, 'editing skills');
-        const s = await skillIn(a, r.params.skillId);
-        const updated = await skills.update(s, r.body);
-        if (!updated) throw notFound(`no skill ${r.params.skillId} in workspace ${a.ws.slug}`);
-        const changed = Object.keys(r.body);
-        await ctx.audit.record(p, { action: 'skill.update', targetType: 'skill', target: s._id, details: { workspaceId: a.ws._id, name: s.name, changed } });
-        return { body: toView(updated, true) };
-      },
+      handler: async (r) => ({ body: toView(await skills.updateIn(personOf(r), r.params.workspace, r.params.skillId, r.body), true) }),
     }),
 
     route({
@@ -302,12 +184,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       tags: ['skills'],
       params: skillParams,
       handler: async (r) => {
-        const p = principalOf(r);
-        const a = await access(p, r.params.workspace);
-        needAdmin(a, 'deleting skills');
-        const s = await skillIn(a, r.params.skillId);
-        if (!(await skills.remove(s))) throw notFound(`no skill ${r.params.skillId} in workspace ${a.ws.slug}`);
-        await ctx.audit.record(p, { action: 'skill.delete', targetType: 'skill', target: s._id, details: { workspaceId: a.ws._id, name: s.name } });
+        await skills.removeIn(personOf(r), r.params.workspace, r.params.skillId);
         return { body: { ok: true } };
       },
     }),
@@ -322,10 +199,8 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       tags: ['skills'],
       params: skillParams,
       handler: async (r) => {
-        const a = await access(principalOf(r), r.params.workspace);
-        needMember(a);
-        const s = await skillIn(a, r.params.skillId);
-        return { body: { overrides: (await skills.overridesOf(s)).map((o) => toOverrideView(o, s)) } };
+        const { skill, overrides } = await skills.overridesIn(r.principal!, r.params.workspace, r.params.skillId);
+        return { body: { overrides: overrides.map((o) => toOverrideView(o, skill)) } };
       },
     }),
 
@@ -337,13 +212,8 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       tags: ['skills'],
       params: overrideParams,
       handler: async (r) => {
-        const a = await access(principalOf(r), r.params.workspace);
-        needMember(a);
-        const s = await skillIn(a, r.params.skillId);
-        await agentIn(a, r.params.agentDid);
-        const o = await skills.override(s, r.params.agentDid);
-        if (!o) throw notFound(`${r.params.agentDid} has no override of skill ${s.name}`);
-        return { body: { override: toOverrideView(o, s) } };
+        const { skill, override } = await skills.overrideIn(r.principal!, r.params.workspace, r.params.skillId, r.params.agentDid);
+        return { body: { override: toOverrideView(override, skill) } };
       },
     }),
 
@@ -359,27 +229,8 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
         config: configSchema.nullable().optional(),
       }),
       handler: async (r) => {
-        const p = principalOf(r);
-        const a = await access(p, r.params.workspace);
-        needAdmin(a, 'changing skill overrides');
-        const s = await skillIn(a, r.params.skillId);
-        await agentIn(a, r.params.agentDid);
-        const enabled = r.body.enabled ?? true;
-        const config: SkillConfig | null = r.body.config ?? null;
-        if (!enabled && s.is_required === 1) {
-          throw conflict(`skill ${s.name} is required in workspace ${a.ws.slug}; agents cannot opt out of it (a config override is allowed)`, 'skill_required');
-        }
-        if (enabled && config === null) {
-          throw badRequest('an override either opts the agent out (enabled: false) or gives a config; to drop an override, DELETE it', 'empty_override');
-        }
-        const { doc, created } = await skills.setOverride(s, r.params.agentDid, { enabled, config }, p.did);
-        await ctx.audit.record(p, {
-          action: 'skill.override.set',
-          targetType: 'skill',
-          target: s._id,
-          details: { workspaceId: a.ws._id, agentDid: r.params.agentDid, enabled, configReplaced: config !== null },
-        });
-        return { status: created ? 201 : 200, body: { override: toOverrideView(doc, s) } };
+        const { skill, override, created } = await skills.setOverrideIn(personOf(r), r.params.workspace, r.params.skillId, r.params.agentDid, r.body);
+        return { status: created ? 201 : 200, body: { override: toOverrideView(override, skill) } };
       },
     }),
 
@@ -391,17 +242,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       tags: ['skills'],
       params: overrideParams,
       handler: async (r) => {
-        const p = principalOf(r);
-        const a = await access(p, r.params.workspace);
-        needAdmin(a, 'changing skill overrides');
-        const s = await skillIn(a, r.params.skillId);
-        if (!(await skills.removeOverride(s, r.params.agentDid))) throw notFound(`${r.params.agentDid} has no override of skill ${s.name}`);
-        await ctx.audit.record(p, {
-          action: 'skill.override.delete',
-          targetType: 'skill',
-          target: s._id,
-          details: { workspaceId: a.ws._id, agentDid: r.params.agentDid },
-        });
+        await skills.removeOverrideIn(personOf(r), r.params.workspace, r.params.skillId, r.params.agentDid);
         return { body: { ok: true } };
       },
     }),
@@ -413,12 +254,7 @@ export function skillRoutes(ctx: AppContext): RouteDef[] {
       summary: "An agent's effective skills in this workspace (overrides applied, content included), as skills_config carries them",
       tags: ['skills'],
       params: agentParams,
-      handler: async (r) => {
-        const a = await access(principalOf(r), r.params.workspace);
-        needMember(a);
-        await agentIn(a, r.params.agentDid);
-        return { body: { skills: await skills.effectiveIn(a.ws._id, r.params.agentDid) } };
-      },
+      handler: async (r) => ({ body: { skills: await skills.effectiveFor(r.principal!, r.params.workspace, r.params.agentDid) } }),
     }),
   ];
 }

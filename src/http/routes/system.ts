@@ -2,11 +2,23 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
+import { AppError } from '../../domain/errors.js';
 import { HttpError } from '../errors.js';
 import { buildOpenApi } from '../openapi.js';
-import type { AppContext } from '../../server.js';
+import type { Config } from '../../config.js';
+import type { Store } from '../../store/types.js';
+import type { Metrics } from '../metrics.js';
 
-export function systemRoutes(ctx: AppContext): RouteDef[] {
+export interface SystemDeps {
+  config: Config;
+  version: string;
+  store: Store;
+  metrics: Metrics;
+  /** Every route of the server (for the OpenAPI document). */
+  routes(): readonly RouteDef[];
+}
+
+export function systemRoutes(ctx: SystemDeps): RouteDef[] {
   let openapi: string | undefined;
   const metricsToken = ctx.config.metricsToken ? digest(ctx.config.metricsToken) : null;
   return [
@@ -32,7 +44,7 @@ export function systemRoutes(ctx: AppContext): RouteDef[] {
         try {
           await withTimeout(ctx.store.ping(), 2000);
         } catch {
-          throw new HttpError(503, 'not_ready', 'the store is not reachable');
+          throw new AppError(503, 'not_ready', 'the store is not reachable');
         }
         return { body: { status: 'ready', store: ctx.store.kind } };
       },
@@ -57,7 +69,7 @@ export function systemRoutes(ctx: AppContext): RouteDef[] {
       summary: 'OpenAPI 3.1 description of every route, generated from the route table',
       tags: ['system'],
       handler: () => {
-        openapi ??= JSON.stringify(buildOpenApi(ctx.router.routes(), { version: ctx.version, serverUrl: ctx.config.publicUrl }));
+        openapi ??= JSON.stringify(buildOpenApi(ctx.routes(), { version: ctx.version, serverUrl: ctx.config.publicUrl }));
         return { raw: { contentType: 'application/json; charset=utf-8', data: openapi } };
       },
     }),

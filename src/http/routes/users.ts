@@ -4,35 +4,10 @@
  * (/api/users/invite...) in the claims area. `{did}` is a percent-encoded DID, or the user's id.
  */
 import { z } from 'zod';
-import { q, route, type RequestContext, type RouteDef } from '../router.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
-import { isOwnerLike } from '../auth.js';
-import type { AppContext } from '../../server.js';
-import type { UserPrincipal } from '../../domain/principal.js';
-import type { Collections, UserDoc } from '../../store/collections.js';
-import { resolveWorkspace } from '../../services/workspaces.js';
-import {
-  emailTaken,
-  findUserByRef,
-  listUsers,
-  meView,
-  reportsToProblem,
-  updateUser,
-  userView,
-  type UserPatch,
-} from '../../services/users.js';
-
-export const GLOBAL_ROLES = ['owner', 'admin', 'manager', 'operator', 'member'] as const;
-
-/** The caller of a route whose auth level admits only people. */
-export const personOf = (ctx: RequestContext): UserPrincipal => ctx.principal as UserPrincipal;
-
-/** A user by DID or id; 404 when there is none. */
-export async function userByRef(c: Collections, ref: string): Promise<UserDoc> {
-  const user = await findUserByRef(c, ref);
-  if (!user) throw notFound(`no user ${ref}`);
-  return user;
-}
+import { GLOBAL_ROLES } from '../../domain/roles.js';
+import { q, route, type RouteDef } from '../router.js';
+import { personOf } from '../auth.js';
+import type { UserService } from '../../services/users.js';
 
 const didParams = z.object({ did: z.string().min(1).max(512) });
 const idParams = z.object({ id: z.string().min(1).max(200) });
@@ -57,55 +32,7 @@ const patchBody = z.strictObject({
   description: z.string().max(2000).nullable().optional(),
 });
 
-export function userRoutes(ctx: AppContext): RouteDef[] {
-  const { c } = ctx;
-
-  const unclaimedById = async (id: string): Promise<UserDoc> => {
-    const user = await c.users.findById(id);
-    if (!user || user.did !== null) throw notFound(`no unclaimed user ${id}`);
-    return user;
-  };
-
-  /** Checks a patch against the rules both PATCH routes share; reportsTo only when `checkReportsTo`. */
-  const checkPatch = async (p: UserPrincipal, user: UserDoc, patch: UserPatch, checkReportsTo: boolean) => {
-    if (patch.role !== undefined && patch.role !== user.role) {
-      if (user.isOwner) throw badRequest("the installation owner's role is always owner", 'owner_role');
-      if (patch.role === 'owner' && !isOwnerLike(p)) throw forbidden('only an owner may give the owner role');
-    }
-    if (patch.email !== undefined && (await emailTaken(c, patch.email, user._id))) {
-      throw conflict(`another user already has the email ${patch.email}`, 'email_taken');
-    }
-    if (checkReportsTo && typeof patch.reportsTo === 'string') {
-      const problem = await reportsToProblem(c, user, patch.reportsTo);
-      if (problem) throw badRequest(problem, 'invalid_reports_to');
-    }
-  };
-
-  const patchUser = async (p: UserPrincipal, user: UserDoc, patch: UserPatch, checkReportsTo: boolean) => {
-    await checkPatch(p, user, patch, checkReportsTo);
-    const updated = await updateUser(c, user, patch);
-    await ctx.audit.record(p, {
-      action: 'user.update',
-      targetType: 'user',
-      target: user._id,
-      details: { did: user.did, unclaimed: user.did === null, changes: patch },
-    });
-    return { body: { user: await userView(c, updated) } };
-  };
-
-  const deleteUser = async (p: UserPrincipal, user: UserDoc) => {
-    if (user._id === p.userId) throw forbidden('you cannot delete your own account', 'cannot_delete_self');
-    if (user.isOwner) throw forbidden('the installation owner cannot be deleted', 'cannot_delete_owner');
-    await ctx.userService.delete(user);
-    await ctx.audit.record(p, {
-      action: 'user.delete',
-      targetType: 'user',
-      target: user._id,
-      details: { did: user.did, name: user.name, email: user.email, unclaimed: user.did === null },
-    });
-    return { body: { ok: true } };
-  };
-
+export function userRoutes({ users }: { users: UserService }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -113,11 +40,7 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       auth: 'user',
       summary: "The caller's profile, workspaces (with their role there) and grants",
       tags: ['users'],
-      handler: async (r) => {
-        const me = await c.users.findById(personOf(r).userId);
-        if (!me) throw notFound('your user record no longer exists');
-        return { body: await meView(c, me) };
-      },
+      handler: async (r) => ({ body: await users.me(personOf(r)) }),
     }),
 
     route({
@@ -127,27 +50,7 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       summary: 'The user directory: filtered, sorted, one page at a time',
       tags: ['users'],
       query: listQuery,
-      handler: async (r) => {
-        const qy = r.query;
-        let workspaceId: string | undefined;
-        if (qy.workspace !== undefined) {
-          const ws = await resolveWorkspace(c, qy.workspace);
-          if (!ws) throw notFound(`workspace ${qy.workspace} not found`);
-          workspaceId = ws._id;
-        }
-        const { users, total } = await listUsers(c, {
-          q: qy.q || undefined,
-          role: qy.role,
-          workspaceId,
-          isAdmin: qy.isAdmin,
-          hasAccount: qy.hasAccount,
-          page: qy.page,
-          pageSize: qy.pageSize,
-          sortBy: qy.sortBy,
-          sortDir: qy.sortDir,
-        });
-        return { body: { users, total, page: qy.page, pageSize: qy.pageSize, totalPages: Math.ceil(total / qy.pageSize) } };
-      },
+      handler: async (r) => ({ body: await users.list({ ...r.query, q: r.query.q || undefined }) }),
     }),
 
     route({
@@ -157,7 +60,7 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       summary: 'An unclaimed user with their workspaces (404 when missing or already claimed)',
       tags: ['users'],
       params: idParams,
-      handler: async (r) => ({ body: { user: await userView(c, await unclaimedById(r.params.id)) } }),
+      handler: async (r) => ({ body: { user: await users.getUnclaimed(r.params.id) } }),
     }),
 
     route({
@@ -168,7 +71,7 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       tags: ['users'],
       params: idParams,
       body: patchBody,
-      handler: async (r) => patchUser(personOf(r), await unclaimedById(r.params.id), r.body, false),
+      handler: async (r) => ({ body: { user: await users.updateUnclaimed(personOf(r), r.params.id, r.body) } }),
     }),
 
     route({
@@ -178,7 +81,10 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Removes a provisioned, unclaimed user (a later directory sync may add it again)',
       tags: ['users'],
       params: idParams,
-      handler: async (r) => deleteUser(personOf(r), await unclaimedById(r.params.id)),
+      handler: async (r) => {
+        await users.removeUnclaimed(personOf(r), r.params.id);
+        return { body: { ok: true } };
+      },
     }),
 
     route({
@@ -188,7 +94,7 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       summary: "A user's full profile with workspaces and grants",
       tags: ['users'],
       params: didParams,
-      handler: async (r) => ({ body: { user: await userView(c, await userByRef(c, r.params.did)) } }),
+      handler: async (r) => ({ body: { user: await users.get(r.params.did) } }),
     }),
 
     route({
@@ -199,7 +105,7 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       tags: ['users'],
       params: didParams,
       body: patchBody,
-      handler: async (r) => patchUser(personOf(r), await userByRef(c, r.params.did), r.body, true),
+      handler: async (r) => ({ body: { user: await users.update(personOf(r), r.params.did, r.body) } }),
     }),
 
     route({
@@ -209,7 +115,10 @@ export function userRoutes(ctx: AppContext): RouteDef[] {
       summary: 'Deletes a user with their memberships, grants and sessions (not yourself, not the owner)',
       tags: ['users'],
       params: didParams,
-      handler: async (r) => deleteUser(personOf(r), await userByRef(c, r.params.did)),
+      handler: async (r) => {
+        await users.remove(personOf(r), r.params.did);
+        return { body: { ok: true } };
+      },
     }),
   ];
 }

@@ -12,22 +12,12 @@
  *   GET    /api/workflows/:id/runs/:runId              session  200 Run
  *   POST   /api/workflows/:id/runs/:runId/cancel       user     200 Run (cancelled); 409 when it has ended
  *
- * A workflow is visible to global admins and to the members (people and agents) of its
- * workspace; to anyone else it does not exist (404). Creating, changing and deleting need the
- * workspace admin role or global admin (403 otherwise); running and cancelling need operator or
- * higher.
+ * Who may see, change and run a workflow is the workflow service's (src/services/workflows.ts).
  */
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
-import { badRequest, forbidden, notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { Principal } from '../../domain/principal.js';
-import { atLeast, can } from '../../domain/permissions.js';
-import type { WorkflowDoc, WorkspaceDoc, WorkspaceRole } from '../../store/collections.js';
-import { memberRole, resolveWorkspace, visibleWorkspaceIds } from '../../services/workspaces.js';
-import { DefinitionError, validateDefinition, type WorkflowDefinition } from '../../domain/workflow/definition.js';
+import { personOf } from '../auth.js';
 import { toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
-import { personOf } from './users.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(200);
 const description = z.string().max(2000);
@@ -36,67 +26,7 @@ const params = z.record(z.string(), z.unknown(), { message: 'expected a JSON obj
 const idParams = z.object({ id: z.string().min(1).max(200) });
 const runParams = idParams.extend({ runId: z.string().min(1).max(200) });
 
-interface Access {
-  wf: WorkflowDoc;
-  isGlobalAdmin: boolean;
-  role: WorkspaceRole | null;
-}
-
-/** A definition checked by the schema and the rules beyond it; 400 `invalid_definition` naming the step. */
-export function checkDefinition(input: unknown): WorkflowDefinition {
-  try {
-    return validateDefinition(input);
-  } catch (err) {
-    if (err instanceof DefinitionError) throw badRequest(`invalid definition: ${err.message}`, 'invalid_definition');
-    throw err;
-  }
-}
-
-/** Whether a principal may see the workflows of a workspace, and with which role. */
-export async function workflowAccess(ctx: AppContext, p: Principal, workspaceId: string): Promise<{ visible: boolean; isGlobalAdmin: boolean; role: WorkspaceRole | null }> {
-  if (p.kind === 'agent') {
-    const visible = (await ctx.c.workspaceAgents.count({ workspaceId, agentDid: p.did })) > 0;
-    return { visible, isGlobalAdmin: false, role: visible ? 'member' : null };
-  }
-  const role = await memberRole(ctx.c, p.userId, workspaceId);
-  return { visible: p.isAdmin || role !== null, isGlobalAdmin: p.isAdmin, role };
-}
-
-export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): RouteDef[] {
-  const { c } = ctx;
-
-  const access = async (p: Principal, id: string): Promise<Access> => {
-    const wf = await c.workflows.findById(id);
-    if (!wf) throw notFound(`no workflow ${id}`);
-    const a = await workflowAccess(ctx, p, wf.workspaceId);
-    if (!a.visible) throw notFound(`no workflow ${id}`);
-    return { wf, isGlobalAdmin: a.isGlobalAdmin, role: a.role };
-  };
-
-  const mayEdit = async (a: { isGlobalAdmin: boolean; role: WorkspaceRole | null }, workspaceId: string) => {
-    if (can({ isGlobalAdmin: a.isGlobalAdmin, workspaceRole: a.role }, 'editWorkflows')) return;
-    const ws = await c.workspaces.findById(workspaceId);
-    throw forbidden(`creating or editing workflows needs the admin role in workspace ${ws?.slug ?? workspaceId} (or global admin)`);
-  };
-
-  const mayRun = async (a: Access) => {
-    if (a.isGlobalAdmin || atLeast(a.role, 'operator')) return;
-    const ws = await c.workspaces.findById(a.wf.workspaceId);
-    throw forbidden(`running workflows needs the operator role (or higher) in workspace ${ws?.slug ?? a.wf.workspaceId} (or global admin)`);
-  };
-
-  const visibleWorkspace = async (p: Principal, ref: string): Promise<WorkspaceDoc> => {
-    const ws = await resolveWorkspace(c, ref);
-    if (!ws || !(await workflowAccess(ctx, p, ws._id)).visible) throw notFound(`workspace ${ref} not found`);
-    return ws;
-  };
-
-  const runOf = async (a: Access, runId: string) => {
-    const run = await workflows.getRun(runId);
-    if (!run || run.workflowId !== a.wf._id) throw notFound(`no run ${runId} of workflow ${a.wf._id}`);
-    return run;
-  };
-
+export function workflowRoutes({ workflows }: { workflows: WorkflowService }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -105,18 +35,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       summary: "Workflows of the caller's workspaces (all for global admins), filtered by workspaceId (id or slug) and createdBy (DID)",
       tags: ['workflows'],
       query: z.object({ workspaceId: z.string().min(1).max(200).optional(), createdBy: z.string().min(1).max(512).optional() }),
-      handler: async (r) => {
-        const p = r.principal!;
-        const filter: Record<string, unknown> = {};
-        if (r.query.workspaceId) filter.workspaceId = (await visibleWorkspace(p, r.query.workspaceId))._id;
-        else {
-          const visible = await visibleWorkspaceIds(c, p);
-          if (visible !== 'all') filter.workspaceId = { $in: visible };
-        }
-        if (r.query.createdBy) filter.createdBy = r.query.createdBy;
-        const docs = await c.workflows.find(filter, { sort: { createdAt: 1, _id: 1 } });
-        return { body: { success: true, workflows: docs.map(toWorkflowSummary) } };
-      },
+      handler: async (r) => ({ body: { success: true, workflows: (await workflows.list(r.principal!, r.query)).map(toWorkflowSummary) } }),
     }),
 
     route({
@@ -133,11 +52,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
         definition: definitionBody,
       }),
       handler: async (r) => {
-        const p = personOf(r);
-        const ws = await visibleWorkspace(p, r.body.workspaceId);
-        await mayEdit(await workflowAccess(ctx, p, ws._id), ws._id);
-        const definition = checkDefinition(r.body.definition);
-        const wf = await workflows.create({ name: r.body.name, description: r.body.description ?? '', workspace: ws, definition }, p);
+        const wf = await workflows.createIn(personOf(r), r.body);
         return { status: 201, body: { success: true, id: wf._id, name: wf.name, workspaceId: wf.workspaceId } };
       },
     }),
@@ -149,10 +64,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       summary: 'A workflow with its definition',
       tags: ['workflows'],
       params: idParams,
-      handler: async (r) => {
-        const { wf } = await access(r.principal!, r.params.id);
-        return { body: { workflow: toWorkflowDetail(wf) } };
-      },
+      handler: async (r) => ({ body: { workflow: toWorkflowDetail(await workflows.get(r.principal!, r.params.id)) } }),
     }),
 
     route({
@@ -163,14 +75,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       tags: ['workflows'],
       params: idParams,
       body: z.strictObject({ name, description: description.optional(), definition: definitionBody }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.id);
-        await mayEdit(a, a.wf.workspaceId);
-        const definition = checkDefinition(r.body.definition);
-        const wf = await workflows.update(a.wf, { name: r.body.name, description: r.body.description ?? '', definition }, p);
-        return { body: { success: true, workflow: toWorkflowDetail(wf) } };
-      },
+      handler: async (r) => ({ body: { success: true, workflow: toWorkflowDetail(await workflows.replace(personOf(r), r.params.id, r.body)) } }),
     }),
 
     route({
@@ -181,17 +86,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       tags: ['workflows'],
       params: idParams,
       body: z.strictObject({ name: name.optional(), description: description.optional(), definition: definitionBody.optional() }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.id);
-        await mayEdit(a, a.wf.workspaceId);
-        if (r.body.name === undefined && r.body.description === undefined && r.body.definition === undefined) {
-          throw badRequest('nothing to change: give name, description or definition', 'validation_failed');
-        }
-        const definition = r.body.definition === undefined ? undefined : checkDefinition(r.body.definition);
-        const wf = await workflows.update(a.wf, { name: r.body.name, description: r.body.description, definition }, p);
-        return { body: { success: true, workflow: toWorkflowDetail(wf) } };
-      },
+      handler: async (r) => ({ body: { success: true, workflow: toWorkflowDetail(await workflows.change(personOf(r), r.params.id, r.body)) } }),
     }),
 
     route({
@@ -201,13 +96,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       summary: 'Deletes a workflow with its schedules and run history; running runs are cancelled first',
       tags: ['workflows'],
       params: idParams,
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.id);
-        await mayEdit(a, a.wf.workspaceId);
-        const removed = await workflows.delete(a.wf, p);
-        return { body: { success: true, ...removed } };
-      },
+      handler: async (r) => ({ body: { success: true, ...(await workflows.remove(personOf(r), r.params.id)) } }),
     }),
 
     route({
@@ -219,14 +108,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       successStatus: 202,
       params: idParams,
       body: z.strictObject({ params: params.default({}) }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.id);
-        await mayRun(a);
-        const started = await workflows.startRun(a.wf, r.body.params, { type: 'person', userId: p.userId, did: p.did });
-        await ctx.audit.record(p, { action: 'workflow.run', targetType: 'workflow', target: a.wf._id, details: { runId: started.runId } });
-        return { status: 202, body: started };
-      },
+      handler: async (r) => ({ status: 202, body: await workflows.run(personOf(r), r.params.id, r.body.params) }),
     }),
 
     route({
@@ -241,10 +123,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
         page: q.int(1).default(1),
         pageSize: q.int(1, 100).default(20),
       }),
-      handler: async (r) => {
-        const a = await access(r.principal!, r.params.id);
-        return { body: await workflows.listRuns(a.wf._id, r.query) };
-      },
+      handler: async (r) => ({ body: await workflows.runsOf(r.principal!, r.params.id, r.query) }),
     }),
 
     route({
@@ -254,10 +133,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       summary: 'A run: its status, and each step\'s status, durationMs and output',
       tags: ['workflows'],
       params: runParams,
-      handler: async (r) => {
-        const a = await access(r.principal!, r.params.id);
-        return { body: await runOf(a, r.params.runId) };
-      },
+      handler: async (r) => ({ body: await workflows.runOf(r.principal!, r.params.id, r.params.runId) }),
     }),
 
     route({
@@ -267,13 +143,7 @@ export function workflowRoutes(ctx: AppContext, workflows: WorkflowService): Rou
       summary: 'Cancels a running run (workspace operator or higher); 409 when it has already ended',
       tags: ['workflows'],
       params: runParams,
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.id);
-        await runOf(a, r.params.runId);
-        await mayRun(a);
-        return { body: await workflows.cancelRun(r.params.runId, p) };
-      },
+      handler: async (r) => ({ body: await workflows.cancel(personOf(r), r.params.id, r.params.runId) }),
     }),
   ];
 }

@@ -11,39 +11,11 @@
  * `:workspace` too (the router refuses two names for one position).
  */
 import { z } from 'zod';
-import { nanoid } from 'nanoid';
 import { route, type RouteDef } from '../router.js';
-import { badRequest, conflict, forbidden, notFound } from '../errors.js';
-import type { AppContext } from '../../server.js';
-import type { Principal } from '../../domain/principal.js';
-import { atLeast, can, MIN_ROLE, type WorkspaceAction } from '../../domain/permissions.js';
-import {
-  WORKSPACE_ROLES,
-  type WorkspaceAgentDoc,
-  type WorkspaceDoc,
-  type WorkspaceMemberDoc,
-  type WorkspaceRole,
-} from '../../store/collections.js';
-import { DuplicateKeyError } from '../../store/types.js';
-import {
-  addAgentToWorkspace,
-  addMember,
-  agentWorkspaceIds,
-  COLOR_RE,
-  normalizeColor,
-  defaultColor,
-  memberRole,
-  primaryWorkspaceOf,
-  removeMember,
-  resolveWorkspace,
-  setAgentPrimary,
-  SLUG_RE,
-  slugify,
-  toWorkspaceView,
-  visibleWorkspaceIds,
-} from '../../services/workspaces.js';
-import { findUserByRef } from '../../services/users.js';
-import { personOf } from './users.js';
+import { personOf } from '../auth.js';
+import { WORKSPACE_ROLES, type WorkspaceRole } from '../../domain/roles.js';
+import { SLUG_RE } from '../../domain/slugs.js';
+import { COLOR_RE, normalizeColor, toWorkspaceView, type WorkspaceService } from '../../services/workspaces.js';
 
 const slug = z.string().max(64).regex(SLUG_RE, { message: 'lowercase letters and digits, words joined by single hyphens' });
 const color = z
@@ -60,70 +32,7 @@ const memberParams = wsParams.extend({
 });
 const agentParams = wsParams.extend({ agentDid: z.string().min(1).max(512) });
 
-interface Access {
-  ws: WorkspaceDoc;
-  /** For `can()`: the caller's role there (null: no member, e.g. a global admin; `member` for an agent of it). */
-  who: { isGlobalAdmin: boolean; workspaceRole: WorkspaceRole | null };
-}
-
-const isGlobalAdmin = (p: Principal) => p.kind === 'user' && p.isAdmin;
-const roleName = (action: WorkspaceAction) => MIN_ROLE[action] ?? 'global admin';
-
-export function workspaceRoutes(ctx: AppContext): RouteDef[] {
-  const { c } = ctx;
-
-  /** The workspace as the caller may see it; 404 when it does not exist or is not visible. */
-  const access = async (p: Principal, ref: string): Promise<Access> => {
-    const ws = await resolveWorkspace(c, ref);
-    let role: WorkspaceRole | null = null;
-    let visible = false;
-    if (ws) {
-      if (p.kind === 'agent') {
-        // An agent of the workspace counts as a member: it may look, and no route lets it change anything.
-        visible = (await c.workspaceAgents.count({ workspaceId: ws._id, agentDid: p.did })) > 0;
-        role = visible ? 'member' : null;
-      } else {
-        role = await memberRole(c, p.userId, ws._id);
-        visible = p.isAdmin || role !== null;
-      }
-    }
-    if (!ws || !visible) throw notFound(`workspace ${ref} not found`);
-    return { ws, who: { isGlobalAdmin: isGlobalAdmin(p), workspaceRole: role } };
-  };
-
-  const need = (a: Access, action: WorkspaceAction, what: string) => {
-    if (!can(a.who, action)) throw forbidden(`${what} needs the ${roleName(action)} role in workspace ${a.ws.slug} (or global admin)`);
-  };
-
-  /** Granting, changing or removing the owner role is for owners (and global admins). */
-  const needOwnerFor = (a: Access, what: string) => {
-    if (!a.who.isGlobalAdmin && !atLeast(a.who.workspaceRole, 'owner')) throw forbidden(`${what} needs the owner role in workspace ${a.ws.slug} (or global admin)`);
-  };
-
-  const memberView = async (m: WorkspaceMemberDoc) => {
-    const u = await c.users.findById(m.userId);
-    return memberViewOf(m, u);
-  };
-
-  const agentView = (m: WorkspaceAgentDoc, agentName: string | null) => ({
-    id: m.agentDid,
-    name: agentName,
-    isPrimary: m.isPrimary,
-    joinedAt: m.joinedAt,
-  });
-
-  const findMember = async (ws: WorkspaceDoc, ref: string): Promise<WorkspaceMemberDoc> => {
-    const user = await findUserByRef(c, ref);
-    const m = user ? await c.workspaceMembers.findOne({ workspaceId: ws._id, userId: user._id }) : null;
-    if (!m) throw notFound(`${ref} is not a member of workspace ${ws.slug}`);
-    return m;
-  };
-
-  const slugTaken = (err: unknown, s: string) => {
-    if (err instanceof DuplicateKeyError) return conflict(`the slug '${s}' is already taken`, 'slug_taken');
-    return err;
-  };
-
+export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }): RouteDef[] {
   return [
     route({
       method: 'POST',
@@ -133,30 +42,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       tags: ['workspaces'],
       successStatus: 201,
       body: z.strictObject({ name, slug: slug.optional(), description: description.optional(), color: color.optional() }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const s = r.body.slug ?? slugify(r.body.name);
-        if (!s) throw badRequest(`no slug can be derived from the name '${r.body.name}'; give one`, 'slug_required');
-        const now = new Date().toISOString();
-        const ws: WorkspaceDoc = {
-          _id: nanoid(),
-          name: r.body.name,
-          slug: s,
-          color: r.body.color ?? defaultColor(s),
-          description: r.body.description ?? '',
-          isDefault: false,
-          createdAt: now,
-          updatedAt: now,
-          createdBy: p.did,
-        };
-        try {
-          await c.workspaces.insertOne(ws);
-        } catch (err) {
-          throw slugTaken(err, s);
-        }
-        await ctx.audit.record(p, { action: 'workspace.create', targetType: 'workspace', target: ws._id, details: { name: ws.name, slug: ws.slug } });
-        return { status: 201, body: { workspace: toWorkspaceView(ws) } };
-      },
+      handler: async (r) => ({ status: 201, body: { workspace: toWorkspaceView(await workspaces.create(personOf(r), r.body)) } }),
     }),
 
     route({
@@ -165,11 +51,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       auth: 'session',
       summary: 'Workspaces the caller may see: all for a global admin, else the ones they belong to',
       tags: ['workspaces'],
-      handler: async (r) => {
-        const ids = await visibleWorkspaceIds(c, r.principal);
-        const list = await c.workspaces.find(ids === 'all' ? {} : { _id: { $in: ids } }, { sort: { name: 1, _id: 1 } });
-        return { body: { workspaces: list.map(toWorkspaceView) } };
-      },
+      handler: async (r) => ({ body: { workspaces: (await workspaces.list(r.principal!)).map(toWorkspaceView) } }),
     }),
 
     route({
@@ -179,7 +61,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       summary: 'One workspace by id or slug (404 when not visible)',
       tags: ['workspaces'],
       params: wsParams,
-      handler: async (r) => ({ body: { workspace: toWorkspaceView((await access(r.principal!, r.params.workspace)).ws) } }),
+      handler: async (r) => ({ body: { workspace: toWorkspaceView(await workspaces.get(r.principal!, r.params.workspace)) } }),
     }),
 
     route({
@@ -190,23 +72,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       tags: ['workspaces'],
       params: wsParams,
       body: z.strictObject({ name: name.optional(), slug: slug.optional(), description: description.optional(), color: color.optional() }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        if (!a.who.isGlobalAdmin && !atLeast(a.who.workspaceRole, 'admin')) {
-          throw forbidden(`editing workspace ${a.ws.slug} needs the admin role there (or global admin)`);
-        }
-        const set: Partial<WorkspaceDoc> = { ...r.body, updatedAt: new Date().toISOString() };
-        let updated: WorkspaceDoc | null;
-        try {
-          updated = await c.workspaces.findOneAndUpdate({ _id: a.ws._id }, { $set: set });
-        } catch (err) {
-          throw slugTaken(err, r.body.slug ?? '');
-        }
-        if (!updated) throw notFound(`workspace ${r.params.workspace} not found`);
-        await ctx.audit.record(p, { action: 'workspace.update', targetType: 'workspace', target: a.ws._id, details: { changes: r.body } });
-        return { body: { workspace: toWorkspaceView(updated) } };
-      },
+      handler: async (r) => ({ body: { workspace: toWorkspaceView(await workspaces.update(personOf(r), r.params.workspace, r.body)) } }),
     }),
 
     route({
@@ -217,19 +83,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       tags: ['workspaces'],
       params: wsParams,
       handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        need(a, 'deleteWorkspace', 'deleting a workspace');
-        if (a.ws.isDefault) {
-          throw badRequest('the default workspace cannot be deleted; it can be renamed and recoloured', 'default_workspace');
-        }
-        const removed = await ctx.workspaceService.delete(a.ws);
-        await ctx.audit.record(p, {
-          action: 'workspace.delete',
-          targetType: 'workspace',
-          target: a.ws._id,
-          details: { name: a.ws.name, slug: a.ws.slug, ...removed },
-        });
+        await workspaces.remove(personOf(r), r.params.workspace);
         return { body: { ok: true } };
       },
     }),
@@ -243,13 +97,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       summary: 'The people of a workspace with their roles',
       tags: ['workspaces'],
       params: wsParams,
-      handler: async (r) => {
-        const { ws } = await access(personOf(r), r.params.workspace);
-        const members = await c.workspaceMembers.find({ workspaceId: ws._id }, { sort: { joinedAt: 1, _id: 1 } });
-        const users = await c.users.find({ _id: { $in: members.map((m) => m.userId) } });
-        const byId = new Map(users.map((u) => [u._id, u]));
-        return { body: { members: members.map((m) => memberViewOf(m, byId.get(m.userId) ?? null)) } };
-      },
+      handler: async (r) => ({ body: { members: await workspaces.members(personOf(r), r.params.workspace) } }),
     }),
 
     route({
@@ -264,30 +112,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
         userDid: z.string().min(1).max(512).describe("The user's DID (an unclaimed user: their id)"),
         role,
       }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        need(a, 'manageWorkspaceUsers', 'adding members');
-        if (r.body.role === 'owner') needOwnerFor(a, 'granting the owner role');
-        const user = await findUserByRef(c, r.body.userDid);
-        if (!user) throw notFound(`no user ${r.body.userDid}`);
-        let m: WorkspaceMemberDoc;
-        try {
-          m = await addMember(c, a.ws._id, user._id, r.body.role);
-        } catch (err) {
-          if (err instanceof DuplicateKeyError) {
-            throw conflict(`${r.body.userDid} is already a member of workspace ${a.ws.slug}; change the role with PATCH`, 'already_member');
-          }
-          throw err;
-        }
-        await ctx.audit.record(p, {
-          action: 'workspace.member.add',
-          targetType: 'workspace',
-          target: a.ws._id,
-          details: { userId: user._id, did: user.did, role: m.role },
-        });
-        return { status: 201, body: { member: memberViewOf(m, user) } };
-      },
+      handler: async (r) => ({ status: 201, body: { member: await workspaces.addMember(personOf(r), r.params.workspace, r.body.userDid, r.body.role) } }),
     }),
 
     route({
@@ -298,21 +123,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       tags: ['workspaces'],
       params: memberParams,
       body: z.strictObject({ role }),
-      handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        need(a, 'manageWorkspaceUsers', 'changing member roles');
-        const m = await findMember(a.ws, r.params.member);
-        if (m.role === 'owner' || r.body.role === 'owner') needOwnerFor(a, "granting or taking away the owner role");
-        const updated = (await c.workspaceMembers.findOneAndUpdate({ _id: m._id }, { $set: { role: r.body.role } })) ?? m;
-        await ctx.audit.record(p, {
-          action: 'workspace.member.update',
-          targetType: 'workspace',
-          target: a.ws._id,
-          details: { userId: m.userId, from: m.role, to: updated.role },
-        });
-        return { body: { member: await memberView(updated) } };
-      },
+      handler: async (r) => ({ body: { member: await workspaces.changeRole(personOf(r), r.params.workspace, r.params.member, r.body.role) } }),
     }),
 
     route({
@@ -323,21 +134,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       tags: ['workspaces'],
       params: memberParams,
       handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        const m = await findMember(a.ws, r.params.member);
-        if (m.userId !== p.userId) {
-          need(a, 'manageWorkspaceUsers', 'removing members');
-          if (m.role === 'owner') needOwnerFor(a, 'removing an owner');
-        }
-        await removeMember(c, m);
-        await ctx.audit.record(p, {
-          action: 'workspace.member.remove',
-          targetType: 'workspace',
-          target: a.ws._id,
-          details: { userId: m.userId, role: m.role },
-        });
-        await ctx.workspaceService.memberRemoved(a.ws._id, m.userId);
+        await workspaces.removeMember(personOf(r), r.params.workspace, r.params.member);
         return { body: { ok: true } };
       },
     }),
@@ -351,14 +148,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       summary: 'The agents of a workspace (DID, name, whether it is their primary workspace)',
       tags: ['workspaces'],
       params: wsParams,
-      handler: async (r) => {
-        const a = await access(r.principal!, r.params.workspace);
-        need(a, 'viewAgents', 'viewing agents');
-        const ms = await c.workspaceAgents.find({ workspaceId: a.ws._id }, { sort: { joinedAt: 1, _id: 1 } });
-        const agents = await c.agents.find({ _id: { $in: ms.map((m) => m.agentDid) } }, { projection: { name: 1 } });
-        const names = new Map(agents.map((ag) => [ag._id, ag.name]));
-        return { body: { agents: ms.map((m) => agentView(m, names.get(m.agentDid) ?? null)) } };
-      },
+      handler: async (r) => ({ body: { agents: await workspaces.agents(r.principal!, r.params.workspace) } }),
     }),
 
     route({
@@ -373,41 +163,8 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       params: wsParams,
       body: z.strictObject({ agentDid: z.string().min(1).max(512), isPrimary: z.boolean().optional() }),
       handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        need(a, 'manageWorkspaceAgents', 'adding agents');
-        const { agentDid } = r.body;
-        const agent = await c.agents.findById(agentDid);
-        // A registration becomes an agent at its approval, which also gives it its primary
-        // workspace: before that (or once rejected) no workspace admin may claim it.
-        if (!agent || agent.status !== 'active') throw notFound(`no approved agent ${agentDid}`);
-        // An agent outside every workspace of the caller answers as an unknown one (docs/api.md);
-        // one they see shows its primary workspace in the agents list already.
-        if (!a.who.isGlobalAdmin && (await c.workspaceMembers.count({ userId: p.userId, workspaceId: { $in: await agentWorkspaceIds(c, agentDid) } })) === 0) {
-          throw notFound(`no approved agent ${agentDid}`);
-        }
-        const primary = await primaryWorkspaceOf(c, agentDid);
-        if (primary && primary._id !== a.ws._id && !a.who.isGlobalAdmin) {
-          const there = await memberRole(c, p.userId, primary._id);
-          if (!can({ isGlobalAdmin: false, workspaceRole: there }, 'manageWorkspaceAgents')) {
-            throw forbidden(`agent ${agentDid} is managed in workspace ${primary.slug}; adding it elsewhere needs the admin role there too`);
-          }
-        }
-        const existing = await c.workspaceAgents.findOne({ workspaceId: a.ws._id, agentDid });
-        if (existing && !(r.body.isPrimary && !existing.isPrimary)) {
-          throw conflict(`agent ${agentDid} is already in workspace ${a.ws.slug}`, 'already_member');
-        }
-        if (existing) await setAgentPrimary(c, agentDid, a.ws._id);
-        else await addAgentToWorkspace(c, agentDid, a.ws._id, r.body.isPrimary ?? false);
-        const m = (await c.workspaceAgents.findOne({ workspaceId: a.ws._id, agentDid }))!;
-        await ctx.audit.record(p, {
-          action: existing ? 'workspace.agent.primary' : 'workspace.agent.add',
-          targetType: 'workspace',
-          target: a.ws._id,
-          details: { agentDid, isPrimary: m.isPrimary, previousPrimary: primary?._id ?? null },
-        });
-        await ctx.workspaceService.agentMembershipChanged(a.ws._id, agentDid);
-        return { status: existing ? 200 : 201, body: { agent: agentView(m, agent.name) } };
+        const { agent, created } = await workspaces.addAgent(personOf(r), r.params.workspace, r.body.agentDid, r.body.isPrimary);
+        return { status: created ? 201 : 200, body: { agent } };
       },
     }),
 
@@ -422,36 +179,7 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       params: agentParams,
       query: z.object({ primary: z.string().min(1).max(200).optional().describe('Id or slug of the workspace that becomes primary') }),
       handler: async (r) => {
-        const p = personOf(r);
-        const a = await access(p, r.params.workspace);
-        need(a, 'manageWorkspaceAgents', 'removing agents');
-        const { agentDid } = r.params;
-        const m = await c.workspaceAgents.findOne({ workspaceId: a.ws._id, agentDid });
-        if (!m) throw notFound(`agent ${agentDid} is not in workspace ${a.ws.slug}`);
-        let newPrimary: WorkspaceDoc | null = null;
-        if (m.isPrimary) {
-          const others = await c.workspaceAgents.count({ agentDid, workspaceId: { $ne: a.ws._id } });
-          if (others === 0) {
-            throw badRequest(`workspace ${a.ws.slug} is the only workspace of agent ${agentDid}; add it to another one first`, 'last_workspace');
-          }
-          if (!r.query.primary) {
-            throw badRequest(`workspace ${a.ws.slug} is the primary workspace of agent ${agentDid}; name the new one with ?primary=`, 'primary_required');
-          }
-          newPrimary = await resolveWorkspace(c, r.query.primary);
-          // A workspace the caller cannot see is answered like one the agent is not in.
-          const seen = newPrimary && (a.who.isGlobalAdmin || (await memberRole(c, p.userId, newPrimary._id)) !== null);
-          const ok = seen && newPrimary!._id !== a.ws._id && (await c.workspaceAgents.count({ agentDid, workspaceId: newPrimary!._id })) > 0;
-          if (!ok) throw badRequest(`primary: agent ${agentDid} is not in workspace ${r.query.primary}`, 'invalid_primary');
-          await setAgentPrimary(c, agentDid, newPrimary!._id);
-        }
-        await c.workspaceAgents.deleteOne({ _id: m._id });
-        await ctx.audit.record(p, {
-          action: 'workspace.agent.remove',
-          targetType: 'workspace',
-          target: a.ws._id,
-          details: { agentDid, wasPrimary: m.isPrimary, newPrimary: newPrimary?._id ?? null },
-        });
-        await ctx.workspaceService.agentMembershipChanged(a.ws._id, agentDid);
+        await workspaces.removeAgent(personOf(r), r.params.workspace, r.params.agentDid, r.query.primary);
         return { body: { ok: true } };
       },
     }),
@@ -465,46 +193,8 @@ export function workspaceRoutes(ctx: AppContext): RouteDef[] {
       summary:
         "The caller's workspaces (all of them for a global admin) with isPrimary and isAdmin; for an agent's session, the workspaces the agent belongs to (isAdmin false)",
       tags: ['workspaces'],
-      handler: async (r) => {
-        const p = r.principal!;
-        const [ids, mine] = await Promise.all([
-          visibleWorkspaceIds(c, p),
-          p.kind === 'user'
-            ? c.workspaceMembers
-                .find({ userId: p.userId })
-                .then((ms) => ms.map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: atLeast(m.role, 'admin') })))
-            : c.workspaceAgents
-                .find({ agentDid: p.did })
-                .then((ms) => ms.map((m) => ({ workspaceId: m.workspaceId, isPrimary: m.isPrimary, admin: false }))),
-        ]);
-        const list = await c.workspaces.find(ids === 'all' ? {} : { _id: { $in: ids } }, { sort: { name: 1, _id: 1 } });
-        const membership = new Map(mine.map((m) => [m.workspaceId, m]));
-        const globalAdmin = p.kind === 'user' && p.isAdmin;
-        const items = list.map((ws) => {
-          const m = membership.get(ws._id);
-          return {
-            id: ws._id,
-            name: ws.name,
-            slug: ws.slug,
-            isPrimary: m?.isPrimary ?? false,
-            isAdmin: globalAdmin || (m?.admin ?? false),
-          };
-        });
-        items.sort((x, y) => Number(y.isPrimary) - Number(x.isPrimary));
-        return { body: { workspaces: items } };
-      },
+      handler: async (r) => ({ body: { workspaces: await workspaces.mine(r.principal!) } }),
     }),
   ];
 }
 
-function memberViewOf(m: WorkspaceMemberDoc, u: { _id: string; did: string | null; name: string; email: string } | null) {
-  return {
-    userId: m.userId,
-    did: u?.did ?? null,
-    name: u?.name ?? null,
-    email: u?.email ?? null,
-    role: m.role,
-    isPrimary: m.isPrimary,
-    joinedAt: m.joinedAt,
-  };
-}

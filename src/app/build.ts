@@ -1,0 +1,315 @@
+/**
+ * The composition root: every part of a running Steward, built once, in order, each given the
+ * collaborators it uses. Services reach sockets only through the ports (src/services/ports.ts),
+ * whose implementations — the agent gateway's connection map, the live feed's topics — are built
+ * before the services that use them; the cross-area consequences (a deleted workspace, user or
+ * agent; an agent coming online) are wired here, in one place, as hook lists.
+ */
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import type { LoadedUws, us_listen_socket } from '../http/uws.js';
+import type { Store } from '../store/types.js';
+import { instrumentStore } from '../store/index.js';
+import { collections, ensureIndexes } from '../store/collections.js';
+import { tightenDataDir } from '../store/data-dir.js';
+import { ActorHost } from '../actors/host.js';
+import { SecretBox } from '../domain/secrets.js';
+import { Router } from '../http/router.js';
+import { createAuthPolicy } from '../http/auth.js';
+import { attachHttp } from '../http/adapter.js';
+import { attachStatic } from '../http/static.js';
+import { ClientAddresses } from '../http/client-address.js';
+import type { Metrics } from '../http/metrics.js';
+import { SkillsLibrary } from '../integrations/skills-library.js';
+import type { ServiceCore } from '../services/core.js';
+import { createRateLimits, memoryStore } from '../services/rate-limits.js';
+import { ServerIdentity } from '../services/server-identity.js';
+import { Sessions } from '../services/sessions.js';
+import { hashClearTokens } from '../services/token-migration.js';
+import { AuditLog } from '../services/audit.js';
+import { ensureDefaultWorkspace, ensureOwner } from '../services/bootstrap.js';
+import { UserService } from '../services/users.js';
+import { WorkspaceService } from '../services/workspaces.js';
+import { GrantService } from '../services/grants.js';
+import { LoginService } from '../services/login.js';
+import { ClaimService } from '../services/claims.js';
+import { InvitationService } from '../services/invitations.js';
+import { AgentActors } from '../services/agent-actors.js';
+import { PolicyService } from '../services/policies.js';
+import { FleetService } from '../services/fleet.js';
+import { TokenUsage } from '../services/token-usage.js';
+import { IntentService } from '../services/intents.js';
+import { AgentViews } from '../services/agent-views.js';
+import { SkillService } from '../services/skills.js';
+import { ModelCatalogue } from '../services/model-catalogue.js';
+import { AgentLlmConfig } from '../services/llm-config.js';
+import { LiteLlmClient } from '../integrations/litellm.js';
+import { ChannelService } from '../services/channels.js';
+import { BridgeService } from '../services/bridges.js';
+import { WorkflowService } from '../services/workflows.js';
+import { WorkflowRuns, channelPosterFrom } from '../services/workflow-runs.js';
+import { ScheduleService } from '../services/schedules.js';
+import { AgentConnections } from '../ws/agent/connections.js';
+import { CertificateOffers } from '../ws/agent/offers.js';
+import { Handshake } from '../ws/agent/handshake.js';
+import { AgentGateway } from '../ws/agent/gateway.js';
+import { Feed, FeedTopics } from '../ws/feed.js';
+import { SocketRegistry } from '../ws/sockets.js';
+import { routeTable } from './routes.js';
+import type { Steward } from './handle.js';
+
+export interface BuildInput {
+  config: Config;
+  log: Logger;
+  uws: LoadedUws;
+  embedded: boolean;
+  metrics: Metrics;
+  /** The store as opened (and wrapped by a test's fault injection, when there is one). */
+  rawStore: Store;
+  secretKey: { key: Buffer; source: string };
+  version: string;
+  /** The built dashboard to serve at `/` (default dist/web of this package). */
+  uiDir?: string;
+  /** Receives the close that undoes what was built, as soon as there is one (a failed start calls it). */
+  onCloseReady(close: () => Promise<void>): void;
+  /** Listens on the configured address; false when it is taken. */
+  listen(app: ReturnType<LoadedUws['uws']['App']>): Promise<us_listen_socket | false>;
+}
+
+/** Builds every part, starts them in order, and listens; `close()` stops them in reverse order. */
+export async function build(b: BuildInput): Promise<{ steward: Steward } | { portTaken: true }> {
+  const { config, log, uws, embedded, metrics, version } = b;
+
+  // -- The store, the actor host, the transports' shared parts, and shutdown ------------------------
+  const store = instrumentStore(b.rawStore, metrics.storeRecorder);
+  log.info({ store: store.kind }, store.kind === 'embedded' ? `embedded store in ${config.dataDir}` : 'MongoDB store connected');
+  const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });
+  metrics.setActorSource(() => actors.counts());
+  const rateLimits = createRateLimits(config.rateLimits, memoryStore());
+  const clientAddresses = new ClientAddresses(config.trustedProxies);
+  const app = uws.uws.App();
+  const sockets = new SocketRegistry();
+  metrics.setSocketSource(() => sockets.counts());
+
+  const closeHooks: Array<() => Promise<void> | void> = [];
+  /** Runs `fn` at close, before the actor host and the store stop; hooks run in reverse order of registration. */
+  const onClose = (fn: () => Promise<void> | void) => void closeHooks.push(fn);
+  let listenSocket: us_listen_socket | undefined;
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      if (listenSocket) uws.uws.us_listen_socket_close(listenSocket);
+      sockets.endAll(1001, 'server shutting down');
+      for (const fn of closeHooks.reverse()) {
+        try {
+          await fn();
+        } catch (err) {
+          log.error({ err }, 'close hook failed');
+        }
+      }
+      await actors.stop();
+      await store.close();
+      // Let the close frames go out, then drop every remaining connection (idle keep-alives).
+      await new Promise((r) => setTimeout(r, 20));
+      (app as unknown as { close?: () => void }).close?.();
+    })());
+  b.onCloseReady(close);
+
+  // -- The core every service uses ------------------------------------------------------------------
+  const c = collections(store);
+  await ensureIndexes(c, store.kind);
+  const secrets = new SecretBox(b.secretKey.key);
+  const identity = await ServerIdentity.load(c, secrets, b.secretKey.source);
+  // Once the start can no longer be refused for its key: a refused start changes nothing on disk.
+  await hashClearTokens(c, store, log);
+  if (embedded) {
+    const tightened = await tightenDataDir(config.dataDir);
+    if (tightened.length > 0) {
+      log.warn({ dataDir: config.dataDir, tightened }, `permissions tightened on ${tightened.length} path(s) in DATA_DIR: only its owner may read it (directories 0700, files 0600)`);
+    }
+  }
+  const defaultWorkspace = await ensureDefaultWorkspace(c);
+  await ensureOwner(c, defaultWorkspace, config.ownerDid);
+  log.info({ serverDid: identity.did }, 'server identity loaded');
+  const sessions = new Sessions(c, config.sessionTtlMs);
+  const audit = new AuditLog(c, log);
+  const core: ServiceCore = { config, log, c, actors, secrets, identity, sessions, audit };
+
+  // -- People ---------------------------------------------------------------------------------------
+  const userService = new UserService(core);
+  const workspaceService = new WorkspaceService(core);
+  const grants = new GrantService(core);
+  const login = new LoginService(core);
+  const claims = new ClaimService(core, { defaultWorkspace });
+  const invitations = new InvitationService(core, { claims, defaultWorkspace });
+
+  // -- The fleet: the connection map (the agent ports) first, the gateway that drives it last -------
+  const connections = new AgentConnections(log);
+  const agentActors = new AgentActors(actors, log);
+  const offers = new CertificateOffers({ connections, identity, agentActors, log });
+  const policies = new PolicyService(core, offers);
+  const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace });
+  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds));
+  const intents = new IntentService(core, connections);
+  const views = new AgentViews(core, { fleet, policies, tokens, presence: connections });
+  const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
+  const gateway = new AgentGateway({ app, sockets, config, log, clientAddresses, connections, handshake, heartbeats: tokens, fleet, agentActors });
+
+  // -- Skills, models, channels, workflows, and the people's live feed -------------------------------
+  const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
+  const skills = new SkillService(core, { agents: connections, library });
+  const proxy =
+    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }) : null;
+  const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
+  const models = new ModelCatalogue(core, { proxy, llmConfig });
+  const feedTopics = new FeedTopics(app);
+  const channels = new ChannelService(core, { agents: connections, feed: feedTopics });
+  const bridges = new BridgeService(core, { channels, version });
+  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels) });
+  const workflows = new WorkflowService(core, runs);
+  const schedules = new ScheduleService(core, { workflows, runs });
+  const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic });
+
+  // -- Consequences across areas (each list runs in the order written) ------------------------------
+  // An agent that completes its handshake gets its skills and its LLM configuration before `ready`.
+  connections.onReady((did) => skills.agentReady(did));
+  connections.onReady((did) => llmConfig.agentReady(did));
+  // A decommissioned agent: its usage stays in the global totals; its overrides and channel memberships go.
+  fleet.onAgentDeleted((agent) => tokens.forgetAgent(agent._id));
+  fleet.onAgentDeleted(async (agent) => {
+    await skills.forgetAgent(agent._id);
+  });
+  fleet.onAgentDeleted((agent) => channels.forgetMember(agent._id));
+  // A deleted workspace takes its skills, workflows, model access and channels along.
+  workspaceService.onWorkspaceDeleted((ws) => skills.workspaceDeleted(ws));
+  workspaceService.onWorkspaceDeleted((ws) => workflows.workspaceDeleted(ws));
+  workspaceService.onWorkspaceDeleted((ws) => models.workspaceDeleted(ws));
+  workspaceService.onWorkspaceDeleted((ws) => channels.workspaceDeleted(ws));
+  // An agent joining or leaving a workspace gets its new skill set and LLM configuration.
+  workspaceService.onAgentMembershipChanged((workspaceId, did) => skills.agentMembershipChanged(workspaceId, did));
+  workspaceService.onAgentMembershipChanged((workspaceId, did) => llmConfig.agentMembershipChanged(workspaceId, did));
+  // A deleted person's schedules and channel memberships go, and their feed subscriptions end.
+  userService.onUserDeleted((user) => schedules.userDeleted(user));
+  userService.onUserDeleted((user) => channels.userDeleted(user));
+  userService.onUserDeleted(async (user) => {
+    if (user.did) await feed.recheckPerson(user.did);
+  });
+  // Whoever may no longer read a channel (left it, left its workspace) loses its feed subscription.
+  channels.onAccessLost((channelId, did) =>
+    feed.recheckChannel(channelId, did).catch((err: unknown) => log.error({ err, channelId }, 're-checking feed subscriptions failed')),
+  );
+  workspaceService.onMemberRemoved(async (_workspaceId, userId) => {
+    const user = await c.users.findById(userId);
+    if (user?.did) await feed.recheckPerson(user.did);
+  });
+
+  // -- Start, in order; close stops in reverse order ------------------------------------------------
+  await policies.load();
+  await fleet.start();
+  onClose(() => fleet.stop()); // lastSeen and certificates written, actor events delivered
+  await tokens.start();
+  gateway.attach();
+  onClose(() => gateway.flushLeaving()); // agents in their grace period are offline now
+  onClose(() => tokens.stop()); // the token ledger drained and rolled up
+  feed.attach();
+  onClose(() => feed.stop());
+  onClose(() => schedules.stop());
+  await bridges.start();
+  onClose(() => bridges.stop());
+  login.start();
+  onClose(() => login.stop());
+
+  const router = new Router({
+    auth: createAuthPolicy({ sessions, publicUrl: () => config.publicUrl }),
+    observe: ({ method, route, status, seconds, error }) => {
+      metrics.observeHttp(method, route, status, seconds);
+      if (error) log.error({ err: error, method, route, status }, 'request failed');
+    },
+    limits: rateLimits,
+  });
+  router.add(
+    ...routeTable({
+      config,
+      store,
+      actors,
+      audit,
+      identity,
+      metrics,
+      version,
+      routes: () => router.routes(),
+      userService,
+      workspaceService,
+      grants,
+      skills,
+      login,
+      claims,
+      invitations,
+      fleet,
+      policies,
+      tokens,
+      intents,
+      views,
+      models,
+      llmConfig,
+      channels,
+      bridges,
+      workflows,
+      schedules,
+    }),
+  );
+
+  // Running workflow runs resume and schedules are re-armed once every route exists. The executor
+  // stops first at close: agent sockets are already closing then, and an intent they abandon must
+  // count as interrupted at the next start.
+  await runs.start();
+  onClose(() => runs.stop());
+  await schedules.start();
+
+  attachHttp(app, router, {
+    bodyLimitBytes: config.bodyLimitBytes,
+    log,
+    baseHeaders: { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
+    clientAddress: (peer, forwardedFor) => clientAddresses.of(peer, forwardedFor),
+  });
+  // The dashboard: GET/HEAD handlers uWS tries before the router's, yielding every API path to it.
+  attachStatic(app, { dir: b.uiDir, log });
+
+  listenSocket = (await b.listen(app)) || undefined;
+  if (!listenSocket) return { portTaken: true };
+  const port = uws.uws.us_socket_local_port(listenSocket as never);
+  if (config.publicUrlDefaulted) config.publicUrl = `http://localhost:${port}`;
+
+  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed };
+  return {
+    steward: {
+      ctx: {
+        config,
+        log,
+        store,
+        c,
+        actors,
+        metrics,
+        router,
+        secrets,
+        identity,
+        sessions,
+        audit,
+        sockets,
+        defaultWorkspace,
+        version,
+        userService,
+        workspaceService,
+        claims,
+        agentPush: connections,
+        agentIntents: intents,
+        skills,
+        workflows: runs,
+        schedules,
+        fleet: fleetParts,
+      },
+      port,
+      url: `http://127.0.0.1:${port}`,
+      close,
+    },
+  };
+}

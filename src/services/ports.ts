@@ -1,0 +1,122 @@
+/**
+ * The ports: every way a service reaches a socket, and what the transports hand to services.
+ * Services depend on these interfaces only; in one process the agent gateway (src/ws/agent/)
+ * and the live feed (src/ws/feed.ts) implement them. A cluster of processes sharing one store
+ * would implement the same interfaces over a bus, routing each call to the process that holds
+ * the socket: so a call whose answer may have to come from another process returns a promise,
+ * while the calls on the hot paths (heartbeats, pushes) stay synchronous and allocate nothing.
+ */
+import type { Capability } from '../domain/capabilities.js';
+import type { CertificateTerms } from '../domain/certificate.js';
+
+// -------------------------------------------------------------------------------------------------
+// Reaching connected agents
+
+/** A frame for an agent (llm_config, skills_config, channel_message_send, ...). */
+export interface PushFrame {
+  type: string;
+  [field: string]: unknown;
+}
+
+/**
+ * Runs when an agent completes its handshake. The agent's `ready` waits until the promise it
+ * returns settles, and frames pushed to the agent meanwhile follow `ready` in the same write: the
+ * state an area sends every agent at connect costs it no write of its own. Keep the work short
+ * (a few reads): every agent's `ready` waits for it.
+ */
+export type ReadyListener = (did: string) => Promise<unknown> | void;
+
+/** An intent as the agent receives it (interface §5.6). */
+export interface IntentRequest {
+  intentId: string;
+  action: Capability;
+  params: Record<string, unknown>;
+  /** DID of the person on whose behalf the intent is sent. */
+  requestedBy: string;
+}
+
+/** The agent's `intent_result`. */
+export interface IntentResult {
+  intentId: string;
+  ok: boolean;
+  output?: unknown;
+  error?: string;
+}
+
+/** What became of an intent: the agent's answer, or why there is none. */
+export type IntentOutcome = { answered: IntentResult } | { failed: 'offline' | 'timeout' | 'disconnected' };
+
+export interface AgentLink {
+  /** Whether the agent has an authenticated, ready socket now. */
+  isOnline(did: string): boolean;
+  /**
+   * Sends one frame to the agent's ready socket; false when it is not connected (nothing is
+   * queued). In a cluster: true once the frame is on its way to the process holding the socket.
+   */
+  push(did: string, frame: PushFrame): boolean;
+  /** Sends an intent and resolves with the agent's answer, or with why there is none (never rejects). */
+  request(did: string, intent: IntentRequest, timeoutMs: number): Promise<IntentOutcome>;
+  /** Ends the agent's socket with `code` and forgets it: nothing about that socket reaches the agent's actor afterwards. */
+  drop(did: string, code: number, reason: string): void;
+  /** Runs `listener` each time an agent completes its handshake (see ReadyListener); returns its removal. */
+  onReady(listener: ReadyListener): () => void;
+}
+
+/** Connected agents' lastSeen (ms): DIDs and times at the same index. */
+export interface LiveSeen {
+  dids: string[];
+  ms: number[];
+}
+
+export interface AgentPresence {
+  /** For each DID, the time (ms) of the last frame on its ready socket; undefined when it is offline. */
+  lastActive(dids: readonly string[]): Promise<Array<number | undefined>>;
+  /**
+   * This process's ready agents active since they were last collected, each marked collected:
+   * what the lastSeen writer stores (every process writes its own agents').
+   */
+  collectActive(): LiveSeen;
+}
+
+/** Re-certifying connected agents whose certificate terms changed (a policy was created or deleted). */
+export interface AgentCertification {
+  /**
+   * Sends each connected agent of `dids` whose terms changed update_capabilities and a new
+   * certificate_offer; `termsOf` gives an agent's terms from the capabilities it was approved
+   * for. Resolves to the DIDs that were sent one (`sentTo`).
+   */
+  reissue(dids: readonly string[], termsOf: (did: string, approved: readonly Capability[]) => CertificateTerms, policyVersion: number): Promise<string[]>;
+}
+
+// -------------------------------------------------------------------------------------------------
+// What the agent gateway hands to services
+
+/** The sender of a heartbeat, as its sink sees it (the connection itself: nothing is made per heartbeat). */
+export interface HeartbeatPeer {
+  readonly did: string | null;
+  /** Whether the socket is still open: a delta of a closed one is dropped (the agent sends it again). */
+  readonly alive: boolean;
+  ackHeartbeat(seq: number): void;
+}
+
+/**
+ * Receives heartbeat deltas and calls `peer.ackHeartbeat(seq)` once they are durable
+ * (src/services/token-usage.ts). Nothing is allocated per heartbeat for the ack: a fleet's
+ * steady heartbeats are most of what a held fleet allocates.
+ */
+export interface HeartbeatSink {
+  record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void;
+  /** The highest seq of the agent whose delta is stored (a heartbeat at or below it is not counted again); null when none. */
+  lastStoredSeq(did: string): number | null;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The people's live feed
+
+/** Publishing to the subscribers of a live-feed topic (`channel:<id>`, `actors`). */
+export interface FeedPublisher {
+  /** Whether anyone is subscribed (so a frame nobody would read is not built). */
+  hasSubscribers(topic: string): boolean;
+  /** Sends `frame` to every subscriber of `topic`; nothing when there is none. */
+  publish(topic: string, frame: object): void;
+}
