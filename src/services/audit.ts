@@ -4,7 +4,7 @@
  * admins), newest first: `action` matches exactly, or as a prefix when it ends with `*`
  * (`workspace.member.*`); `since` is inclusive and `until` exclusive.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { AuditDoc, Collections } from '../store/collections.js';
 import type { Filter } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
@@ -60,7 +60,7 @@ export class AuditLog {
   /** Records an entry. Never throws: a failed audit write is logged as an error. */
   async record(actor: Principal | 'system', entry: AuditEntry): Promise<void> {
     const doc: AuditDoc = {
-      _id: nanoid(),
+      _id: newId(),
       at: new Date().toISOString(),
       actor: actor === 'system' ? 'system' : actor.did,
       actorType: actor === 'system' ? 'system' : actor.kind,

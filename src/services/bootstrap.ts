@@ -8,7 +8,7 @@
  *   otherwise it is unclaimed and the caller prints a claim for it.
  */
 import { randomUUID } from 'node:crypto';
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Collections, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import { createUser } from './users.js';
 import { DuplicateKeyError } from '../store/types.js';
@@ -21,7 +21,7 @@ export async function ensureDefaultWorkspace(c: Collections): Promise<WorkspaceD
   if (existing) return existing;
   const now = new Date().toISOString();
   const ws: WorkspaceDoc = {
-    _id: nanoid(),
+    _id: newId(),
     name: 'Default',
     slug: DEFAULT_WORKSPACE_SLUG,
     color: '#4f46e5',

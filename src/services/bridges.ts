@@ -19,7 +19,7 @@
  *   is deleted once it succeeds or fails for good: the next start resumes whatever a stop or a
  *   crash left (at least once: an attempt cut short may be made again, with the same delivery id).
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import { z } from 'zod';
 import type { ServiceCore } from './core.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
@@ -254,7 +254,7 @@ export class BridgeService {
       throw new AppError(400, 'validation_failed', `body field 'config${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
     }
     const now = new Date().toISOString();
-    const id = nanoid();
+    const id = newId();
     const doc: BridgeDoc = {
       _id: id,
       channelId: a.channel._id,
@@ -450,7 +450,7 @@ export class BridgeService {
     const html = `<b>${toHtml(authorName ?? e.message.authorDid)}</b>: ${toHtml(e.message.content)}`;
     const createdAt = new Date().toISOString();
     const deliveries = bridges.map((bridge): Delivery => {
-      const id = nanoid();
+      const id = newId();
       const body = JSON.stringify(webhookPayload(id, bridge, e.channel, e, authorName));
       return { id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0, createdAt, notBefore: 0 };
     });

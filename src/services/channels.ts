@@ -23,7 +23,7 @@
  * `channel:<id>`), to each mentioned agent that is online (`channel_message_send`), and to the
  * message hooks (bridges).
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { ServiceCore } from './core.js';
@@ -347,7 +347,7 @@ export class ChannelService {
     const slug = input.slug ?? channelSlug(input.name);
     const now = new Date().toISOString();
     const channel: ChannelDoc = {
-      _id: nanoid(),
+      _id: newId(),
       workspaceId: ws?._id ?? null,
       name: input.name,
       slug,
@@ -367,7 +367,7 @@ export class ChannelService {
       throw err;
     }
     await this.c.channelMembers.insertOne({
-      _id: nanoid(),
+      _id: newId(),
       channelId: channel._id,
       memberDid: caller.did,
       memberType: caller.kind,
@@ -500,7 +500,7 @@ export class ChannelService {
       }
     }
     const doc: ChannelMemberDoc = {
-      _id: nanoid(),
+      _id: newId(),
       channelId: a.channel._id,
       memberDid: input.memberDid,
       memberType: input.memberType,
@@ -824,7 +824,7 @@ export class ChannelService {
     delete metadata.mentions;
     if (mentions.length > 0) metadata.mentions = mentions.map((a) => a.name);
     const doc: ChannelMessageDoc = {
-      _id: nanoid(),
+      _id: newId(),
       channelId,
       seq: 0, // numbered by the writer once every check passed
       threadId: draft.threadId,

@@ -10,7 +10,7 @@
  * Issuing needs a claimed user (§4.12 rule 1), known capabilities, an existing agent (pending is
  * fine, rejected is not) or null (all agents), and an expiry in the future or null (no end).
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Collections, GrantDoc, UserDoc } from '../store/collections.js';
 import { CAPABILITIES, unknownCapability, type Capability } from '../domain/capabilities.js';
 import type { UserPrincipal } from '../domain/principal.js';
@@ -39,7 +39,7 @@ export interface NewGrant {
 /** Stores a grant for a claimed user (the caller checks the rules). */
 export async function createGrant(c: Collections, user: UserDoc & { did: string }, input: NewGrant, createdBy: string): Promise<GrantDoc> {
   const doc: GrantDoc = {
-    _id: nanoid(),
+    _id: newId(),
     userId: user._id,
     userDid: user.did,
     agentDid: input.agentDid,

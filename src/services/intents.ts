@@ -13,7 +13,7 @@
  * such agent, no role, no grant), with the reason. Workflows send their agent steps through
  * `send` too, with the same checks.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { ServiceCore } from './core.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { AgentLink, IntentOutcome, IntentResult } from './ports.js';
@@ -73,7 +73,7 @@ export class IntentService {
       if (err instanceof AppError) await this.audit(who, did, { action, outcome: err.code, reason: err.message });
       throw err;
     }
-    const intentId = nanoid();
+    const intentId = newId();
     const started = Date.now();
     let outcome = 'ok';
     try {

@@ -9,7 +9,7 @@
  * before the signature is checked, so it serves one attempt, right or wrong, even under a race.
  */
 import { randomBytes } from 'node:crypto';
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { ChallengeDoc, UserDoc } from '../store/collections.js';
 import type { Principal } from '../domain/principal.js';
 import type { ServiceCore } from './core.js';
@@ -72,7 +72,7 @@ export class LoginService {
 
   async challenge(did: string): Promise<{ challengeId: string; nonce: string }> {
     const doc: ChallengeDoc = {
-      _id: nanoid(),
+      _id: newId(),
       did,
       nonce: randomBytes(32).toString('base64url'),
       expiresAt: new Date(this.now() + CHALLENGE_TTL_MS).toISOString(),

@@ -22,6 +22,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { ServiceCore } from './core.js';
 import type { ModelDoc, WorkspaceDoc, WorkspaceLlmKeyDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
@@ -297,7 +298,7 @@ export class ModelCatalogue {
     await this.withLock(ws._id, async () => {
       if (!(await c.workspaceModels.findOne({ workspaceId: ws._id, modelId }))) {
         try {
-          await c.workspaceModels.insertOne({ _id: nanoid(), workspaceId: ws._id, modelId, grantedAt: new Date().toISOString(), grantedBy: p.did });
+          await c.workspaceModels.insertOne({ _id: newId(), workspaceId: ws._id, modelId, grantedAt: new Date().toISOString(), grantedBy: p.did });
           inserted = true;
         } catch (err) {
           if (!(err instanceof DuplicateKeyError)) throw err;

@@ -13,7 +13,7 @@
  * Offline agents get the new terms when they next connect (the gateway compares their stored
  * certificate with `termsOf`).
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { ServiceCore } from './core.js';
 import type { AgentCertification } from './ports.js';
 import type { AgentDoc, PolicyDoc } from '../store/collections.js';
@@ -110,7 +110,7 @@ export class PolicyService {
     }
     if (input.agentDid && !(await c.agents.findById(input.agentDid))) throw notFound(`no agent ${input.agentDid}`);
     const policy: PolicyDoc = {
-      _id: nanoid(),
+      _id: newId(),
       agentDid: input.agentDid ?? null,
       workspaceId,
       capabilities: [...new Set(input.capabilities)],

@@ -16,7 +16,7 @@
  * - A new pending registration needs a place (PendingAdmission: limits in all and per source
  *   address); an agent already pending gets its registration back whatever the limits.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import { AppError } from '../domain/errors.js';
 import type { AgentDoc, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
 import type { Capability } from '../domain/capabilities.js';
@@ -108,7 +108,7 @@ export async function createRegistration(
 
   const now = new Date().toISOString();
   const registration: RegistrationDoc = {
-    _id: nanoid(),
+    _id: newId(),
     agentDid: did,
     name: input.name,
     publicKey,

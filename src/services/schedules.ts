@@ -13,7 +13,7 @@
  * workspace, as editing the workflow does; a schedule is visible to whoever sees its workflow.
  */
 import cron, { type ScheduledTask } from 'node-cron';
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
@@ -158,7 +158,7 @@ export class ScheduleService {
   /** Stores and arms a schedule; the caller has checked the expression, the zone and the rights (see `add`). */
   async create(wf: WorkflowDoc, input: { cron: string; timezone: string; params: Record<string, unknown> }, by: UserPrincipal): Promise<WorkflowScheduleDoc> {
     const doc: WorkflowScheduleDoc = {
-      _id: nanoid(),
+      _id: newId(),
       workflowId: wf._id,
       workspaceId: wf.workspaceId,
       cron: input.cron,

@@ -5,7 +5,7 @@
  * request with it is told it expired rather than that it is unknown.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Collections, SessionDoc, UserDoc } from '../store/collections.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 
@@ -44,7 +44,7 @@ export class Sessions {
     const token = randomBytes(32).toString('base64url');
     const t = this.now();
     const session: SessionDoc = {
-      _id: nanoid(),
+      _id: newId(),
       tokenHash: hashToken(token),
       kind,
       subject,

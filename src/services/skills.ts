@@ -24,7 +24,7 @@
  *   exist. A global admin gets 404 for an unknown one. Reading needs membership, changing needs
  *   the workspace admin role (admin or owner) or global admin. Every change is audited.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
@@ -498,7 +498,7 @@ export class SkillService {
   async create(input: CreateSkillInput): Promise<SkillDoc> {
     const now = new Date().toISOString();
     const doc: SkillDoc = {
-      _id: nanoid(),
+      _id: newId(),
       workspace_id: input.workspaceId,
       name: input.name.trim(),
       name_key: nameKey(input.name),
@@ -573,7 +573,7 @@ export class SkillService {
         { skillId: skill._id, agentDid },
         {
           $set: { enabled: value.enabled, config, updatedAt: now, updatedBy: by, workspaceId: skill.workspace_id },
-          $setOnInsert: { _id: nanoid(), createdAt: now },
+          $setOnInsert: { _id: newId(), createdAt: now },
         },
         { upsert: true, returnDocument: 'before' },
       );

@@ -10,7 +10,7 @@
  *   who reported to them. Later areas (channel memberships, ...) subscribe with `onUserDeleted`.
  */
 import { randomUUID } from 'node:crypto';
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Collections, UserDoc } from '../store/collections.js';
 import type { WorkspaceRole } from '../domain/roles.js';
 import type { GlobalRole } from '../domain/roles.js';
@@ -260,7 +260,7 @@ export async function createUser(c: Collections, n: NewUser): Promise<UserDoc> {
     description: null,
   };
   await c.users.insertOne(user);
-  await c.workspaceMembers.insertOne({ _id: nanoid(), workspaceId: n.workspace.id, userId: user._id, role: n.workspace.role, isPrimary: true, joinedAt: at });
+  await c.workspaceMembers.insertOne({ _id: newId(), workspaceId: n.workspace.id, userId: user._id, role: n.workspace.role, isPrimary: true, joinedAt: at });
   return user;
 }
 

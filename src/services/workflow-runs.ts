@@ -16,7 +16,7 @@
  * - At start, running runs are restored: attempts in flight when the server stopped fail with
  *   the error `interrupted` (their onError decides), retry timers are re-armed.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Actor } from 'xstate';
 import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
@@ -280,7 +280,7 @@ export class WorkflowRuns {
   async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<{ runId: string; status: 'running' }> {
     if (this.stopped) throw new AppError(503, 'shutting_down', 'the server is shutting down');
     const definition = JSON.parse(wf.definition) as WorkflowDefinition;
-    const runId = nanoid();
+    const runId = newId();
     const at = this.nowIso();
     const input: WorkflowRunInput = {
       ...initialRunState(definition, params, at),

@@ -8,7 +8,7 @@
  * to anyone else it does not exist (404). Creating, changing and deleting need the workspace admin
  * role or global admin (403 otherwise); running and cancelling need operator or higher.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { ServiceCore } from './core.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 import type { WorkspaceRole } from '../domain/roles.js';
@@ -184,7 +184,7 @@ export class WorkflowService {
   private async create(input: { name: string; description: string; workspace: WorkspaceDoc; definition: WorkflowDefinition }, by: UserPrincipal): Promise<WorkflowDoc> {
     const now = new Date().toISOString();
     const doc: WorkflowDoc = {
-      _id: nanoid(),
+      _id: newId(),
       name: input.name,
       nameKey: nameKeyOf(input.name),
       description: input.description,

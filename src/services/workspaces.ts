@@ -19,7 +19,7 @@
  *
  * The plain functions take the collections so the fleet can call them without a service.
  */
-import { nanoid } from 'nanoid';
+import { newId } from '../domain/ids.js';
 import type { Collections, UserDoc, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc } from '../store/collections.js';
 import type { WorkspaceRole } from '../domain/roles.js';
 import { DuplicateKeyError, type Collection } from '../store/types.js';
@@ -111,7 +111,7 @@ export async function addAgentToWorkspace(c: Collections, agentDid: string, work
   if (!here) {
     try {
       await c.workspaceAgents.insertOne({
-        _id: nanoid(),
+        _id: newId(),
         workspaceId,
         agentDid,
         isPrimary: makePrimary,
@@ -142,7 +142,7 @@ export async function visibleWorkspaceIds(c: Collections, principal: Principal |
 export async function addMember(c: Collections, workspaceId: string, userId: string, role: WorkspaceRole): Promise<WorkspaceMemberDoc> {
   const hasPrimary = (await c.workspaceMembers.count({ userId, isPrimary: true })) > 0;
   const doc: WorkspaceMemberDoc = {
-    _id: nanoid(),
+    _id: newId(),
     workspaceId,
     userId,
     role,
@@ -287,7 +287,7 @@ export class WorkspaceService {
     if (!s) throw badRequest(`no slug can be derived from the name '${input.name}'; give one`, 'slug_required');
     const now = new Date().toISOString();
     const ws: WorkspaceDoc = {
-      _id: nanoid(),
+      _id: newId(),
       name: input.name,
       slug: s,
       color: input.color ?? defaultColor(s),
