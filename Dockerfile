@@ -2,7 +2,8 @@
 # Node.js 24 on Debian 13 (trixie, glibc 2.41): the uWebSockets.js build for Node 22 and 24
 # (@btc-vision/uwebsockets.js, an optional dependency) needs glibc 2.38 or later. src/http/uws.ts
 # picks the first build that loads and logs which.
-# Build stage: compile TypeScript and build the dashboard (dist/web) with the dev dependencies.
+# Build stage: compile TypeScript (the server, and the agent SDK's package that `npm run build`
+# builds beside it) and build the dashboard (dist/web) with the dev dependencies.
 FROM node:24-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -11,7 +12,8 @@ COPY tsconfig.json ./
 COPY src ./src
 COPY schemas ./schemas
 COPY web ./web
-COPY scripts/build-web.mjs ./scripts/
+COPY packages/agent/package.json packages/agent/tsconfig.json ./packages/agent/
+COPY scripts/build-web.mjs scripts/build-sdk-schemas.mjs ./scripts/
 RUN npm run build
 
 # Final stage: production dependencies (optional ones included) and compiled JavaScript only,

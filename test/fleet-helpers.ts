@@ -3,7 +3,8 @@
  * approval round trip, and a raw WebSocket client that speaks the protocol frame by frame.
  */
 import * as assert from 'uvu/assert';
-import { StewardAgent, type StewardAgentOptions } from '../src/agent/index.js';
+import type { EventEmitter } from 'node:events';
+import { StewardAgent, type StewardAgentEvents, type StewardAgentOptions } from '../src/agent/index.js';
 import { generateKeyPair, signMessage, PURPOSE, type Ed25519KeyPair } from '../src/domain/did.js';
 import { certificateBytes, type Certificate } from '../src/domain/certificate.js';
 import { frameValidators, isOutboundType } from '../src/domain/wire-schemas.js';
@@ -70,10 +71,11 @@ export async function readyRawAgent(s: TestServer, admin: TestUser, keys?: Ed255
 }
 
 /** Resolves when the agent emits `event` (with its first argument). */
-export function once<T = unknown>(agent: StewardAgent, event: string, timeoutMs = 5000): Promise<T> {
+export function once<T = unknown>(agent: StewardAgent, event: keyof StewardAgentEvents, timeoutMs = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no '${event}' within ${timeoutMs} ms`)), timeoutMs);
-    agent.once(event, (v: T) => {
+    // The caller names the type of the first argument; the untyped emitter takes its word for it.
+    (agent as EventEmitter).once(event, (v: T) => {
       clearTimeout(timer);
       resolve(v);
     });

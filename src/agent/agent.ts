@@ -18,16 +18,18 @@ import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import type { Capability } from '../domain/capabilities.js';
 import { PURPOSE, publicKeyFromDidKey, signMessage, type Ed25519KeyPair } from '../domain/did.js';
-import { certificateBytes, certificateShapeError, termsOf, verifyCertificateSignature, type Certificate, type CertificateTerms } from '../domain/certificate.js';
+import { certificateBytes, certificateShapeError, termsOf, verifyCertificateSignature, type Certificate, type CertificateTerms } from '../domain/certificate-format.js';
 import {
   AGENT_WS_PATH,
   CLOSE,
   FATAL_CLOSE_CODES,
   type ChannelMessageSendFrame,
+  type ErrorFrame,
   type IntentFrame,
   type LlmConfigFrame,
   type OutboundFrame,
   type ReadyFrame,
+  type RegistrationFrame,
   type SkillsConfigFrame,
   type TokenDelta,
 } from '../domain/agent-protocol.js';
@@ -99,7 +101,38 @@ export interface CurrentCertificate {
   agentSignature: string;
 }
 
-export class StewardAgent extends EventEmitter {
+/** An intent the gates refused: the frame and the gate's message (also sent back as the intent's error). */
+export type RefusedIntent = IntentFrame & { error: string };
+
+/** The events of a StewardAgent and their arguments (`agent.on('status', (status) => …)`). */
+export interface StewardAgentEvents {
+  /** Every change of `status`. */
+  status: [status: AgentStatus];
+  /** A `registration` frame: pending (with its id), approved, or rejected (with the reason). */
+  registration: [frame: RegistrationFrame];
+  /** New terms from `update_capabilities`, in force at once; the certificate carrying them follows. */
+  capabilities: [terms: CertificateTerms];
+  /** A co-signed certificate came into force (after the handshake and after each re-certification). */
+  certificate: [certificate: CurrentCertificate];
+  /** Steward stored the token delta of the heartbeat with this seq. */
+  heartbeatAck: [seq: number];
+  intentRefused: [intent: RefusedIntent];
+  llmConfig: [config: LlmConfigFrame['config']];
+  skillsConfig: [skills: SkillsConfigFrame['skills']];
+  channelMessage: [message: ChannelMessageContext];
+  /** Steward refused a frame (`error` frame); a close follows when it ends the connection. */
+  serverError: [frame: ErrorFrame];
+  /** The socket closed (also after stop()). */
+  close: [code: number, reason: string];
+  /** An attempt failed or the socket closed: why, and whether and when the agent tries again. */
+  disconnected: [disconnection: Disconnection];
+  /** The raw error of the WebSocket library (the `disconnected` event says it in words). */
+  socketError: [error: Error];
+  /** A certificate refused, or a channel-message handler that threw; emitted only when listened to. */
+  error: [error: Error];
+}
+
+export class StewardAgent extends EventEmitter<StewardAgentEvents> {
   readonly did: string;
   readonly gates: Gates;
   status: AgentStatus = 'idle';
@@ -236,7 +269,7 @@ export class StewardAgent extends EventEmitter {
 
   /** Reports a problem as an 'error' event when someone listens (an unheard 'error' would throw). */
   private fail(err: unknown): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err);
+    if (this.listenerCount('error') > 0) this.emit('error', err instanceof Error ? err : new Error(String(err)));
   }
 
   private setStatus(s: AgentStatus): void {

@@ -15,7 +15,7 @@
  * agent's process, so a restart does not hand it a fresh budget.
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import type { CertificateTerms } from '../domain/certificate.js';
+import type { CertificateTerms } from '../domain/certificate-format.js';
 
 export type Clock = () => number;
 

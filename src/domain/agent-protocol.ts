@@ -5,9 +5,16 @@
  * docs/agent-protocol.md is the description for people writing agents in other languages.
  */
 import { CAPABILITIES, type Capability } from './capabilities.js';
-import type { Certificate, ResourceLimits } from './certificate.js';
+import type { Certificate, ResourceLimits } from './certificate-format.js';
 
 export const AGENT_WS_PATH = '/ws/agent';
+
+/**
+ * The version of the agent protocol that Steward's gateway and the SDK (built from this file)
+ * speak. It goes up only with a change an agent of the previous version could not follow; added
+ * optional fields, frames and close codes leave it as it is (docs/agent-protocol.md, "Versions").
+ */
+export const AGENT_PROTOCOL_VERSION = 1;
 
 /** What a close code of /ws/agent tells an agent. */
 export interface CloseCodeMeaning {

@@ -37,7 +37,7 @@ export type InboundFrameType = (typeof INBOUND_FRAME_TYPES)[number];
 export type OutboundFrameType = (typeof OUTBOUND_FRAME_TYPES)[number];
 export type FrameType = InboundFrameType | OutboundFrameType;
 
-/** The `schemas/` directory: two levels above this file both in src/ (tsx) and in dist/src/. */
+/** The `schemas/` directory: two levels above this file in src/ (tsx) and in the SDK's package (dist/domain/, beside its copy of the schemas), three in dist/src/. */
 function schemasDir(): string {
   const dir = fileURLToPath(new URL('../../schemas/', import.meta.url));
   if (existsSync(`${dir}agent`)) return dir;
