@@ -163,7 +163,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
   const skills = new SkillService(core, { agents: connections, library });
   const proxy =
-    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }) : null;
+    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }, log) : null;
   const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
   const models = new ModelCatalogue(core, { proxy, llmConfig });
   const feedTopics = new FeedTopics(app);
