@@ -3,9 +3,11 @@
  * is newer than every source it is made from, so `npm start` does not rebuild an unchanged UI.
  * `--force` builds anyway. Each compressible file gets its brotli and gzip forms beside it
  * (`.br`, `.gz`), which Steward serves as they are (src/http/static.ts) instead of compressing
- * the build at every start (the API reference's script alone would take seconds).
+ * the build at every start (the API reference's script alone would take seconds). A build whose
+ * first screen is over its size limit (scripts/web-sizes.ts) fails, and is made again next time.
  */
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
@@ -29,6 +31,12 @@ if (!process.argv.includes('--force') && existsSync(stamp) && statSync(stamp).mt
   const { build } = await import('vite');
   await build({ configFile: join(root, 'web', 'vite.config.ts') });
   compressAll(join(root, 'dist', 'web'));
+  const sizes = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'scripts', 'web-sizes.ts'), '--summary'], { cwd: root, stdio: 'inherit' });
+  if (sizes.status !== 0) {
+    rmSync(stamp, { force: true }); // not up to date: the next build:web builds again
+    console.error('dashboard: the first screen is over its size limit; `npm run web:sizes` lists every script');
+    process.exit(1);
+  }
   console.log('dashboard: built into dist/web');
 }
 
