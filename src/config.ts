@@ -209,6 +209,22 @@ export const VARIABLES = {
     default: '120/1m',
     description: 'The same requests per claim or invitation token (enough to poll listen every second). 0: no limit.',
   },
+  RATE_LIMIT_DEVICE_PER_ADDRESS: {
+    schema: rateRule,
+    default: '600/1m+10000/10m',
+    description: 'POST /api/auth/device and /api/auth/device/token (browsers asking to be signed in by a wallet, and polling) per source address. 0: no limit.',
+  },
+  RATE_LIMIT_USER_CODE_PER_ADDRESS: {
+    schema: rateRule,
+    default: '20/10m',
+    description:
+      'Wrong user codes given to the device approval endpoints (/api/auth/device/{userCode}/approve, /deny) per source address; past it, every approval from that address is refused with 429 until the window ends. 0: no limit.',
+  },
+  RATE_LIMIT_USER_CODE_TOTAL: {
+    schema: rateRule,
+    default: '200/10m',
+    description: 'Wrong user codes given to the device approval endpoints from all addresses together; past it, every approval is refused with 429 until the window ends. 0: no limit.',
+  },
   RATE_LIMIT_WEBHOOK_PER_ADDRESS: {
     schema: rateRule,
     default: '3000/1m+30000/10m',
@@ -245,6 +261,16 @@ export const VARIABLES = {
     schema: int(1, 24 * 365),
     default: '168',
     description: 'Sessions of people and agents expire after this long without use (sliding).',
+  },
+  DEVICE_CODE_TTL_SECONDS: {
+    schema: int(10, 3600),
+    default: '600',
+    description: 'How long a browser\'s device sign-in request (its user code and device code) can be approved by a wallet and exchanged for a session; each code serves once.',
+  },
+  DEVICE_POLL_INTERVAL_SECONDS: {
+    schema: int(1, 60),
+    default: '5',
+    description: 'Seconds a browser waits between two polls of POST /api/auth/device/token; a faster poll gets slow_down and 5 seconds more to wait (RFC 8628).',
   },
   STEWARD_OWNER_DID: {
     schema: z.string().regex(/^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]+$/, { message: 'expected an Ed25519 did:key (did:key:z6Mk...)' }),
@@ -480,6 +506,8 @@ export interface Config {
   actorIdleMs: number;
   shutdownTimeoutMs: number;
   sessionTtlMs: number;
+  deviceCodeTtlMs: number;
+  devicePollIntervalSeconds: number;
   ownerDid?: string;
   walletUrl: string;
   claimTtlMs: number;
@@ -604,12 +632,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       claim: { address: p.RATE_LIMIT_CLAIM_PER_ADDRESS, key: p.RATE_LIMIT_CLAIM_PER_TOKEN },
       webhook: { address: p.RATE_LIMIT_WEBHOOK_PER_ADDRESS, key: p.RATE_LIMIT_WEBHOOK_PER_BRIDGE },
       agent: { address: p.RATE_LIMIT_AGENT_PER_ADDRESS, key: null },
+      device: { address: p.RATE_LIMIT_DEVICE_PER_ADDRESS, key: null },
+      userCode: { address: p.RATE_LIMIT_USER_CODE_PER_ADDRESS, key: p.RATE_LIMIT_USER_CODE_TOTAL },
     },
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
     ed25519: p.STEWARD_ED25519,
     actorIdleMs: p.ACTOR_IDLE_MS,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
     sessionTtlMs: p.SESSION_TTL_HOURS * 3600_000,
+    deviceCodeTtlMs: p.DEVICE_CODE_TTL_SECONDS * 1000,
+    devicePollIntervalSeconds: p.DEVICE_POLL_INTERVAL_SECONDS,
     ownerDid: p.STEWARD_OWNER_DID,
     walletUrl: p.WALLET_URL,
     claimTtlMs: p.CLAIM_TTL_MINUTES * 60_000,

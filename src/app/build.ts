@@ -32,6 +32,8 @@ import { UserService } from '../services/users.js';
 import { WorkspaceService } from '../services/workspaces.js';
 import { GrantService } from '../services/grants.js';
 import { LoginService } from '../services/login.js';
+import { DeviceApprovals } from '../services/device-approvals.js';
+import { PersonSessions } from '../services/person-sessions.js';
 import { ClaimService } from '../services/claims.js';
 import { InvitationService } from '../services/invitations.js';
 import { AgentActors } from '../services/agent-actors.js';
@@ -140,6 +142,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const workspaceService = new WorkspaceService(core);
   const grants = new GrantService(core);
   const login = new LoginService(core);
+  const devices = new DeviceApprovals(core, rateLimits.userCode);
+  const personSessions = new PersonSessions(core);
   const claims = new ClaimService(core, { defaultWorkspace });
   const invitations = new InvitationService(core, { claims, defaultWorkspace });
 
@@ -159,7 +163,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
   const skills = new SkillService(core, { agents: connections, library });
   const proxy =
-    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }) : null;
+    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }, log) : null;
   const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
   const models = new ModelCatalogue(core, { proxy, llmConfig });
   const feedTopics = new FeedTopics(app);
@@ -218,6 +222,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   onClose(() => bridges.stop());
   login.start();
   onClose(() => login.stop());
+  devices.start();
+  onClose(() => devices.stop());
 
   const router = new Router({
     auth: createAuthPolicy({ sessions, publicUrl: () => config.publicUrl }),
@@ -242,6 +248,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       grants,
       skills,
       login,
+      devices,
+      personSessions,
       claims,
       invitations,
       fleet,

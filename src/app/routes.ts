@@ -8,6 +8,8 @@ import type { ServerIdentity } from '../services/server-identity.js';
 import { systemRoutes } from '../http/routes/system.js';
 import { authRoutes } from '../http/routes/auth.js';
 import { claimRoutes } from '../http/routes/claims.js';
+import { deviceRoutes } from '../http/routes/device.js';
+import { meSessionRoutes } from '../http/routes/me-sessions.js';
 import { invitationRoutes } from '../http/routes/invitations.js';
 import { userRoutes } from '../http/routes/users.js';
 import { workspaceRoutes } from '../http/routes/workspaces.js';
@@ -30,6 +32,8 @@ import type { WorkspaceService } from '../services/workspaces.js';
 import type { GrantService } from '../services/grants.js';
 import type { SkillService } from '../services/skills.js';
 import type { ClaimService } from '../services/claims.js';
+import type { DeviceApprovals } from '../services/device-approvals.js';
+import type { PersonSessions } from '../services/person-sessions.js';
 import type { InvitationService } from '../services/invitations.js';
 import type { FleetService } from '../services/fleet.js';
 import type { PolicyService } from '../services/policies.js';
@@ -53,6 +57,8 @@ export interface RouteServices extends SystemDeps {
   grants: GrantService;
   skills: SkillService;
   login: LoginService;
+  devices: DeviceApprovals;
+  personSessions: PersonSessions;
   claims: ClaimService;
   invitations: InvitationService;
   fleet: FleetService;
@@ -72,6 +78,8 @@ export function routeTable(s: RouteServices): RouteDef[] {
   return [
     ...systemRoutes({ config: s.config, version: s.version, store: s.store, metrics: s.metrics, routes: s.routes }),
     ...authRoutes({ login: s.login, config: s.config }),
+    ...deviceRoutes({ devices: s.devices, config: s.config }),
+    ...meSessionRoutes({ personSessions: s.personSessions }),
     ...claimRoutes({ claims: s.claims, identity: s.identity }),
     ...invitationRoutes({ invitations: s.invitations, claims: s.claims, identity: s.identity }),
     ...userRoutes({ users: s.userService }),

@@ -204,6 +204,9 @@ export class ClaimService {
       { $set: { status: -2, failure: 'user_claimed', completedAt: doneAt } },
     );
     await this.ctx.c.invitations.deleteMany({ userId: user._id });
+    if (user.isOwner) {
+      this.ctx.log.info({ userId: user._id, did: body.did, kind: taken.kind }, `the owner account was claimed by ${body.did}: sign in with that key (steward login, or the dashboard)`);
+    }
     await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, {
       action: 'claim.completed',
       targetType: 'user',
@@ -309,10 +312,12 @@ export class ClaimService {
   /**
    * Owner bootstrap: while the owner is unclaimed, opens a fresh 'owner-bootstrap' claim session
    * (earlier ones stop working) and prints how to claim it — the connection string (the claim URL),
-   * the wallet link and a QR code for the terminal. Called by `steward serve` after every start;
-   * returns the session and its token, or null when the owner is already claimed.
+   * the wallet link and a QR code for the terminal — on standard error, so that standard output
+   * stays the JSON log, one object per line. Called by `steward serve` after every start; returns
+   * the session and its token, or null when the owner is already claimed. The log says that a
+   * claim waits, without the link (a claim token is a secret).
    */
-  async announceOwnerClaim(write: (text: string) => void = (t) => process.stdout.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
+  async announceOwnerClaim(write: (text: string) => void = (t) => process.stderr.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
     const { ctx } = this;
     const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
     if (!owner) return null;
@@ -333,6 +338,7 @@ export class ClaimService {
     const cs = this.connectionString(token);
     const qrText = this.qrText(token);
     const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
+    ctx.log.info({ expiresAt: session.expiresAt }, 'the owner account is not claimed yet: the claim link is on standard error (steward wallet claim <link>, or the dashboard\'s sign-in page)');
     write(
       [
         '',

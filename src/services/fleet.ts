@@ -141,6 +141,13 @@ export class FleetService {
   async register(input: RegistrationInput, origin: RegistrationOrigin, auditAs?: Principal | 'system'): Promise<RegistrationOutcome> {
     const outcome = await createRegistration(this.ctx.c, input, origin, this.defaultWorkspace, this.pending);
     if (outcome.created) await this.agentActors.actorOf(outcome.agent._id, 'pending');
+    if (outcome.created) {
+      const { agent, registration } = outcome;
+      this.ctx.log.info(
+        { agent: agent.name, agentDid: agent._id, registrationId: registration._id, requestedCapabilities: agent.requestedCapabilities },
+        `agent "${agent.name}" registered and awaits approval: approve it with 'steward registrations approve ${registration._id}', or on the dashboard's Registrations screen`,
+      );
+    }
     if (outcome.created && auditAs) {
       const { agent } = outcome;
       await this.ctx.audit.record(auditAs, {

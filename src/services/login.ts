@@ -13,7 +13,7 @@ import { newId } from '../domain/ids.js';
 import type { ChallengeDoc, UserDoc } from '../store/collections.js';
 import type { Principal } from '../domain/principal.js';
 import type { ServiceCore } from './core.js';
-import { userPrincipal } from './sessions.js';
+import { userPrincipal, type SessionOrigin } from './sessions.js';
 import { resolvePublicKey, verifySignature } from '../domain/did.js';
 import { loginMessage } from '../domain/claims.js';
 import { AppError } from '../domain/errors.js';
@@ -83,11 +83,11 @@ export class LoginService {
   }
 
   /** A new session for a valid answer to a challenge (audited); 401 saying why otherwise. */
-  async login(challengeId: string, did: string, signature: string): Promise<{ token: string; user: UserSummary }> {
+  async login(challengeId: string, did: string, signature: string, origin: SessionOrigin): Promise<{ token: string; user: UserSummary }> {
     const result = await this.check(challengeId, did, signature);
     if ('refused' in result) throw refusedLogin(result.refused, did);
     const { user } = result;
-    const { token } = await this.ctx.sessions.create('user', user._id);
+    const { token } = await this.ctx.sessions.create('user', user._id, origin);
     await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, { action: 'auth.login', targetType: 'user', target: user._id });
     return { token, user: toUserSummary(user) };
   }

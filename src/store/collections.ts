@@ -92,6 +92,44 @@ export interface SessionDoc {
   createdAt: string;
   lastUsedAt: string;
   expiresAt: string;
+  /**
+   * How the session was made, and by which client (the User-Agent header and source address of
+   * the request that made it); absent on sessions made before these were recorded.
+   */
+  method?: SessionMethod | null;
+  userAgent?: string | null;
+  address?: string | null;
+}
+
+/** How a session was made: a signed login challenge, or a browser's device approval by a wallet. */
+export type SessionMethod = 'login' | 'device';
+
+/**
+ * A browser's request to be signed in by a wallet (device approval, docs/identity.md). Both of
+ * its codes are secrets, stored only as their SHA-256: the device code (what the browser polls
+ * with) is the id, the user code (what the person types into the wallet) is `userCodeHash`.
+ */
+export interface DeviceRequestDoc {
+  /** SHA-256 of the device code, hex. */
+  _id: string;
+  /** SHA-256 of the user code in its shown form (`WDJB-MJHT`), hex. */
+  userCodeHash: string;
+  /** pending -> approved -> used (the browser has its session), or pending -> denied. */
+  status: 'pending' | 'approved' | 'denied' | 'used';
+  createdAt: string;
+  expiresAt: string;
+  /** Seconds the browser must wait between two polls; grows by 5 with each slow_down. */
+  interval: number;
+  lastPolledAt: string | null;
+  /** The browser that asked: its User-Agent header and source address. */
+  userAgent: string | null;
+  address: string | null;
+  /** The nonce a wallet signs to approve, handed out by the last GET of the approval (to `nonceUserId`); null once used. */
+  nonce: string | null;
+  nonceUserId: string | null;
+  /** The person who approved or denied, and when. */
+  decidedBy: string | null;
+  decidedAt: string | null;
 }
 
 export interface ChallengeDoc {
@@ -526,6 +564,7 @@ export interface Collections {
   sessions: Collection<SessionDoc>;
   challenges: Collection<ChallengeDoc>;
   claimSessions: Collection<ClaimSessionDoc>;
+  deviceRequests: Collection<DeviceRequestDoc>;
   invitations: Collection<InvitationDoc>;
   grants: Collection<GrantDoc>;
   audit: Collection<AuditDoc>;
@@ -566,6 +605,7 @@ export function collections(store: Store): Collections {
     sessions: store.collection('sessions'),
     challenges: store.collection('auth_challenges'),
     claimSessions: store.collection('claim_sessions'),
+    deviceRequests: store.collection('device_requests'),
     invitations: store.collection('invitations'),
     grants: store.collection('grants'),
     audit: store.collection('audit'),
@@ -612,6 +652,7 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.workspaceAgents.createIndex({ fields: { agentDid: 1 } }),
     c.sessions.createIndex({ fields: { tokenHash: 1 }, unique: true, name: 'token_unique' }),
     c.sessions.createIndex({ fields: { subject: 1 } }),
+    c.deviceRequests.createIndex({ fields: { userCodeHash: 1 }, unique: true, name: 'user_code_unique' }),
     c.invitations.createIndex({ fields: { emailLower: 1 } }),
     c.grants.createIndex({ fields: { userId: 1 } }),
     // The audit list's sort (newest first, ties by id); the embedded store keeps `at` for its time range.

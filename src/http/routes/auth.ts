@@ -3,16 +3,15 @@
  * /api/auth/logout. See docs/identity.md.
  */
 import { z } from 'zod';
-import { route, type Cookie, type RouteDef } from '../router.js';
-import { forbidden } from '../../domain/errors.js';
-import { isSameOrigin, SESSION_COOKIE, tokenOf } from '../auth.js';
+import { route, type RouteDef } from '../router.js';
+import { refuseCrossOrigin, sessionCookie, tokenOf } from '../auth.js';
 import { isDid } from '../../domain/did.js';
 import type { Config } from '../../config.js';
 import type { LoginService } from '../../services/login.js';
 
 const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' });
 
-const userView = z.object({
+export const userView = z.object({
   id: z.string(),
   did: z.string().nullable(),
   name: z.string(),
@@ -24,16 +23,6 @@ const userView = z.object({
 });
 
 export function authRoutes({ login, config }: { login: LoginService; config: Config }): RouteDef[] {
-  const sessionCookie = (value: string, maxAgeSeconds: number): Cookie => ({
-    name: SESSION_COOKIE,
-    value,
-    maxAgeSeconds,
-    httpOnly: true,
-    sameSite: 'Lax',
-    path: '/',
-    secure: config.publicUrl.startsWith('https:'),
-  });
-
   return [
     route({
       method: 'POST',
@@ -59,13 +48,15 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       }),
       limit: { group: 'login', key: ({ body }) => body.did },
       response: z.object({ token: z.string(), user: userView }),
-      handler: async ({ body, headers }) => {
+      handler: async ({ body, headers, remoteAddress }) => {
         // The answer sets a cookie: a page on another origin must not log a browser in.
-        if (headers.origin && !isSameOrigin(headers.origin, config.publicUrl, headers.host)) {
-          throw forbidden('cross-origin login refused', 'cross_origin');
-        }
-        const { token, user } = await login.login(body.challengeId, body.did, body.signature);
-        return { body: { token, user }, cookies: [sessionCookie(token, Math.floor(config.sessionTtlMs / 1000))] };
+        refuseCrossOrigin(headers, config.publicUrl);
+        const { token, user } = await login.login(body.challengeId, body.did, body.signature, {
+          method: 'login',
+          userAgent: headers['user-agent'] ?? null,
+          address: remoteAddress,
+        });
+        return { body: { token, user }, cookies: [sessionCookie(config.publicUrl, token, Math.floor(config.sessionTtlMs / 1000))] };
       },
     }),
     route({
@@ -77,7 +68,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       response: z.object({ ok: z.literal(true) }),
       handler: async (req) => {
         await login.logout(req.principal!, tokenOf(req)?.token ?? null);
-        return { body: { ok: true }, cookies: [sessionCookie('', 0)] };
+        return { body: { ok: true }, cookies: [sessionCookie(config.publicUrl, '', 0)] };
       },
     }),
   ];

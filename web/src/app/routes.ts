@@ -35,6 +35,7 @@ export const screens: Screen[] = [
   { path: '/workflows', title: 'Workflows', nav: true, show: everyone, load: () => import('../screens/workflows') },
   { path: '/workflows/:id', title: 'Workflow', show: everyone, load: () => import('../screens/workflow') },
   { path: '/audit', title: 'Audit', nav: true, show: (a) => a.globalAdmin, load: () => import('../screens/audit') },
+  { path: '/sessions', title: 'Sessions', nav: true, show: everyone, load: () => import('../screens/sessions') },
 ];
 
 /** Where `/` leads. */

@@ -2,10 +2,10 @@
 import type { ComponentType } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { listRegistrations } from '../api/agents';
-import { logout } from '../api/auth';
 import { describeError } from '../api/http';
 import { ErrorNote, Loading } from '../ui/kit';
-import { feed, feedStatus } from './feed';
+import { feedStatus } from './feed';
+import { signOut } from './sign-out';
 import { usePoll } from './hooks';
 import { loc, match, navigate, onLinkClick } from './router';
 import { home, screens, type Screen, type ScreenProps } from './routes';
@@ -72,16 +72,6 @@ export function Shell({ a }: { a: Access }) {
       break;
     }
   }
-  const signOut = async () => {
-    try {
-      await logout();
-    } catch {
-      // the session may already be gone; the page signs out either way
-    }
-    feed.stop();
-    session.value = { status: 'signed-out', reason: 'You have signed out.' };
-    navigate('/signin', { replace: true });
-  };
   const status = feedStatus.value;
 
   return (
@@ -99,9 +89,9 @@ export function Shell({ a }: { a: Access }) {
         <span class={`feed-status ${status}`} title="Live updates">
           {status === 'open' ? 'Live' : status === 'connecting' ? 'Connecting…' : status === 'waiting' ? 'Reconnecting…' : ''}
         </span>
-        <span class="whoami" title={a.did}>
+        <a class="whoami" href="/sessions" title={`${a.did} — your sessions`}>
           {a.name}
-        </span>
+        </a>
         <button type="button" class="quiet" onClick={() => void signOut()}>
           Sign out
         </button>
@@ -126,6 +116,9 @@ export function Shell({ a }: { a: Access }) {
               );
             })}
         </ul>
+        <p class="nav-foot">
+          <a href="/api/docs">API reference</a>
+        </p>
       </nav>
       <main id="main" tabIndex={-1}>
         {!current ? (
