@@ -13,7 +13,8 @@ import type { Capability } from './capabilities.js';
 import { verifySignature } from './did.js';
 import { randomBase64Url, randomHex } from './random.js';
 import { verifyOffThread } from './crypto-worker.js';
-import { describeSchemaErrors, validateCertificateShape } from './wire-schemas.js';
+import { certificateSchemaDocuments, describeSchemaErrors, validateCertificateShape } from './wire-schemas.js';
+import { inlineRefs, jsonSchemaView } from './json-schema-view.js';
 
 export const CERTIFICATE_VERSION = 1;
 
@@ -39,6 +40,13 @@ export interface Certificate {
   policyExpiresAt: string | null;
   nonce: string;
 }
+
+/** A certificate in a view (the agent detail): checked and described by schemas/certificate.schema.json. */
+export const CertificateView = jsonSchemaView<Certificate>(
+  'Certificate',
+  inlineRefs(certificateSchemaDocuments().certificate, [certificateSchemaDocuments().defs]),
+  (value) => (validateCertificateShape(value) ? null : describeSchemaErrors(validateCertificateShape.errors)),
+);
 
 /** What a certificate grants: the policy part of it. */
 export interface CertificateTerms {

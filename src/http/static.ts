@@ -36,7 +36,7 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 /** Path prefixes that belong to the server, never to the dashboard. */
-const SERVER_PATHS = ['/api', '/ws', '/healthz', '/readyz', '/metrics'];
+export const SERVER_PATHS = ['/api', '/ws', '/healthz', '/readyz', '/metrics'];
 
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 /** Vite names hashed files `name-<hash>.ext` under assets/. */

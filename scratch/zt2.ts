@@ -1,0 +1,12 @@
+import { z } from 'zod';
+const A = z.strictObject({ id: z.string(), c: z.string().optional() }).meta({ id: 'A' });
+const B = A.extend({ x: z.number() });
+const C = A.omit({ c: true });
+console.log('extend strict:', B.safeParse({ id: 'a', x: 1, y: 2 }).success, 'omit strict:', C.safeParse({ id: 'a', y: 1 }).success);
+console.log('B meta', z.globalRegistry.get(B), 'C meta', z.globalRegistry.get(C));
+console.log(JSON.stringify(z.toJSONSchema(z.object({ b: B, a: A, c: C }), { io: 'output' })));
+const Cust = z.custom<{ v: number }>().superRefine((v, ctx) => { if (typeof v !== 'object') ctx.addIssue({ code: 'custom', message: 'not obj' }); }).meta({ id: 'Cust', type: 'object', properties: { v: { type: 'number' } }, required: ['v'] });
+console.log(JSON.stringify(z.toJSONSchema(z.object({ c: Cust, n: Cust.nullable() }), { io: 'output', unrepresentable: 'any' })));
+console.log(JSON.stringify(Cust.safeParse(3)));
+const D = z.strictObject({ a: z.literal(true) }).meta({ id: 'D' });
+console.log(JSON.stringify(z.toJSONSchema(z.array(D.extend({b: z.string()})), { io: 'output' })));
