@@ -231,15 +231,9 @@ export type OutboundFrame =
   | ErrorFrame;
 
 /**
- * Frames the server pushes to an agent outside the request/answer steps of the handshake: what
- * `AgentLink.push` (src/services/ports.ts) takes. In a cluster they travel to the process that
- * holds the agent's socket.
+ * The frames a service sends an agent outside the handshake, through `AgentLink.push`
+ * (src/services/ports.ts): the one type of that boundary. In a cluster they travel to the process
+ * that holds the agent's socket. The handshake's own frames (challenge, registration,
+ * certificate_offer, ready) go out on the connection itself (src/ws/agent/).
  */
-export type PushFrame =
-  | LlmConfigFrame
-  | SkillsConfigFrame
-  | ChannelMessageSendFrame
-  | IntentFrame
-  | UpdateCapabilitiesFrame
-  | CertificateOfferFrame
-  | RegistrationFrame;
+export type PushFrame = LlmConfigFrame | SkillsConfigFrame | ChannelMessageSendFrame | IntentFrame | UpdateCapabilitiesFrame;
