@@ -252,6 +252,12 @@ export const VARIABLES = {
     description:
       "Ed25519 implementation: `libsodium` (the sodium-native binary, about twice as fast), `openssl` (Node's crypto), or `auto` (libsodium when its binary loads, else OpenSSL). `libsodium` refuses to start without it.",
   },
+  STEWARD_CHECK_RESPONSES: {
+    schema: bool,
+    default: '0',
+    description:
+      "For tests and development: every HTTP answer is checked against the response schema its route declares (the OpenAPI document's), and one that does not match is logged as an error and answered 500 `response_schema_violation` instead. Costs a validation per request: leave it off in production.",
+  },
   ACTOR_IDLE_MS: {
     schema: int(0, 7 * 24 * 3600 * 1000),
     default: String(10 * 60 * 1000),
@@ -503,6 +509,8 @@ export interface Config {
   rateLimits: RateRules;
   allowUwsFallback: boolean;
   ed25519: Parsed['STEWARD_ED25519'];
+  /** STEWARD_CHECK_RESPONSES: answers are checked against their routes' declared schemas. */
+  checkResponses: boolean;
   actorIdleMs: number;
   shutdownTimeoutMs: number;
   sessionTtlMs: number;
@@ -637,6 +645,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
     ed25519: p.STEWARD_ED25519,
+    checkResponses: p.STEWARD_CHECK_RESPONSES,
     actorIdleMs: p.ACTOR_IDLE_MS,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
     sessionTtlMs: p.SESSION_TTL_HOURS * 3600_000,

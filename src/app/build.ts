@@ -232,6 +232,9 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       if (error) log.error({ err: error, method, route, status }, 'request failed');
     },
     limits: rateLimits,
+    checkResponses: config.checkResponses
+      ? (violation) => log.error({ violation }, `${violation.method} ${violation.route} answered ${violation.problem}`)
+      : undefined,
   });
   router.add(
     ...routeTable({

@@ -39,7 +39,7 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 /** Path prefixes that belong to the server, never to the dashboard. */
-const SERVER_PATHS = ['/api', '/ws', '/healthz', '/readyz', '/metrics'];
+export const SERVER_PATHS = ['/api', '/ws', '/healthz', '/readyz', '/metrics'];
 
 /** Pages of the build served at a server path: the interactive API reference (web/api-docs.html), over /api/openapi.json. */
 const SERVER_PAGES: Readonly<Record<string, string>> = { '/api/docs': '/api-docs.html', '/api/docs/': '/api-docs.html' };

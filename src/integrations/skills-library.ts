@@ -21,18 +21,22 @@ import { AppError, badGateway, notFound } from '../domain/errors.js';
 import type { Logger } from '../log.js';
 import { OutageLog } from './outage-log.js';
 
-export interface CatalogueEntry {
-  id: string;
-  name: string;
-  description: string;
-  source: string;
-  skillId: string;
-  installs: number;
-  githubStars: number;
-  repoUrl: string;
-  standalone: boolean;
-  contentType: string;
-}
+/** A catalogue entry as GET /api/skills/library answers it: the ten fields of interface §4.9. */
+export const CatalogueEntry = z
+  .strictObject({
+    id: z.string(),
+    name: z.string(),
+    description: z.string(),
+    source: z.string(),
+    skillId: z.string(),
+    installs: z.number().int().min(0),
+    githubStars: z.number().int().min(0),
+    repoUrl: z.string(),
+    standalone: z.boolean(),
+    contentType: z.string(),
+  })
+  .meta({ id: 'SkillsLibraryEntry' });
+export type CatalogueEntry = z.infer<typeof CatalogueEntry>;
 
 export interface CatalogueResult {
   entries: CatalogueEntry[];

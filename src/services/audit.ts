@@ -4,7 +4,9 @@
  * admins), newest first: `action` matches exactly, or as a prefix when it ends with `*`
  * (`workspace.member.*`); `since` is inclusive and `until` exclusive.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { jsonObject, pageFields, timestamp } from '../domain/views.js';
 import type { AuditDoc, Collections } from '../store/collections.js';
 import type { Filter } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
@@ -29,16 +31,23 @@ export interface AuditQuery {
   until?: string;
 }
 
-export interface AuditEntryView {
-  id: string;
-  at: string;
-  actor: string;
-  actorType: AuditDoc['actorType'];
-  action: string;
-  targetType: string;
-  target: string | null;
-  details: Record<string, unknown>;
-}
+export const AuditEntryView = z
+  .strictObject({
+    id: z.string(),
+    at: timestamp,
+    actor: z.string().meta({ description: 'DID of who did it, or `system`' }),
+    actorType: z.enum(['user', 'agent', 'system']),
+    action: z.string(),
+    targetType: z.string(),
+    target: z.string().nullable(),
+    details: jsonObject,
+  })
+  .meta({ id: 'AuditEntry' });
+export type AuditEntryView = z.infer<typeof AuditEntryView>;
+
+/** GET /api/audit: one page of the log. */
+export const AuditPage = z.strictObject({ entries: z.array(AuditEntryView), ...pageFields });
+export type AuditPage = z.infer<typeof AuditPage>;
 
 export const toAuditEntryView = (d: AuditDoc): AuditEntryView => ({
   id: d._id,
@@ -77,7 +86,7 @@ export class AuditLog {
   }
 
   /** One page of the log, newest first, filtered. */
-  async list(q: AuditQuery): Promise<{ entries: AuditEntryView[]; total: number; page: number; pageSize: number; totalPages: number }> {
+  async list(q: AuditQuery): Promise<AuditPage> {
     const filter: Filter = {};
     if (q.actor) filter.actor = q.actor;
     if (q.action) filter.action = q.action.endsWith('*') ? { $regex: `^${escapeRegex(q.action.slice(0, -1))}` } : q.action;

@@ -21,6 +21,7 @@
  */
 import { newId } from '../domain/ids.js';
 import { z } from 'zod';
+import { timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import { OutageLog } from '../integrations/outage-log.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
@@ -65,17 +66,21 @@ export const configSchemas = {
   }),
 } as const;
 
-export interface BridgeView {
-  id: string;
-  channelId: string;
-  externalService: ExternalService;
-  externalChannelId: string;
-  externalChannelName: string;
-  externalWorkspaceId: string;
-  syncDirection: SyncDirection;
-  isSyncEnabled: boolean;
-  createdAt: string;
-}
+/** A bridge (interface §2.10); its configuration is never shown. */
+export const BridgeView = z
+  .strictObject({
+    id: z.string(),
+    channelId: z.string(),
+    externalService: z.enum(['webhook', 'teams']),
+    externalChannelId: z.string(),
+    externalChannelName: z.string(),
+    externalWorkspaceId: z.string(),
+    syncDirection: z.enum(['incoming', 'outgoing', 'bidirectional']),
+    isSyncEnabled: z.boolean(),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'Bridge' });
+export type BridgeView = z.infer<typeof BridgeView>;
 
 export function toBridgeView(b: BridgeDoc): BridgeView {
   return {

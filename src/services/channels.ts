@@ -23,7 +23,9 @@
  * `channel:<id>`), to each mentioned agent that is online (`channel_message_send`), and to the
  * message hooks (bridges).
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { channelRole, jsonObject, timestamp } from '../domain/views.js';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { ServiceCore } from './core.js';
@@ -43,43 +45,73 @@ import { checkMetadata } from '../domain/messages.js';
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
 
-export interface ChannelView {
-  id: string;
-  workspaceId: string | null;
-  name: string;
-  slug: string;
-  description: string;
-  topic: string;
-  isPublic: boolean;
-  isArchived: boolean;
-  creatorDid: string;
-  createdAt: string;
-  updatedAt: string;
-}
+/** A channel (interface §2.7). */
+export const ChannelView = z
+  .strictObject({
+    id: z.string(),
+    workspaceId: z.string().nullable().meta({ description: 'null marks a global channel' }),
+    name: z.string(),
+    slug: z.string(),
+    description: z.string(),
+    topic: z.string(),
+    isPublic: z.boolean(),
+    isArchived: z.boolean(),
+    creatorDid: z.string(),
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  })
+  .meta({ id: 'Channel' });
+export type ChannelView = z.infer<typeof ChannelView>;
 
-export interface MemberView {
-  id: string;
-  channelId?: string;
-  memberDid: string;
-  memberType: 'user' | 'agent';
-  role: ChannelRole;
-  joinedAt: string;
-  invitedBy: string | null;
-}
+/** A channel of the list, with its counts. */
+export const ChannelListItem = ChannelView.extend({ memberCount: z.number().int().min(0), messageCount: z.number().int().min(0) }).meta({
+  id: 'ChannelListItem',
+});
+export type ChannelListItem = z.infer<typeof ChannelListItem>;
 
-export interface MessageView {
-  id: string;
-  channelId: string;
-  threadId: string | null;
-  authorDid: string;
-  authorType: 'user' | 'agent';
-  content: string;
-  metadata: Record<string, unknown>;
-  reactions: Record<string, string[]>;
-  editedAt: string | null;
-  deletedAt: string | null;
-  createdAt: string;
-}
+/** A channel member (interface §2.8). */
+export const MemberView = z
+  .strictObject({
+    id: z.string(),
+    channelId: z.string(),
+    memberDid: z.string(),
+    memberType: z.enum(['user', 'agent']),
+    role: channelRole,
+    joinedAt: timestamp,
+    invitedBy: z.string().nullable(),
+  })
+  .meta({ id: 'ChannelMember' });
+export type MemberView = z.infer<typeof MemberView>;
+
+/** A member in the channel detail, where the interface leaves `channelId` out. */
+export const DetailMemberView = MemberView.omit({ channelId: true }).meta({ id: 'ChannelDetailMember' });
+export type DetailMemberView = z.infer<typeof DetailMemberView>;
+
+/** A channel message (interface §2.9). */
+export const MessageView = z
+  .strictObject({
+    id: z.string(),
+    channelId: z.string(),
+    threadId: z.string().nullable().meta({ description: 'The parent message' }),
+    authorDid: z.string(),
+    authorType: z.enum(['user', 'agent']),
+    content: z.string().meta({ description: 'Markdown' }),
+    metadata: jsonObject.meta({ description: 'May hold `mentions` (agent names)' }),
+    reactions: z.record(z.string(), z.array(z.string())).meta({ description: 'Emoji to the DIDs who reacted' }),
+    editedAt: timestamp.nullable(),
+    deletedAt: timestamp.nullable(),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'ChannelMessage' });
+export type MessageView = z.infer<typeof MessageView>;
+
+/** GET /api/channels/{channelId}. */
+export const ChannelDetail = z.strictObject({
+  channel: ChannelView,
+  members: z.array(DetailMemberView),
+  stats: z.strictObject({ messageCount: z.number().int().min(0), memberCount: z.number().int().min(0) }),
+});
+export type ChannelDetail = z.infer<typeof ChannelDetail>;
 
 export function toChannelView(ch: ChannelDoc): ChannelView {
   return {
@@ -97,17 +129,20 @@ export function toChannelView(ch: ChannelDoc): ChannelView {
   };
 }
 
-/** A member; in the channel detail the interface leaves `channelId` out. */
-export function toMemberView(m: ChannelMemberDoc, withChannelId = true): MemberView {
+export function toMemberView(m: ChannelMemberDoc): MemberView {
   return {
     id: m._id,
-    ...(withChannelId ? { channelId: m.channelId } : {}),
+    channelId: m.channelId,
     memberDid: m.memberDid,
     memberType: m.memberType,
     role: m.role,
     joinedAt: m.joinedAt,
     invitedBy: m.invitedBy,
   };
+}
+
+export function toDetailMemberView(m: ChannelMemberDoc): DetailMemberView {
+  return { id: m._id, memberDid: m.memberDid, memberType: m.memberType, role: m.role, joinedAt: m.joinedAt, invitedBy: m.invitedBy };
 }
 
 export function toMessageView(m: ChannelMessageDoc): MessageView {
@@ -423,7 +458,7 @@ export class ChannelService {
     p: Principal,
     workspaceRef: string,
     opts: { includeArchived: boolean; includeGlobal: boolean },
-  ): Promise<Array<ChannelView & { memberCount: number; messageCount: number }>> {
+  ): Promise<ChannelListItem[]> {
     const caller = callerOf(p);
     const ws = await resolveWorkspace(this.c, workspaceRef);
     if (!ws || (!caller.isGlobalAdmin && !(await this.inWorkspace(caller, ws._id)))) throw notFound(`workspace ${workspaceRef} not found`);

@@ -18,6 +18,8 @@
 import { createUser } from './users.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import QRCode from 'qrcode';
+import { z } from 'zod';
+import { timestamp } from '../domain/views.js';
 import type { ClaimSessionDoc, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { encodeBase64Url, PURPOSE, resolvePublicKey, verifySignature } from '../domain/did.js';
@@ -31,6 +33,18 @@ import type { ServiceCore } from './core.js';
 
 export type ClaimKind = ClaimSessionDoc['kind'];
 export type ClaimStatus = ClaimSessionDoc['status'];
+
+/** GET /api/user/claim/{token}: what a wallet signs. */
+export const ClaimChallenge = z.strictObject({ nonce: z.string(), serverDid: z.string(), expiresAt: timestamp });
+export type ClaimChallenge = z.infer<typeof ClaimChallenge>;
+
+/** GET /api/user/listen/{token}. */
+export const ClaimListen = z.strictObject({
+  status: z.union([z.literal(-1), z.literal(2), z.literal(-2)]).meta({ description: '-1 pending, 2 success, -2 failed or expired' }),
+  did: z.string().optional().meta({ description: 'The claimed DID, with status 2' }),
+  expiresAt: timestamp,
+});
+export type ClaimListen = z.infer<typeof ClaimListen>;
 
 /** An owner-bootstrap session lives at least this long (the operator may read the console later). */
 export const OWNER_CLAIM_MIN_TTL_MS = 24 * 3600_000;
@@ -123,7 +137,7 @@ export class ClaimService {
   }
 
   /** GET /api/user/claim/{token}: what a wallet signs to claim (404 unless pending). */
-  async challengeOf(token: string): Promise<{ nonce: string; serverDid: string; expiresAt: string }> {
+  async challengeOf(token: string): Promise<ClaimChallenge> {
     const s = await this.pending(token);
     if (!s) throw notPending();
     return { nonce: s.nonce, serverDid: this.ctx.identity.did, expiresAt: s.expiresAt };
@@ -136,7 +150,7 @@ export class ClaimService {
   }
 
   /** GET /api/user/listen/{token}: -1 pending, 2 success (with the DID), -2 failed or expired. */
-  async listen(token: string): Promise<{ status: ClaimStatus; did?: string; expiresAt: string }> {
+  async listen(token: string): Promise<ClaimListen> {
     const s = await this.find(token);
     if (!s) throw notFound('no claim session for this token');
     const status = this.statusOf(s);

@@ -17,6 +17,7 @@
  * out by the GET and consumed atomically by the POST, right or wrong, like a login challenge.
  */
 import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
 import QRCode from 'qrcode';
 import type { DeviceRequestDoc, UserDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
@@ -29,7 +30,7 @@ import type { ServiceCore } from './core.js';
 import type { RateLimiter } from './rate-limits.js';
 import { retryAfterSeconds } from './rate-limits.js';
 import { hashToken, userPrincipal } from './sessions.js';
-import { toUserSummary, type UserSummary } from './users.js';
+import { toUserSummary, UserSummary } from './users.js';
 
 /** RFC 8628 §3.5: each slow_down adds this many seconds to the interval. */
 const SLOW_DOWN_STEP_SECONDS = 5;
@@ -44,24 +45,30 @@ export interface DeviceClient {
   address: string;
 }
 
-export interface DeviceStart {
-  deviceCode: string;
-  userCode: string;
-  verificationUrl: string;
+/** POST /api/auth/device: what the browser polls with and what it shows. */
+export const DeviceStart = z.strictObject({
+  deviceCode: z.string(),
+  userCode: z.string(),
+  verificationUrl: z.string(),
   /** A QR code of verificationUrl, as an SVG `data:` URL. */
-  verificationQr: string;
-  expiresIn: number;
-  interval: number;
-}
+  verificationQr: z.string(),
+  expiresIn: z.number().int(),
+  interval: z.number().int(),
+});
+export type DeviceStart = z.infer<typeof DeviceStart>;
 
 /** What a wallet shows before approving, and the nonce it signs. */
-export interface DeviceApprovalInfo {
-  nonce: string;
-  userAgent: string | null;
-  address: string | null;
-  requestedAt: string;
-  expiresAt: string;
-}
+export const DeviceApprovalInfo = z.strictObject({
+  nonce: z.string(),
+  userAgent: z.string().nullable(),
+  address: z.string().nullable(),
+  requestedAt: z.string(),
+  expiresAt: z.string(),
+});
+export type DeviceApprovalInfo = z.infer<typeof DeviceApprovalInfo>;
+
+/** The browser's poll once approved: who it is signed in as (the session is in the cookie). */
+export const DeviceSignedIn = z.strictObject({ user: UserSummary });
 
 /** A refused poll (400 with the RFC 8628 error code). */
 const pollRefusal = (code: 'authorization_pending' | 'slow_down' | 'expired_token' | 'access_denied', message: string) => new AppError(400, code, message);

@@ -34,6 +34,7 @@ import {
   type RegistrationOrigin,
   type RegistrationOutcome,
   toPendingRegistrationView,
+  type PendingRegistrationPage,
 } from './registrations.js';
 import { PendingRegistrations } from './registration-limits.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
@@ -177,7 +178,7 @@ export class FleetService {
   }
 
   /** Pending registrations, oldest first, one page at a time. */
-  async pendingRegistrations(page: number, pageSize: number) {
+  async pendingRegistrations(page: number, pageSize: number): Promise<PendingRegistrationPage> {
     const filter = { status: 'pending' };
     const [total, pending] = await Promise.all([
       this.ctx.c.registrations.count(filter),

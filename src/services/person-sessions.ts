@@ -2,24 +2,27 @@
  * A person's own sessions (docs/identity.md, "Your sessions"): the list — never a token — and
  * ending one of them server-side. Another person's session is not found, whoever asks.
  */
+import { z } from 'zod';
 import { notFound } from '../domain/errors.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { SessionMethod } from '../store/collections.js';
 import type { ServiceCore } from './core.js';
 
-export interface SessionView {
-  id: string;
-  createdAt: string;
-  lastUsedAt: string;
-  expiresAt: string;
+/** One of a person's sessions, as GET /api/me/sessions lists it (never its token). */
+export const SessionView = z.strictObject({
+  id: z.string(),
+  createdAt: z.string(),
+  lastUsedAt: z.string(),
+  expiresAt: z.string(),
   /** The User-Agent and source address of the request that made it; null for sessions made before they were recorded. */
-  userAgent: string | null;
-  address: string | null;
+  userAgent: z.string().nullable(),
+  address: z.string().nullable(),
   /** How it was made: `login` (a signed challenge: a wallet, this browser's key), `device` (a browser approved by a wallet); null when not recorded. */
-  method: SessionMethod | null;
+  method: z.enum(['login', 'device'] satisfies SessionMethod[]).nullable(),
   /** The session making this request. */
-  current: boolean;
-}
+  current: z.boolean(),
+});
+export type SessionView = z.infer<typeof SessionView>;
 
 export class PersonSessions {
   constructor(private readonly ctx: ServiceCore) {}

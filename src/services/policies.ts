@@ -13,7 +13,9 @@
  * Offline agents get the new terms when they next connect (the gateway compares their stored
  * certificate with `termsOf`).
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { capabilityList, timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import type { AgentCertification } from './ports.js';
 import type { AgentDoc, PolicyDoc } from '../store/collections.js';
@@ -25,16 +27,29 @@ import type { Filter } from '../store/types.js';
 import { resolveWorkspace } from './workspaces.js';
 import { badRequest, notFound } from '../domain/errors.js';
 
-export interface PolicyView {
-  id: string;
-  agentDid: string | null;
-  workspaceId: string | null;
-  capabilities: Capability[];
-  resourceLimits: PolicyResourceLimits | null;
-  expiresAt: string | null;
-  createdBy: string;
-  createdAt: string;
-}
+/** resourceLimits of a policy (interface §2.4). */
+export const ResourceLimitsView = z
+  .strictObject({
+    maxTokensPerDay: z.number().int().min(1).optional(),
+    maxRequestsPerHour: z.number().int().min(1).optional(),
+    allowedDomains: z.array(z.string()).optional(),
+  })
+  .meta({ id: 'ResourceLimits' });
+
+/** A policy (interface §2.4). */
+export const PolicyView = z
+  .strictObject({
+    id: z.string(),
+    agentDid: z.string().nullable().meta({ description: 'null for a workspace-scoped policy' }),
+    workspaceId: z.string().nullable(),
+    capabilities: capabilityList,
+    resourceLimits: ResourceLimitsView.nullable(),
+    expiresAt: timestamp.nullable(),
+    createdBy: z.string(),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'Policy' });
+export type PolicyView = z.infer<typeof PolicyView>;
 
 export function toPolicyView(p: PolicyDoc): PolicyView {
   return {

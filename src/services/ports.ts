@@ -8,15 +8,12 @@
  */
 import type { Capability } from '../domain/capabilities.js';
 import type { CertificateTerms } from '../domain/certificate.js';
+import type { PushFrame } from '../domain/agent-protocol.js';
+
+export type { PushFrame };
 
 // -------------------------------------------------------------------------------------------------
 // Reaching connected agents
-
-/** A frame for an agent (llm_config, skills_config, channel_message_send, ...). */
-export interface PushFrame {
-  type: string;
-  [field: string]: unknown;
-}
 
 /**
  * Runs when an agent completes its handshake. The agent's `ready` waits until the promise it
@@ -50,7 +47,8 @@ export interface AgentLink {
   /** Whether the agent has an authenticated, ready socket now. */
   isOnline(did: string): boolean;
   /**
-   * Sends one frame to the agent's ready socket; false when it is not connected (nothing is
+   * Sends one frame (llm_config, skills_config, channel_message_send, intent, ...: the protocol's
+   * PushFrame union) to the agent's ready socket; false when it is not connected (nothing is
    * queued). In a cluster: true once the frame is on its way to the process holding the socket.
    */
   push(did: string, frame: PushFrame): boolean;

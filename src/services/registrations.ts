@@ -16,6 +16,8 @@
  * - A new pending registration needs a place (PendingAdmission: limits in all and per source
  *   address); an agent already pending gets its registration back whatever the limits.
  */
+import { z } from 'zod';
+import { capabilityList, pageFields, timestamp } from '../domain/views.js';
 import { newId } from '../domain/ids.js';
 import { AppError } from '../domain/errors.js';
 import type { AgentDoc, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
@@ -177,7 +179,27 @@ export async function latestRegistrationOf(c: Collections, agentDid: string): Pr
   return r ?? null;
 }
 
-export function toPendingRegistrationView(r: RegistrationDoc) {
+/** A pending registration (interface §2.6), with the agent's DID, version and workspace. */
+export const PendingRegistrationView = z
+  .strictObject({
+    id: z.string(),
+    name: z.string(),
+    publicKey: z.string(),
+    requestedCapabilities: capabilityList,
+    requestedAt: timestamp,
+    agentDid: z.string(),
+    version: z.string(),
+    workspaceId: z.string().meta({ description: 'The workspace it joins as primary at approval' }),
+    requestedWorkspace: z.string().nullable().meta({ description: 'A workspace named at registration that does not exist (it then waits in the default one)' }),
+  })
+  .meta({ id: 'PendingRegistration' });
+export type PendingRegistrationView = z.infer<typeof PendingRegistrationView>;
+
+/** A page of the registration queue, oldest first. */
+export const PendingRegistrationPage = z.strictObject({ registrations: z.array(PendingRegistrationView), ...pageFields });
+export type PendingRegistrationPage = z.infer<typeof PendingRegistrationPage>;
+
+export function toPendingRegistrationView(r: RegistrationDoc): PendingRegistrationView {
   return {
     id: r._id,
     name: r.name,

@@ -45,26 +45,23 @@
  * GET /api/stats/tokens reads the global aggregate plus the ledger documents not yet folded into
  * it (bounded by the roll-up interval), so it is exact and cheap whatever the fleet size.
  */
+import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
 import { TimeSlice } from '../domain/time-slice.js';
 import { readDigits, writeDigits } from '../domain/decimal.js';
-import { BILLION, ExactSum, billionsIn, exactCount, type TokenCount } from '../domain/token-count.js';
+import { BILLION, ExactSum, billionsIn, exactCount, TokenCountView } from '../domain/token-count.js';
 import type { ServiceCore } from './core.js';
 import type { StoredTokenCounts, TokenLedgerDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
 import type { HeartbeatPeer, HeartbeatSink } from './ports.js';
 
-export interface TokenCounts {
-  /** Exact: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
-  promptTokens: TokenCount;
-  completionTokens: TokenCount;
-}
+/** Exact counts: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
+const TokenCounts = z.strictObject({ promptTokens: TokenCountView, completionTokens: TokenCountView });
+export type TokenCounts = z.infer<typeof TokenCounts>;
 
-export interface TokenStats {
-  allTime: TokenCounts;
-  daily: TokenCounts;
-  monthly: TokenCounts;
-}
+/** Token statistics (interface §2.17): all time, today's UTC bucket, this month's. */
+export const TokenStats = z.strictObject({ allTime: TokenCounts, daily: TokenCounts, monthly: TokenCounts }).meta({ id: 'TokenStats' });
+export type TokenStats = z.infer<typeof TokenStats>;
 
 interface Entry {
   /** Its connection (which names the agent: `peer.did`). */

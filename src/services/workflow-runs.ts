@@ -16,7 +16,9 @@
  * - At start, running runs are restored: attempts in flight when the server stopped fail with
  *   the error `interrupted` (their onError decides), retry timers are re-armed.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { jsonObject, pageFields, timestamp } from '../domain/views.js';
 import type { Actor } from 'xstate';
 import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
@@ -27,7 +29,7 @@ import type { UserPrincipal } from '../domain/principal.js';
 import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkflowRunStarter } from '../store/collections.js';
 import { CAPABILITIES, isCapability, type Capability } from '../domain/capabilities.js';
 import type { WorkflowDefinition } from '../domain/workflow/definition.js';
-import { inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
+import { RUN_STATUSES, STEP_STATUSES, inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
 import { boundBroadcast, boundOutput, jsonBytes, type BroadcastResult } from '../domain/workflow/output-limit.js';
 import { WORKFLOW_RUN_KIND, workflowRunMachine, type WorkflowRunContext, type WorkflowRunInput } from '../actors/workflow-run.js';
 import { AppError, conflict } from '../domain/errors.js';
@@ -96,38 +98,54 @@ class StepFailure extends Error {
 }
 
 
-export interface RunStepView {
-  status: string;
-  durationMs: number | null;
-  output: unknown;
-  attempts: number;
-  startedAt: string | null;
-  completedAt: string | null;
-  error: string | null;
-  retryAt: string | null;
-}
+/** Who started a run: a person, or a schedule (on behalf of the person who made it). */
+const RunStarterView = z.strictObject({
+  type: z.enum(['person', 'schedule']),
+  userId: z.string(),
+  did: z.string(),
+  scheduleId: z.string().optional(),
+});
 
-export interface RunView {
-  runId: string;
-  workflowId: string;
-  status: WorkflowRunDoc['status'];
-  startedAt: string;
-  completedAt: string | null;
-  steps: Record<string, RunStepView>;
-  params: Record<string, unknown>;
-  startedBy: WorkflowRunStarter;
-  error: string | null;
-}
+/** One step of a run (interface §2.12: status, durationMs, output; and how it went). */
+const RunStepView = z.strictObject({
+  status: z.enum(STEP_STATUSES),
+  durationMs: z.number().int().min(0).nullable(),
+  output: z.unknown().meta({ description: "The step's output (null until it has one)" }),
+  attempts: z.number().int().min(0),
+  startedAt: timestamp.nullable(),
+  completedAt: timestamp.nullable(),
+  error: z.string().nullable(),
+  retryAt: timestamp.nullable(),
+});
 
-export interface RunSummaryView {
-  runId: string;
-  workflowId: string;
-  status: WorkflowRunDoc['status'];
-  startedAt: string;
-  completedAt: string | null;
-  startedBy: WorkflowRunStarter;
-  error: string | null;
-}
+/** A run's listing (GET /api/workflows/{id}/runs). */
+export const RunSummaryView = z
+  .strictObject({
+    runId: z.string(),
+    workflowId: z.string(),
+    status: z.enum(RUN_STATUSES),
+    startedAt: timestamp,
+    completedAt: timestamp.nullable(),
+    startedBy: RunStarterView,
+    error: z.string().nullable(),
+  })
+  .meta({ id: 'WorkflowRunSummary' });
+export type RunSummaryView = z.infer<typeof RunSummaryView>;
+
+/** A run (interface §2.12), its steps keyed by step id. */
+export const RunView = RunSummaryView.extend({
+  steps: z.record(z.string(), RunStepView),
+  params: jsonObject,
+}).meta({ id: 'WorkflowRun' });
+export type RunView = z.infer<typeof RunView>;
+
+/** GET /api/workflows/{id}/runs: newest first, one page at a time. */
+export const RunPage = z.strictObject({ runs: z.array(RunSummaryView), ...pageFields });
+export type RunPage = z.infer<typeof RunPage>;
+
+/** POST /api/workflows/{id}/run: 202 before any step runs. */
+export const RunStarted = z.strictObject({ runId: z.string(), status: z.literal('running') });
+export type RunStarted = z.infer<typeof RunStarted>;
 
 
 export const toRunSummary = (r: WorkflowRunDoc): RunSummaryView => ({
@@ -141,7 +159,7 @@ export const toRunSummary = (r: WorkflowRunDoc): RunSummaryView => ({
 });
 
 function toRunView(run: WorkflowRunContext): RunView {
-  const steps: Record<string, RunStepView> = {};
+  const steps: RunView['steps'] = {};
   for (const [id, st] of Object.entries(run.steps)) {
     steps[id] = {
       status: st.status,
@@ -277,7 +295,7 @@ export class WorkflowRuns {
   // Runs
 
   /** Starts a run; it is running (and persisted) when this returns, and its first steps start just after. */
-  async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<{ runId: string; status: 'running' }> {
+  async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<RunStarted> {
     if (this.stopped) throw new AppError(503, 'shutting_down', 'the server is shutting down');
     const definition = JSON.parse(wf.definition) as WorkflowDefinition;
     const runId = newId();
@@ -323,7 +341,7 @@ export class WorkflowRuns {
     return { ...toRunSummary(doc), steps: {}, params: {} };
   }
 
-  async listRuns(workflowId: string, opts: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }) {
+  async listRuns(workflowId: string, opts: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }): Promise<RunPage> {
     const filter: Record<string, unknown> = { workflowId };
     if (opts.status) filter.status = opts.status;
     const total = await this.c.workflowRuns.count(filter);

@@ -21,8 +21,10 @@ import { DEFAULT_RETRIES, type WorkflowDefinition, type WorkflowStep } from './d
 import { evaluateCondition } from './conditions.js';
 import { interpolate, type Scope } from './interpolation.js';
 
-export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled';
-export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled';
+export const RUN_STATUSES = ['running', 'completed', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export const STEP_STATUSES = ['pending', 'running', 'completed', 'failed', 'skipped', 'cancelled'] as const;
+export type StepStatus = (typeof STEP_STATUSES)[number];
 
 export interface StepState {
   status: StepStatus;

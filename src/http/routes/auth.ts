@@ -7,20 +7,10 @@ import { route, type RouteDef } from '../router.js';
 import { refuseCrossOrigin, sessionCookie, tokenOf } from '../auth.js';
 import { isDid } from '../../domain/did.js';
 import type { Config } from '../../config.js';
-import type { LoginService } from '../../services/login.js';
+import { LoginAnswer, LoginChallenge, type LoginService } from '../../services/login.js';
+import { Ok } from '../answers.js';
 
 const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' });
-
-export const userView = z.object({
-  id: z.string(),
-  did: z.string().nullable(),
-  name: z.string(),
-  email: z.string(),
-  isOwner: z.boolean(),
-  isAdmin: z.boolean(),
-  role: z.string(),
-  registeredAt: z.string(),
-});
 
 export function authRoutes({ login, config }: { login: LoginService; config: Config }): RouteDef[] {
   return [
@@ -32,7 +22,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       tags: ['auth'],
       body: z.object({ did }),
       limit: { group: 'login', key: ({ body }) => body.did },
-      response: z.object({ challengeId: z.string(), nonce: z.string() }),
+      responses: { 200: LoginChallenge },
       handler: async ({ body }) => ({ body: await login.challenge(body.did) }),
     }),
     route({
@@ -47,7 +37,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
         signature: z.string().min(1).max(200),
       }),
       limit: { group: 'login', key: ({ body }) => body.did },
-      response: z.object({ token: z.string(), user: userView }),
+      responses: { 200: LoginAnswer },
       handler: async ({ body, headers, remoteAddress }) => {
         // The answer sets a cookie: a page on another origin must not log a browser in.
         refuseCrossOrigin(headers, config.publicUrl);
@@ -65,7 +55,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       auth: 'session',
       summary: 'End the session of this request (cookie or bearer token) and clear the cookie',
       tags: ['auth'],
-      response: z.object({ ok: z.literal(true) }),
+      responses: { 200: Ok },
       handler: async (req) => {
         await login.logout(req.principal!, tokenOf(req)?.token ?? null);
         return { body: { ok: true }, cookies: [sessionCookie(config.publicUrl, '', 0)] };

@@ -7,8 +7,8 @@ import { route, type RouteDef } from '../router.js';
 import { personOf, refuseCrossOrigin, sessionCookie } from '../auth.js';
 import { normalizeUserCode } from '../../domain/device-codes.js';
 import type { Config } from '../../config.js';
-import type { DeviceApprovals } from '../../services/device-approvals.js';
-import { userView } from './auth.js';
+import { DeviceApprovalInfo, DeviceSignedIn, DeviceStart, type DeviceApprovals } from '../../services/device-approvals.js';
+import { Ok } from '../answers.js';
 
 /** The user code in the path, as typed (any case, with or without the dash), read into its shown form. */
 const userCodeParam = z.object({
@@ -36,14 +36,7 @@ export function deviceRoutes({ devices, config }: { devices: DeviceApprovals; co
       summary: 'A browser asks to be signed in by a wallet: a device code to poll with, a user code to show (valid DEVICE_CODE_TTL_SECONDS, single use)',
       tags: ['auth'],
       limit: byAddress,
-      response: z.object({
-        deviceCode: z.string(),
-        userCode: z.string(),
-        verificationUrl: z.string(),
-        verificationQr: z.string(),
-        expiresIn: z.number().int(),
-        interval: z.number().int(),
-      }),
+      responses: { 200: DeviceStart },
       handler: async ({ headers, remoteAddress }) => ({ body: await devices.open({ userAgent: headers['user-agent'] ?? null, address: remoteAddress }) }),
     }),
     route({
@@ -55,7 +48,7 @@ export function deviceRoutes({ devices, config }: { devices: DeviceApprovals; co
       tags: ['auth'],
       limit: byAddress,
       body: z.object({ deviceCode: z.string().min(1).max(100) }),
-      response: z.object({ user: userView }),
+      responses: { 200: DeviceSignedIn },
       handler: async ({ body, headers, remoteAddress }) => {
         // The answer sets a cookie: a page on another origin must not sign a browser in.
         refuseCrossOrigin(headers, config.publicUrl);
@@ -70,7 +63,7 @@ export function deviceRoutes({ devices, config }: { devices: DeviceApprovals; co
       summary: 'What a wallet approves (the browser, its address, when it asked) and a nonce to sign as `steward-device:<userCode>:<nonce>`',
       tags: ['auth'],
       params: userCodeParam,
-      response: z.object({ nonce: z.string(), userAgent: z.string().nullable(), address: z.string().nullable(), requestedAt: z.string(), expiresAt: z.string() }),
+      responses: { 200: DeviceApprovalInfo },
       handler: async (r) => ({ body: await devices.approvalInfo(personOf(r), r.params.userCode, r.remoteAddress) }),
     }),
     route({
@@ -81,7 +74,7 @@ export function deviceRoutes({ devices, config }: { devices: DeviceApprovals; co
       tags: ['auth'],
       params: userCodeParam,
       body: z.object({ signature: z.string().min(1).max(200) }),
-      response: z.object({ ok: z.literal(true) }),
+      responses: { 200: Ok },
       handler: async (r) => {
         await devices.approve(personOf(r), r.params.userCode, r.body.signature, r.remoteAddress);
         return { body: { ok: true } };
@@ -94,7 +87,7 @@ export function deviceRoutes({ devices, config }: { devices: DeviceApprovals; co
       summary: 'Refuse a browser sign-in: its next poll gets access_denied',
       tags: ['auth'],
       params: userCodeParam,
-      response: z.object({ ok: z.literal(true) }),
+      responses: { 200: Ok },
       handler: async (r) => {
         await devices.deny(personOf(r), r.params.userCode, r.remoteAddress);
         return { body: { ok: true } };

@@ -12,7 +12,19 @@ import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { notFound } from '../../domain/errors.js';
 import type { ActorHost } from '../../actors/host.js';
-import type { TokenUsage } from '../../services/token-usage.js';
+import { TokenStats, type TokenUsage } from '../../services/token-usage.js';
+
+/** An actor of the actor host as these routes show it (src/actors/host.ts: `list`, `inspect`). */
+const actorSummary = z.strictObject({
+  kind: z.string(),
+  id: z.string(),
+  state: z.unknown().meta({ description: "The machine's state value (a name, or an object for parallel states)" }),
+  status: z.string(),
+});
+const actorDetail = actorSummary.extend({
+  context: z.unknown().meta({ description: "The actor's context, secrets left out" }),
+  live: z.boolean().meta({ description: 'false: read from its stored snapshot' }),
+});
 
 export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actors: ActorHost }): RouteDef[] {
   return [
@@ -22,6 +34,7 @@ export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actor
       auth: 'globalAdmin',
       summary: "Fleet token usage: all time, today's UTC bucket, this month's (offline agents included)",
       tags: ['stats'],
+      responses: { 200: TokenStats },
       handler: async () => ({ body: await tokens.totals() }),
     }),
     route({
@@ -31,6 +44,7 @@ export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actor
       summary: 'Live (in-memory) actors with their kind, id and state value',
       tags: ['actors'],
       query: z.object({ kind: z.string().min(1).max(50).optional() }),
+      responses: { 200: z.strictObject({ actors: z.array(actorSummary) }) },
       handler: (r) => ({ body: { actors: actors.list(r.query.kind) } }),
     }),
     route({
@@ -41,6 +55,7 @@ export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actor
       tags: ['actors'],
       params: z.object({ id: z.string().min(1).max(600) }),
       query: z.object({ kind: z.string().min(1).max(50).optional() }),
+      responses: { 200: z.strictObject({ actor: actorDetail }) },
       handler: async (r) => {
         let kind = r.query.kind;
         let id = r.params.id;

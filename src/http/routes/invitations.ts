@@ -4,11 +4,13 @@
  */
 import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
+import { globalRole } from '../../domain/views.js';
 import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import type { InvitationService } from '../../services/invitations.js';
 import type { ClaimService } from '../../services/claims.js';
 import type { ServerIdentity } from '../../services/server-identity.js';
+import { Success } from '../answers.js';
 
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
 
@@ -25,7 +27,7 @@ export function invitationRoutes({ invitations, claims, identity }: { invitation
         name: z.string().trim().min(1).max(200),
         role: z.enum(GLOBAL_ROLES),
       }),
-      response: z.object({ token: z.string(), userId: z.string() }),
+      responses: { 200: z.strictObject({ token: z.string(), userId: z.string() }) },
       handler: async (r) => {
         const { token, userId } = await invitations.invite(personOf(r), r.body);
         return { body: { token, userId } };
@@ -39,7 +41,7 @@ export function invitationRoutes({ invitations, claims, identity }: { invitation
       tags: ['invitations'],
       params: tokenParam,
       limit: { group: 'claim', key: ({ params }) => params.token },
-      response: z.object({ email: z.string(), name: z.string(), role: z.string() }),
+      responses: { 200: z.strictObject({ email: z.string(), name: z.string(), role: globalRole }) },
       handler: async ({ params }) => {
         const inv = await invitations.get(params.token);
         return { body: { email: inv.email, name: inv.name, role: inv.role } };
@@ -53,7 +55,7 @@ export function invitationRoutes({ invitations, claims, identity }: { invitation
       tags: ['invitations'],
       body: z.object({ token: z.string().min(1).max(100) }),
       limit: { group: 'claim', key: ({ body }) => body.token },
-      response: z.object({ qrUrl: z.string(), connectionString: z.string(), inviteToken: z.string(), serverDid: z.string() }),
+      responses: { 200: z.strictObject({ qrUrl: z.string(), connectionString: z.string(), inviteToken: z.string(), serverDid: z.string() }) },
       handler: async ({ body }) => {
         const { token } = await invitations.openClaim(body.token);
         return {
@@ -74,7 +76,7 @@ export function invitationRoutes({ invitations, claims, identity }: { invitation
       tags: ['invitations'],
       params: tokenParam,
       limit: { group: 'claim', key: ({ params }) => params.token },
-      response: z.object({ success: z.literal(true) }),
+      responses: { 200: Success },
       handler: async ({ params }) => {
         await invitations.remove(params.token);
         return { body: { success: true } };

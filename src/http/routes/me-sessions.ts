@@ -2,18 +2,8 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import type { PersonSessions } from '../../services/person-sessions.js';
-
-const sessionView = z.object({
-  id: z.string(),
-  createdAt: z.string(),
-  lastUsedAt: z.string(),
-  expiresAt: z.string(),
-  userAgent: z.string().nullable(),
-  address: z.string().nullable(),
-  method: z.enum(['login', 'device']).nullable(),
-  current: z.boolean(),
-});
+import { SessionView, type PersonSessions } from '../../services/person-sessions.js';
+import { Ok } from '../answers.js';
 
 export function meSessionRoutes({ personSessions }: { personSessions: PersonSessions }): RouteDef[] {
   return [
@@ -23,7 +13,7 @@ export function meSessionRoutes({ personSessions }: { personSessions: PersonSess
       auth: 'user',
       summary: 'Your live sessions (never their tokens), newest first; `current` marks the one of this request',
       tags: ['auth'],
-      response: z.object({ sessions: z.array(sessionView) }),
+      responses: { 200: z.strictObject({ sessions: z.array(SessionView) }) },
       handler: async (r) => ({ body: { sessions: await personSessions.list(personOf(r)) } }),
     }),
     route({
@@ -33,7 +23,7 @@ export function meSessionRoutes({ personSessions }: { personSessions: PersonSess
       summary: "End one of your sessions server-side (404 when it is not yours)",
       tags: ['auth'],
       params: z.object({ id: z.string().min(1).max(100) }),
-      response: z.object({ ok: z.literal(true) }),
+      responses: { 200: Ok },
       handler: async (r) => {
         await personSessions.end(personOf(r), r.params.id);
         return { body: { ok: true } };

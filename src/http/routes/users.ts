@@ -7,7 +7,10 @@ import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import type { UserService } from '../../services/users.js';
+import { MeView, UserPage, UserView, type UserService } from '../../services/users.js';
+import { Ok } from '../answers.js';
+
+const userAnswer = z.strictObject({ user: UserView });
 
 const didParams = z.object({ did: z.string().min(1).max(512) });
 const idParams = z.object({ id: z.string().min(1).max(200) });
@@ -40,6 +43,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       auth: 'user',
       summary: "The caller's profile, workspaces (with their role there) and grants",
       tags: ['users'],
+      responses: { 200: MeView },
       handler: async (r) => ({ body: await users.me(personOf(r)) }),
     }),
 
@@ -50,6 +54,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'The user directory: filtered, sorted, one page at a time',
       tags: ['users'],
       query: listQuery,
+      responses: { 200: UserPage },
       handler: async (r) => ({ body: await users.list({ ...r.query, q: r.query.q || undefined }) }),
     }),
 
@@ -60,6 +65,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'An unclaimed user with their workspaces (404 when missing or already claimed)',
       tags: ['users'],
       params: idParams,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.getUnclaimed(r.params.id) } }),
     }),
 
@@ -71,6 +77,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       tags: ['users'],
       params: idParams,
       body: patchBody,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.updateUnclaimed(personOf(r), r.params.id, r.body) } }),
     }),
 
@@ -81,6 +88,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'Removes a provisioned, unclaimed user (a later directory sync may add it again)',
       tags: ['users'],
       params: idParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await users.removeUnclaimed(personOf(r), r.params.id);
         return { body: { ok: true } };
@@ -94,6 +102,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: "A user's full profile with workspaces and grants",
       tags: ['users'],
       params: didParams,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.get(r.params.did) } }),
     }),
 
@@ -105,6 +114,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       tags: ['users'],
       params: didParams,
       body: patchBody,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.update(personOf(r), r.params.did, r.body) } }),
     }),
 
@@ -115,6 +125,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'Deletes a user with their memberships, grants and sessions (not yourself, not the owner)',
       tags: ['users'],
       params: didParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await users.remove(personOf(r), r.params.did);
         return { body: { ok: true } };

@@ -17,7 +17,10 @@
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import { toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
+import { WorkflowDetailView, WorkflowRemoved, WorkflowSummaryView, toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
+import { RunPage, RunStarted, RunView } from '../../services/workflow-runs.js';
+
+const changedAnswer = z.strictObject({ success: z.literal(true), workflow: WorkflowDetailView });
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(200);
 const description = z.string().max(2000);
@@ -35,6 +38,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: "Workflows of the caller's workspaces (all for global admins), filtered by workspaceId (id or slug) and createdBy (DID)",
       tags: ['workflows'],
       query: z.object({ workspaceId: z.string().min(1).max(200).optional(), createdBy: z.string().min(1).max(512).optional() }),
+      responses: { 200: z.strictObject({ success: z.literal(true), workflows: z.array(WorkflowSummaryView) }) },
       handler: async (r) => ({ body: { success: true, workflows: (await workflows.list(r.principal!, r.query)).map(toWorkflowSummary) } }),
     }),
 
@@ -44,7 +48,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       auth: 'user',
       summary: 'Creates a workflow (workspace admin or global admin); 400 names the step of a refused definition',
       tags: ['workflows'],
-      successStatus: 201,
+      responses: { 201: z.strictObject({ success: z.literal(true), id: z.string(), name: z.string(), workspaceId: z.string() }) },
       body: z.strictObject({
         name,
         description: description.optional(),
@@ -64,6 +68,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'A workflow with its definition',
       tags: ['workflows'],
       params: idParams,
+      responses: { 200: z.strictObject({ workflow: WorkflowDetailView }) },
       handler: async (r) => ({ body: { workflow: toWorkflowDetail(await workflows.get(r.principal!, r.params.id)) } }),
     }),
 
@@ -75,6 +80,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       tags: ['workflows'],
       params: idParams,
       body: z.strictObject({ name, description: description.optional(), definition: definitionBody }),
+      responses: { 200: changedAnswer },
       handler: async (r) => ({ body: { success: true, workflow: toWorkflowDetail(await workflows.replace(personOf(r), r.params.id, r.body)) } }),
     }),
 
@@ -86,6 +92,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       tags: ['workflows'],
       params: idParams,
       body: z.strictObject({ name: name.optional(), description: description.optional(), definition: definitionBody.optional() }),
+      responses: { 200: changedAnswer },
       handler: async (r) => ({ body: { success: true, workflow: toWorkflowDetail(await workflows.change(personOf(r), r.params.id, r.body)) } }),
     }),
 
@@ -96,6 +103,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'Deletes a workflow with its schedules and run history; running runs are cancelled first',
       tags: ['workflows'],
       params: idParams,
+      responses: { 200: WorkflowRemoved.extend({ success: z.literal(true) }) },
       handler: async (r) => ({ body: { success: true, ...(await workflows.remove(personOf(r), r.params.id)) } }),
     }),
 
@@ -105,8 +113,8 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       auth: 'user',
       summary: 'Starts a run (workspace operator or higher); answers 202 before any step runs',
       tags: ['workflows'],
-      successStatus: 202,
       params: idParams,
+      responses: { 202: RunStarted },
       body: z.strictObject({ params: params.default({}) }),
       handler: async (r) => ({ status: 202, body: await workflows.run(personOf(r), r.params.id, r.body.params) }),
     }),
@@ -123,6 +131,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
         page: q.int(1).default(1),
         pageSize: q.int(1, 100).default(20),
       }),
+      responses: { 200: RunPage },
       handler: async (r) => ({ body: await workflows.runsOf(r.principal!, r.params.id, r.query) }),
     }),
 
@@ -133,6 +142,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'A run: its status, and each step\'s status, durationMs and output',
       tags: ['workflows'],
       params: runParams,
+      responses: { 200: RunView },
       handler: async (r) => ({ body: await workflows.runOf(r.principal!, r.params.id, r.params.runId) }),
     }),
 
@@ -143,6 +153,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'Cancels a running run (workspace operator or higher); 409 when it has already ended',
       tags: ['workflows'],
       params: runParams,
+      responses: { 200: RunView },
       handler: async (r) => ({ body: await workflows.cancel(personOf(r), r.params.id, r.params.runId) }),
     }),
   ];

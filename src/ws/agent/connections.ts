@@ -5,7 +5,7 @@
  * nothing from them, so it is built before the services that use it; the gateway (gateway.ts)
  * and the handshake (handshake.ts) drive it.
  */
-import type { IntentResultFrame, OutboundFrame } from '../../domain/agent-protocol.js';
+import type { IntentResultFrame } from '../../domain/agent-protocol.js';
 import type { Logger } from '../../log.js';
 import type { AgentLink, AgentPresence, IntentOutcome, IntentRequest, LiveSeen, PushFrame, ReadyListener } from '../../services/ports.js';
 import { Phase, type AgentConn } from './connection.js';
@@ -38,7 +38,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
 
   push(did: string, frame: PushFrame): boolean {
     const conn = this.liveConn(did);
-    return conn ? conn.send(frame as unknown as OutboundFrame) : false;
+    return conn ? conn.send(frame) : false;
   }
 
   request(did: string, intent: IntentRequest, timeoutMs: number): Promise<IntentOutcome> {
