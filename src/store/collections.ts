@@ -639,6 +639,13 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.bridgeOutbox.createIndex({ fields: { bridgeId: 1 } }),
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
+    // GET /api/runs: by the caller's workspaces (or, for a global admin, by start time), newest first.
+    ...(kind === 'mongodb'
+      ? [
+          c.workflowRuns.createIndex({ fields: { workspaceId: 1, startedAt: -1, _id: 1 }, name: 'workspace_started' }),
+          c.workflowRuns.createIndex({ fields: { startedAt: -1, _id: 1 }, name: 'started' }),
+        ]
+      : [c.workflowRuns.createIndex({ fields: { workspaceId: 1 } }), c.workflowRuns.createIndex({ fields: { startedAt: 1 } })]),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
   ]);
 }
