@@ -8,6 +8,7 @@ import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import type { UserService } from '../../services/users.js';
+import { MAX_LOOKUP_DIDS, namesSchema } from '../../services/name-lookup.js';
 
 const didParams = z.object({ did: z.string().min(1).max(512) });
 const idParams = z.object({ id: z.string().min(1).max(200) });
@@ -34,6 +35,16 @@ const patchBody = z.strictObject({
 
 export function userRoutes({ users }: { users: UserService }): RouteDef[] {
   return [
+    route({
+      method: 'POST',
+      path: '/api/lookup/names',
+      auth: 'session',
+      summary: 'Display names of people and agents by DID; only those the caller may see are answered, the others are absent',
+      tags: ['users'],
+      body: z.strictObject({ dids: z.array(z.string().min(1).max(512)).min(1).max(MAX_LOOKUP_DIDS) }),
+      response: namesSchema,
+      handler: async (r) => ({ body: await users.names(r.principal!, r.body.dids) }),
+    }),
     route({
       method: 'GET',
       path: '/api/users/me',
