@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import { CHANNEL_ROLES, type ChannelRole } from '../../domain/roles.js';
 import { CHANNEL_SLUG_MAX } from '../../domain/slugs.js';
-import { toChannelView, toMemberView, type ChannelService } from '../../services/channels.js';
+import { readMarkSchema, toChannelView, toMemberView, unreadSchema, type ChannelService } from '../../services/channels.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(100);
 const description = z.string().max(1000);
@@ -169,6 +169,28 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
         await channels.removeMember(r.principal!, r.params.channelId, r.params.memberDid);
         return { body: { success: true } };
       },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/read',
+      auth: 'session',
+      summary: "Marks the channel read up to a message (members; the position only moves forward); answers the channel's unread count",
+      tags: ['channels'],
+      params: channelParams,
+      body: z.strictObject({ messageId: z.string({ message: 'required: the id of the newest message read' }).min(1).max(128) }),
+      response: readMarkSchema,
+      handler: async (r) => ({ body: await channels.markRead(r.principal!, r.params.channelId, r.body.messageId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/me/unread',
+      auth: 'session',
+      summary: 'Unread counts of every channel the caller is a member of',
+      tags: ['channels'],
+      response: unreadSchema,
+      handler: async (r) => ({ body: await channels.unread(r.principal!) }),
     }),
   ];
 }

@@ -37,6 +37,8 @@ const messageShape = z.object({
   editedAt: z.string().nullable(),
   deletedAt: z.string().nullable(),
   createdAt: z.string(),
+  replyCount: z.number().optional().describe('Top-level messages: replies not deleted'),
+  lastReplyAt: z.string().nullable().optional().describe('Top-level messages: when the newest reply not deleted was posted'),
 });
 
 export function messageRoutes({ channels }: { channels: ChannelService }): RouteDef[] {
