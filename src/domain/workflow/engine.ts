@@ -59,9 +59,9 @@ export interface AttemptRecord {
 }
 
 /** Attempts kept per step: a step retried more often keeps its latest ones (each carries its number). */
-export const MAX_ATTEMPT_HISTORY = 20;
+export const MAX_ATTEMPT_HISTORY = 10;
 /** The longest error an attempt record keeps (the step's own `error` keeps more of the last one). */
-export const ATTEMPT_ERROR_MAX_CHARS = 500;
+export const ATTEMPT_ERROR_MAX_CHARS = 200;
 
 export interface RunState {
   status: RunStatus;
