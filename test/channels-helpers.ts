@@ -16,6 +16,8 @@ export { startWithOwner } from './fleet-helpers.js';
 
 export const CHANNEL_KEYS = ['createdAt', 'creatorDid', 'description', 'id', 'isArchived', 'isPublic', 'name', 'slug', 'topic', 'updatedAt', 'workspaceId'];
 export const MESSAGE_KEYS = ['authorDid', 'authorType', 'channelId', 'content', 'createdAt', 'deletedAt', 'editedAt', 'id', 'metadata', 'reactions', 'threadId'];
+/** A top-level message's keys: a reply's and its thread's counters. */
+export const TOP_MESSAGE_KEYS = [...MESSAGE_KEYS, 'lastReplyAt', 'replyCount'].sort();
 
 /** Creates a channel over HTTP as `who` and returns it. */
 export async function makeChannel(who: TestUser, body: Record<string, unknown>): Promise<any> {

@@ -26,6 +26,7 @@ import { createRateLimits, memoryStore } from '../services/rate-limits.js';
 import { ServerIdentity } from '../services/server-identity.js';
 import { Sessions } from '../services/sessions.js';
 import { hashClearTokens } from '../services/token-migration.js';
+import { migrateChannelCounters } from '../services/channel-counters.js';
 import { AuditLog } from '../services/audit.js';
 import { ensureDefaultWorkspace, ensureOwner } from '../services/bootstrap.js';
 import { UserService } from '../services/users.js';
@@ -124,6 +125,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const identity = await ServerIdentity.load(c, secrets, b.secretKey.source);
   // Once the start can no longer be refused for its key: a refused start changes nothing on disk.
   await hashClearTokens(c, store, log);
+  await migrateChannelCounters(c, log);
   if (embedded) {
     const tightened = await tightenDataDir(config.dataDir);
     if (tightened.length > 0) {

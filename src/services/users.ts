@@ -17,7 +17,8 @@ import type { WorkspaceRole } from '../domain/roles.js';
 import type { GlobalRole } from '../domain/roles.js';
 import { groupBy } from '../domain/group.js';
 import type { Filter } from '../store/types.js';
-import type { UserPrincipal } from '../domain/principal.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
+import { lookupNames, type NamesView } from './name-lookup.js';
 import { escapeRegex } from '../domain/regex.js';
 import { isOwnerLike } from '../domain/permissions.js';
 import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
@@ -286,6 +287,11 @@ export class UserService {
   /** Runs `fn` after a user is deleted. A failing hook is logged; the deletion stands. */
   onUserDeleted(fn: UserDeletedHook): void {
     this.deletedHooks.push(fn);
+  }
+
+  /** POST /api/lookup/names: display names of the DIDs the caller may see (src/services/name-lookup.ts). */
+  async names(p: Principal, dids: readonly string[]): Promise<NamesView> {
+    return lookupNames(this.c, p, dids);
   }
 
   /** GET /api/users/me. */

@@ -29,7 +29,7 @@ import type { UserPrincipal } from '../domain/principal.js';
 import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkflowRunStarter } from '../store/collections.js';
 import { CAPABILITIES, isCapability, type Capability } from '../domain/capabilities.js';
 import type { WorkflowDefinition } from '../domain/workflow/definition.js';
-import { RUN_STATUSES, STEP_STATUSES, inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
+import { RUN_STATUSES, STEP_STATUSES, inFlightSteps, initialRunState, type RunCommand, type RunEvent, type StepState } from '../domain/workflow/engine.js';
 import { boundBroadcast, boundOutput, jsonBytes, type BroadcastResult } from '../domain/workflow/output-limit.js';
 import { WORKFLOW_RUN_KIND, workflowRunMachine, type WorkflowRunContext, type WorkflowRunInput } from '../actors/workflow-run.js';
 import { AppError, conflict } from '../domain/errors.js';
@@ -147,6 +147,77 @@ export type RunPage = z.infer<typeof RunPage>;
 export const RunStarted = z.strictObject({ runId: z.string(), status: z.literal('running') });
 export type RunStarted = z.infer<typeof RunStarted>;
 
+
+/** A run in a list across workflows (GET /api/runs): the run summary with its workflow's name. */
+export const runListItemSchema = RunSummaryView.extend({ workflowName: z.string() }).meta({ id: 'WorkflowRunListItem' });
+export type RunListItem = z.infer<typeof runListItemSchema>;
+
+/** GET /api/runs: newest first, one page at a time. */
+export const runPageSchema = z.strictObject({ runs: z.array(runListItemSchema), ...pageFields });
+export type RunListPage = z.infer<typeof runPageSchema>;
+
+/** What a bulk cancel did to each run asked for. */
+export const CANCEL_OUTCOMES = ['cancelled', 'already_finished', 'not_found', 'forbidden'] as const;
+export const bulkCancelSchema = z.strictObject({
+  results: z.array(z.strictObject({ runId: z.string(), outcome: z.enum(CANCEL_OUTCOMES) })),
+});
+export type BulkCancelResult = z.infer<typeof bulkCancelSchema>;
+
+/** A run's timeline: each step's attempts with their times, outcome, error and retry wait. */
+export const timelineSchema = z.strictObject({
+  runId: z.string(),
+  status: z.enum(RUN_STATUSES),
+  startedAt: timestamp,
+  finishedAt: timestamp.nullable(),
+  steps: z.array(
+    z.strictObject({
+      stepId: z.string(),
+      status: z.enum(STEP_STATUSES),
+      attempts: z.array(
+        z.strictObject({
+          attempt: z.number().int().min(0),
+          startedAt: timestamp,
+          finishedAt: timestamp.nullable(),
+          outcome: z.enum(['running', 'succeeded', 'failed', 'cancelled', 'skipped']),
+          error: z.string().nullable(),
+          retryAt: timestamp.nullable(),
+        }),
+      ),
+    }),
+  ),
+});
+export type TimelineView = z.infer<typeof timelineSchema>;
+type TimelineAttempt = TimelineView['steps'][number]['attempts'][number];
+
+/**
+ * A step's attempts for the timeline. Steps of runs stored before attempts were recorded, and
+ * steps that ended without an attempt (skipped, failed on their condition or params), get one
+ * entry built from the step's own times; a step that never started has none.
+ */
+export function stepAttempts(st: StepState): TimelineAttempt[] {
+  if (st.history && st.history.length > 0) return st.history.map((h) => ({ ...h }));
+  // Never started: pending, or cancelled while pending.
+  if (st.status === 'pending' || (st.status === 'cancelled' && st.attempts === 0)) return [];
+  const at = st.startedAt ?? st.completedAt;
+  if (at === null) return [];
+  const outcome: TimelineAttempt['outcome'] =
+    st.status === 'completed' ? 'succeeded' : st.status === 'running' ? 'running' : st.status === 'failed' ? 'failed' : st.status === 'skipped' ? 'skipped' : 'cancelled';
+  return [{ attempt: st.attempts, startedAt: at, finishedAt: st.completedAt, outcome, error: st.error, retryAt: st.retryAt }];
+}
+
+export function toTimeline(run: WorkflowRunContext): TimelineView {
+  return {
+    runId: run.runId,
+    status: run.status,
+    startedAt: run.startedAt,
+    finishedAt: run.completedAt,
+    // In the definition's order.
+    steps: run.definition.steps.map((d) => {
+      const st = run.steps[d.id]!;
+      return { stepId: d.id, status: st.status, attempts: stepAttempts(st) };
+    }),
+  };
+}
 
 export const toRunSummary = (r: WorkflowRunDoc): RunSummaryView => ({
   runId: r._id,
@@ -351,6 +422,42 @@ export class WorkflowRuns {
       limit: opts.pageSize,
     });
     return { runs: docs.map(toRunSummary), total, page: opts.page, pageSize: opts.pageSize, totalPages: Math.ceil(total / opts.pageSize) };
+  }
+
+  /** A run's timeline from its actor (live or stored); null when the run has no snapshot. */
+  async timeline(runId: string): Promise<TimelineView | null> {
+    const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, runId);
+    return inspected?.context ? toTimeline(inspected.context as WorkflowRunContext) : null;
+  }
+
+  /**
+   * Runs across workflows, newest first. `workspaceIds` is what the caller may read ('all' for a
+   * global admin); the query is answered from the workspace (or start time) index.
+   */
+  async listAcross(
+    workspaceIds: string[] | 'all',
+    q: { status?: WorkflowRunDoc['status']; workflowId?: string; startedBy?: string; from?: string; to?: string; page: number; pageSize: number },
+  ): Promise<RunListPage> {
+    const filter: Record<string, unknown> = {};
+    if (workspaceIds !== 'all') filter.workspaceId = workspaceIds.length === 1 ? workspaceIds[0] : { $in: workspaceIds };
+    if (q.workflowId) filter.workflowId = q.workflowId;
+    if (q.status) filter.status = q.status;
+    if (q.startedBy) filter['startedBy.did'] = q.startedBy;
+    if (q.from || q.to) filter.startedAt = { ...(q.from ? { $gte: q.from } : {}), ...(q.to ? { $lt: q.to } : {}) };
+    const empty = { runs: [], total: 0, page: q.page, pageSize: q.pageSize, totalPages: 0 };
+    if (workspaceIds !== 'all' && workspaceIds.length === 0) return empty;
+    const total = await this.c.workflowRuns.count(filter);
+    if (total === 0) return empty;
+    const docs = await this.c.workflowRuns.find(filter, { sort: { startedAt: -1, _id: 1 }, skip: (q.page - 1) * q.pageSize, limit: q.pageSize });
+    const ids = [...new Set(docs.map((d) => d.workflowId))];
+    const names = new Map((await this.c.workflows.find({ _id: { $in: ids } }, { projection: { name: 1 } })).map((w) => [w._id, w.name]));
+    return {
+      runs: docs.map((d) => ({ ...toRunSummary(d), workflowName: names.get(d.workflowId) ?? '' })),
+      total,
+      page: q.page,
+      pageSize: q.pageSize,
+      totalPages: Math.ceil(total / q.pageSize),
+    };
   }
 
   /** Cancels a running run; 409 when it has already ended. */

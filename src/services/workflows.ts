@@ -18,9 +18,9 @@ import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkspaceDoc } from '../
 import { DuplicateKeyError } from '../store/types.js';
 import { DefinitionError, validateDefinition, WorkflowDefinitionView, type WorkflowDefinition } from '../domain/workflow/definition.js';
 import { atLeast, can } from '../domain/permissions.js';
-import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { memberRole, resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
-import type { RunPage, RunStarted, RunView, WorkflowRuns } from './workflow-runs.js';
+import type { BulkCancelResult, RunListPage, RunPage, RunStarted, RunView, TimelineView, WorkflowRuns } from './workflow-runs.js';
 
 const workflowFields = {
   id: z.string(),
@@ -287,6 +287,62 @@ export class WorkflowService {
     await this.runIn(a, runId);
     await this.needRunner(a);
     return this.runs.cancelRun(runId, p);
+  }
+
+  /** A run's timeline: each step's attempts with their start, end, outcome, error and retry wait. */
+  async timelineOf(p: Principal, id: string, runId: string): Promise<TimelineView> {
+    const a = await this.access(p, id);
+    await this.runIn(a, runId);
+    const timeline = await this.runs.timeline(runId);
+    if (!timeline) throw notFound(`no run ${runId} of workflow ${a.wf._id}`);
+    return timeline;
+  }
+
+  /**
+   * Runs of every workflow the caller may read, newest first. A workspace or workflow filter the
+   * caller may not see answers 404, as for a record that does not exist.
+   */
+  async runsAcross(
+    p: Principal,
+    q: { status?: WorkflowRunDoc['status']; workspace?: string; workflowId?: string; startedBy?: string; from?: string; to?: string; page: number; pageSize: number },
+  ): Promise<RunListPage> {
+    let workspaceIds = await visibleWorkspaceIds(this.c, p);
+    if (q.workspace) workspaceIds = [(await this.visibleWorkspace(p, q.workspace))._id];
+    if (q.workflowId) {
+      const wf = (await this.access(p, q.workflowId)).wf;
+      if (workspaceIds !== 'all' && !workspaceIds.includes(wf.workspaceId)) workspaceIds = [];
+    }
+    return this.runs.listAcross(workspaceIds, q);
+  }
+
+  /**
+   * Cancels several runs, each with the rules of POST …/runs/{runId}/cancel, and says per run what
+   * happened: a run the caller may not see is `not_found`, as is one that does not exist.
+   */
+  async cancelMany(p: UserPrincipal, runIds: string[]): Promise<BulkCancelResult> {
+    const results: BulkCancelResult['results'] = [];
+    const roles = new Map<string, WorkflowAccess>();
+    for (const runId of new Set(runIds)) {
+      const doc = await this.c.workflowRuns.findById(runId);
+      let a = doc ? roles.get(doc.workspaceId) : undefined;
+      if (doc && !a) roles.set(doc.workspaceId, (a = await this.accessTo(p, doc.workspaceId)));
+      if (!doc || !a!.visible) {
+        results.push({ runId, outcome: 'not_found' });
+      } else if (!a!.isGlobalAdmin && !atLeast(a!.role, 'operator')) {
+        results.push({ runId, outcome: 'forbidden' });
+      } else if (doc.status !== 'running') {
+        results.push({ runId, outcome: 'already_finished' });
+      } else {
+        try {
+          await this.runs.cancelRun(runId, p);
+          results.push({ runId, outcome: 'cancelled' });
+        } catch (err) {
+          if (!(err instanceof AppError && err.status === 409)) throw err;
+          results.push({ runId, outcome: 'already_finished' });
+        }
+      }
+    }
+    return { results };
   }
 
   // ---------------------------------------------------------------------------------------------

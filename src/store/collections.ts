@@ -416,6 +416,21 @@ export interface ChannelDoc {
   creatorDid: string;
   createdAt: string;
   updatedAt: string;
+  /** The highest `seq` of its messages, kept as posts are stored (unread counts are read from it); 0 or absent when it has none. */
+  lastSeq?: number;
+}
+
+/**
+ * How far a member has read a channel (`_id` = `<channelId> <memberDid>`): the `seq` of the
+ * newest message they marked read. Unread = the channel's `lastSeq` − `lastReadSeq`.
+ */
+export interface ChannelReadDoc {
+  _id: string;
+  channelId: string;
+  memberDid: string;
+  lastReadSeq: number;
+  lastReadMessageId: string;
+  updatedAt: string;
 }
 
 /** A channel member (interface §2.8). */
@@ -450,6 +465,12 @@ export interface ChannelMessageDoc {
   createdAt: string;
   /** The bridge the message came in through (never sent back out through it); null otherwise. */
   viaBridgeId: string | null;
+  /**
+   * Top-level messages: replies not deleted, and when the newest of them was posted; kept as
+   * replies are posted and deleted (src/services/channels.ts). Absent means 0 / null.
+   */
+  replyCount?: number;
+  lastReplyAt?: string | null;
 }
 
 /**
@@ -582,6 +603,7 @@ export interface Collections {
   channels: Collection<ChannelDoc>;
   channelMembers: Collection<ChannelMemberDoc>;
   channelMessages: Collection<ChannelMessageDoc>;
+  channelReads: Collection<ChannelReadDoc>;
   bridges: Collection<BridgeDoc>;
   bridgeDeliveries: Collection<BridgeDeliveryDoc>;
   bridgeOutbox: Collection<BridgeOutboxDoc>;
@@ -623,6 +645,7 @@ export function collections(store: Store): Collections {
     channels: store.collection('channels'),
     channelMembers: store.collection('channel_members'),
     channelMessages: store.collection('channel_messages'),
+    channelReads: store.collection('channel_reads'),
     bridges: store.collection('bridges'),
     bridgeDeliveries: store.collection('bridge_deliveries'),
     bridgeOutbox: store.collection('bridge_outbox'),
@@ -674,12 +697,21 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.channelMembers.createIndex({ fields: { memberDid: 1 } }),
     c.channelMessages.createIndex({ fields: { channelId: 1, seq: 1 }, unique: true, name: 'channel_message_seq_unique' }),
     c.channelMessages.createIndex({ fields: { channelId: 1 } }),
+    c.channelReads.createIndex({ fields: { memberDid: 1 } }),
+    c.channelReads.createIndex({ fields: { channelId: 1 } }),
     c.bridges.createIndex({ fields: { channelId: 1, externalService: 1, externalChannelId: 1 }, unique: true, name: 'bridge_unique' }),
     c.bridges.createIndex({ fields: { channelId: 1 } }),
     c.bridges.createIndex({ fields: { externalChannelId: 1 } }),
     c.bridgeOutbox.createIndex({ fields: { bridgeId: 1 } }),
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
+    // GET /api/runs: by the caller's workspaces (or, for a global admin, by start time), newest first.
+    ...(kind === 'mongodb'
+      ? [
+          c.workflowRuns.createIndex({ fields: { workspaceId: 1, startedAt: -1, _id: 1 }, name: 'workspace_started' }),
+          c.workflowRuns.createIndex({ fields: { startedAt: -1, _id: 1 }, name: 'started' }),
+        ]
+      : [c.workflowRuns.createIndex({ fields: { workspaceId: 1 } }), c.workflowRuns.createIndex({ fields: { startedAt: 1 } })]),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
   ]);
 }

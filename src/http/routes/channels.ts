@@ -14,9 +14,11 @@ import {
   ChannelListItem,
   ChannelView,
   MemberView,
+  readMarkSchema,
   toChannelView,
   toDetailMemberView,
   toMemberView,
+  unreadSchema,
   type ChannelService,
 } from '../../services/channels.js';
 import { Success } from '../answers.js';
@@ -151,6 +153,28 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
         await channels.removeMember(r.principal!, r.params.channelId, r.params.memberDid);
         return { body: { success: true } };
       },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/read',
+      auth: 'session',
+      summary: "Marks the channel read up to a message (members; the position only moves forward); answers the channel's unread count",
+      tags: ['channels'],
+      params: channelParams,
+      body: z.strictObject({ messageId: z.string({ message: 'required: the id of the newest message read' }).min(1).max(128) }),
+      responses: { 200: readMarkSchema },
+      handler: async (r) => ({ body: await channels.markRead(r.principal!, r.params.channelId, r.body.messageId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/me/unread',
+      auth: 'session',
+      summary: 'Unread counts of every channel the caller is a member of',
+      tags: ['channels'],
+      responses: { 200: unreadSchema },
+      handler: async (r) => ({ body: await channels.unread(r.principal!) }),
     }),
   ];
 }

@@ -5,9 +5,9 @@
 import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { globalRole } from '../../domain/views.js';
-import { route, type RouteDef } from '../router.js';
+import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import type { InvitationService } from '../../services/invitations.js';
+import { invitationPageSchema, type InvitationService } from '../../services/invitations.js';
 import type { ClaimService } from '../../services/claims.js';
 import type { ServerIdentity } from '../../services/server-identity.js';
 import { Success } from '../answers.js';
@@ -16,6 +16,29 @@ const tokenParam = z.object({ token: z.string().min(1).max(100) });
 
 export function invitationRoutes({ invitations, claims, identity }: { invitations: InvitationService; claims: ClaimService; identity: ServerIdentity }): RouteDef[] {
   return [
+    route({
+      method: 'GET',
+      path: '/api/invitations',
+      auth: 'user',
+      summary: 'Pending invitations, newest first, one page at a time (admins; never the token)',
+      tags: ['invitations'],
+      query: z.object({ page: q.int(1).default(1), pageSize: q.int(1, 100).default(20) }),
+      responses: { 200: invitationPageSchema },
+      handler: async (r) => ({ body: await invitations.list(personOf(r), r.query) }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/api/invitations/id/:id',
+      auth: 'user',
+      summary: 'Revokes a pending invitation by its id (admins); 404 when there is none',
+      tags: ['invitations'],
+      params: z.object({ id: z.string().min(1).max(100) }),
+      responses: { 200: Success },
+      handler: async (r) => {
+        await invitations.revoke(personOf(r), r.params.id);
+        return { body: { success: true } };
+      },
+    }),
     route({
       method: 'POST',
       path: '/api/users/invite/email',

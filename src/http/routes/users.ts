@@ -9,6 +9,7 @@ import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import { MeView, UserPage, UserView, type UserService } from '../../services/users.js';
 import { Ok } from '../answers.js';
+import { MAX_LOOKUP_DIDS, namesSchema } from '../../services/name-lookup.js';
 
 const userAnswer = z.strictObject({ user: UserView });
 
@@ -37,6 +38,16 @@ const patchBody = z.strictObject({
 
 export function userRoutes({ users }: { users: UserService }): RouteDef[] {
   return [
+    route({
+      method: 'POST',
+      path: '/api/lookup/names',
+      auth: 'session',
+      summary: 'Display names of people and agents by DID; only those the caller may see are answered, the others are absent',
+      tags: ['users'],
+      body: z.strictObject({ dids: z.array(z.string().min(1).max(512)).min(1).max(MAX_LOOKUP_DIDS) }),
+      responses: { 200: namesSchema },
+      handler: async (r) => ({ body: await users.names(r.principal!, r.body.dids) }),
+    }),
     route({
       method: 'GET',
       path: '/api/users/me',

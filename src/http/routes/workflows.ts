@@ -11,14 +11,17 @@
  *   GET    /api/workflows/:id/runs                     session  200 {runs, total, page, pageSize, totalPages}
  *   GET    /api/workflows/:id/runs/:runId              session  200 Run
  *   POST   /api/workflows/:id/runs/:runId/cancel       user     200 Run (cancelled); 409 when it has ended
+ *   GET    /api/workflows/:id/runs/:runId/timeline     session  200 {runId, status, startedAt, finishedAt, steps}
+ *   GET    /api/runs                                   session  200 {runs, total, page, pageSize, totalPages}
+ *   POST   /api/runs/cancel                            user     200 {results: [{runId, outcome}]}
  *
  * Who may see, change and run a workflow is the workflow service's (src/services/workflows.ts).
  */
 import { z } from 'zod';
-import { q, route, type RouteDef } from '../router.js';
+import { instant, q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import { WorkflowDetailView, WorkflowRemoved, WorkflowSummaryView, toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
-import { RunPage, RunStarted, RunView } from '../../services/workflow-runs.js';
+import { bulkCancelSchema, RunPage, runPageSchema, RunStarted, RunView, timelineSchema } from '../../services/workflow-runs.js';
 
 const changedAnswer = z.strictObject({ success: z.literal(true), workflow: WorkflowDetailView });
 
@@ -155,6 +158,48 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       params: runParams,
       responses: { 200: RunView },
       handler: async (r) => ({ body: await workflows.cancel(personOf(r), r.params.id, r.params.runId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/workflows/:id/runs/:runId/timeline',
+      auth: 'session',
+      summary: "A run's timeline: each step's attempts with their start, end, outcome, error and retry wait",
+      tags: ['workflows'],
+      params: runParams,
+      responses: { 200: timelineSchema },
+      handler: async (r) => ({ body: await workflows.timelineOf(r.principal!, r.params.id, r.params.runId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/runs',
+      auth: 'session',
+      summary: 'Runs of every workflow the caller may read, newest first, filtered by status, workspace (id or slug), workflow, who started them (DID) and start time',
+      tags: ['workflows'],
+      query: z.object({
+        status: z.enum(['running', 'completed', 'failed', 'cancelled']).optional(),
+        workspace: z.string().min(1).max(200).optional(),
+        workflowId: z.string().min(1).max(200).optional(),
+        startedBy: z.string().min(1).max(512).optional(),
+        from: instant().optional(),
+        to: instant().optional(),
+        page: q.int(1).default(1),
+        pageSize: q.int(1, 100).default(20),
+      }),
+      responses: { 200: runPageSchema },
+      handler: async (r) => ({ body: await workflows.runsAcross(r.principal!, r.query) }),
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/runs/cancel',
+      auth: 'user',
+      summary: 'Cancels several runs (operator or higher in each run\'s workspace) and answers per run what happened',
+      tags: ['workflows'],
+      body: z.strictObject({ runIds: z.array(z.string().min(1).max(200)).min(1).max(100) }),
+      responses: { 200: bulkCancelSchema },
+      handler: async (r) => ({ body: await workflows.cancelMany(personOf(r), r.body.runIds) }),
     }),
   ];
 }
