@@ -282,6 +282,7 @@ export interface UserPage {
 export class UserService {
   private readonly c: Collections;
   private readonly deletedHooks: UserDeletedHook[] = [];
+  private readonly roleHooks: UserDeletedHook[] = [];
 
   constructor(private readonly ctx: ServiceCore) {
     this.c = ctx.c;
@@ -290,6 +291,11 @@ export class UserService {
   /** Runs `fn` after a user is deleted. A failing hook is logged; the deletion stands. */
   onUserDeleted(fn: UserDeletedHook): void {
     this.deletedHooks.push(fn);
+  }
+
+  /** Runs `fn` after a person's global role changed (`user` as it is now). A failing hook is logged; the change stands. */
+  onRoleChanged(fn: (user: UserDoc) => Promise<void> | void): void {
+    this.roleHooks.push(fn);
   }
 
   /** GET /api/users/me. */
@@ -368,6 +374,15 @@ export class UserService {
       target: user._id,
       details: { did: user.did, unclaimed: user.did === null, changes: patch },
     });
+    if (updated.role !== user.role) {
+      for (const fn of this.roleHooks) {
+        try {
+          await fn(updated);
+        } catch (err) {
+          this.ctx.log.error({ err, userId: user._id }, 'role-changed hook failed');
+        }
+      }
+    }
     return userView(c, updated);
   }
 
