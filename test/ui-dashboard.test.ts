@@ -175,7 +175,6 @@ test('the audit screen tails the log live: a new entry appears without a reload'
   const row = page.locator('table tbody tr', { hasText: 'Live tail room' });
   await row.waitFor();
   assert.ok(await row.getByText('workspace.create').isVisible());
-  await screenshot(page, 'audit-live');
 });
 
 test('no page error and no content-security-policy violation happened', () => {
