@@ -7,6 +7,7 @@
  *   npm run bench -- recert --agents 10000          (b) a workspace policy re-certifying N agents
  *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
+ *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
  *
  * Options (or environment): --agents N (BENCH_AGENTS, default 500), --loadgens K (BENCH_LOADGENS,
  * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
@@ -31,6 +32,7 @@ import { flag, fmt as formatNumber, percentile, table, which } from './report.js
 import { startProc, type Proc } from './proc.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 
 
@@ -335,7 +337,99 @@ async function benchHeartbeat(): Promise<void> {
   await teardown(s);
 }
 
-const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat };
+/** What a live-feed subscriber received since `reset`: WebSocket messages, the frames they carried, the frames folded away. */
+interface FeedTally {
+  messages: number;
+  frames: number;
+  folded: number;
+  truncated: number;
+  lastAt: number;
+}
+
+/** A /ws/feed subscriber (the owner's session) of `topics`, counting what it receives. */
+async function feedSubscriber(url: string, token: string, topics: string[]): Promise<{ tally: FeedTally; reset(): void; quiet(ms: number): Promise<void>; close(): void }> {
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed', { perMessageDeflate: false });
+  let tally: FeedTally = { messages: 0, frames: 0, folded: 0, truncated: 0, lastAt: 0 };
+  let waiting = new Set(topics);
+  let subscribed: () => void = () => {};
+  const ready = new Promise<void>((resolve) => (subscribed = resolve));
+  ws.on('message', (data) => {
+    const f = JSON.parse(data.toString()) as { type: string; topic?: string; frames?: unknown[]; folded?: number; truncated?: boolean };
+    if (f.type === 'welcome') for (const topic of topics) ws.send(JSON.stringify({ type: 'subscribe', topic }));
+    else if (f.type === 'subscribed') {
+      waiting.delete(f.topic!);
+      if (waiting.size === 0) subscribed();
+    } else if (f.type === 'error') console.error('feed error', f);
+    else {
+      tally.messages++;
+      tally.frames += f.type === 'batch' ? f.frames!.length : 1;
+      tally.folded += f.folded ?? 0;
+      if (f.truncated) tally.truncated++;
+      tally.lastAt = Date.now();
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  ws.send(JSON.stringify({ type: 'auth', token }));
+  await ready;
+  waiting = new Set();
+  return {
+    get tally() {
+      return tally;
+    },
+    reset() {
+      tally = { messages: 0, frames: 0, folded: 0, truncated: 0, lastAt: 0 };
+    },
+    /** Resolves once nothing has arrived for `ms`. */
+    async quiet(ms: number) {
+      for (;;) {
+        const before = tally.messages;
+        await new Promise((r) => setTimeout(r, ms));
+        if (tally.messages === before) return;
+      }
+    },
+    close: () => ws.close(),
+  };
+}
+
+/** Most frames the subscriber of (e) may receive for a whole re-certification. */
+const FEED_FRAMES_TARGET = 50;
+
+async function benchFeed(): Promise<void> {
+  const s = await setup(N);
+  const sub = await feedSubscriber(s.url, s.token, ['presence', 'actors']);
+  const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
+  await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
+  // What the setup's connections sent the subscriber is over: count from here.
+  await sub.quiet(3000);
+  sub.reset();
+  const t0 = Date.now();
+  const res = await fetch(`${s.url}/api/policies`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
+    body: JSON.stringify({ workspaceId: s.workspaceId, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 100000 } }),
+  });
+  const body = (await res.json()) as { sentTo?: string[] };
+  const watched = await watching;
+  // Longer than the longest batch window (8 x FEED_BATCH_WINDOW_MS): the last batch has arrived.
+  await sub.quiet(3000);
+  const t = sub.tally;
+  const last = Math.max(...watched.map((w) => w.lastAt));
+  table(`(e) a live-feed subscriber of presence and actors while a workspace policy re-certifies ${N} connected agents`, [
+    ['POST /api/policies status / sentTo', `${res.status} / ${body.sentTo?.length ?? 0}`],
+    ['last agent holds its co-signed certificate after', `${last - t0} ms`],
+    ['frames received (WebSocket messages)', `**${t.messages}** (target ≤ ${FEED_FRAMES_TARGET}: ${t.messages <= FEED_FRAMES_TARGET ? 'met' : 'not met'})`],
+    ['events carried in them / folded (frames + folded = events)', `${t.frames} / ${t.folded} (${t.frames + t.folded})`],
+    ['batches that dropped frames beyond FEED_BATCH_MAX_FRAMES (truncated)', String(t.truncated)],
+    ['last frame after', t.messages > 0 ? `${t.lastAt - t0} ms` : 'none'],
+  ]);
+  sub.close();
+  await teardown(s);
+}
+
+const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat, feed: benchFeed };
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(
   `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +

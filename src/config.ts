@@ -308,6 +308,16 @@ export const VARIABLES = {
     default: String(1024 * 1024),
     description: 'Largest send buffer of an agent socket; an agent that reads too slowly and lets it grow past this is disconnected.',
   },
+  FEED_BATCH_WINDOW_MS: {
+    schema: int(1, 10_000),
+    default: '150',
+    description: 'Live feed (/ws/feed): frames for one subscriber within this window go out as one batch, repeated frames about the same entity folded to the latest; while frames keep coming the window doubles, up to 8 times this.',
+  },
+  FEED_BATCH_MAX_FRAMES: {
+    schema: int(10, 100_000),
+    default: '500',
+    description: 'Live feed: most frames in one batch (and held for one subscriber); older ones beyond it are dropped and counted as folded, and the batch says `truncated` (the client re-reads over HTTP).',
+  },
   AGENT_MAX_FRAME_BYTES: {
     schema: int(1024, 64 * 1024 * 1024),
     default: String(1024 * 1024),
@@ -531,6 +541,8 @@ export interface Config {
   skillsCodeHostUrl: string;
   agentSendBufferLimitBytes: number;
   agentMaxFrameBytes: number;
+  feedBatchWindowMs: number;
+  feedBatchMaxFrames: number;
   agentHandshakeTimeoutMs: number;
   agentInvalidFrameLimit: number;
   agentPendingSocketTimeoutMs: number;
@@ -664,6 +676,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     skillsCodeHostUrl: p.SKILLS_CODE_HOST_URL,
     agentSendBufferLimitBytes: p.AGENT_SEND_BUFFER_LIMIT_BYTES,
     agentMaxFrameBytes: p.AGENT_MAX_FRAME_BYTES,
+    feedBatchWindowMs: p.FEED_BATCH_WINDOW_MS,
+    feedBatchMaxFrames: p.FEED_BATCH_MAX_FRAMES,
     agentHandshakeTimeoutMs: p.AGENT_HANDSHAKE_TIMEOUT_MS,
     agentInvalidFrameLimit: p.AGENT_INVALID_FRAME_LIMIT,
     agentPendingSocketTimeoutMs: p.AGENT_PENDING_SOCKET_TIMEOUT_SECONDS * 1000,

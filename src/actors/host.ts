@@ -45,6 +45,8 @@ export interface ActorTransition {
   state: unknown;
   /** Type of the event that caused it (`xstate.init` for a new actor, `xstate.error` when it failed). */
   event: string;
+  /** `snapshot.value` before it; absent for a new or restored actor. */
+  from?: unknown;
   at: string;
 }
 
@@ -431,8 +433,9 @@ export class ActorHost {
     if (!e || e.actor !== ref || e.restoring || e.retired) return;
     const snap = ev.snapshot as { status: string; value?: unknown };
     if (snap === e.seen) return; // the event changed nothing
+    const before = e.seen as { value?: unknown } | undefined;
     e.seen = snap;
-    if (this.listeners.size > 0) this.emit(k, e.id, snap.value, ev.event.type);
+    if (this.listeners.size > 0) this.emit(k, e.id, snap.value, ev.event.type, before?.value);
     if (snap.status === 'active') this.writer.markDirty(e);
     else if (snap.status === 'done') this.finish(e);
     // 'error' arrives through Entry.error
@@ -477,8 +480,9 @@ export class ActorHost {
     if (e.actor) stopHosted(k.root, e.actor);
   }
 
-  private emit(k: KindState, actorId: string, state: unknown, event: string): void {
+  private emit(k: KindState, actorId: string, state: unknown, event: string, from?: unknown): void {
     const t: ActorTransition = { kind: k.name, actorId, state, event, at: new Date().toISOString() };
+    if (from !== undefined) t.from = from;
     for (const listener of this.listeners) {
       try {
         listener(t);

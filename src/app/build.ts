@@ -52,6 +52,8 @@ import { BridgeService } from '../services/bridges.js';
 import { WorkflowService } from '../services/workflows.js';
 import { WorkflowRuns, channelPosterFrom } from '../services/workflow-runs.js';
 import { ScheduleService } from '../services/schedules.js';
+import { FeedRights } from '../services/feed-rights.js';
+import { PresenceFeed } from '../services/presence-feed.js';
 import { AgentConnections } from '../ws/agent/connections.js';
 import { CertificateOffers } from '../ws/agent/offers.js';
 import { Handshake } from '../ws/agent/handshake.js';
@@ -92,6 +94,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const clientAddresses = new ClientAddresses(config.trustedProxies);
   const app = uws.uws.App();
   const sockets = new SocketRegistry();
+  // The live feed's topics (the FeedPublisher port): what services publish to.
+  const feedTopics = new FeedTopics(app);
   metrics.setSocketSource(() => sockets.counts());
 
   const closeHooks: Array<() => Promise<void> | void> = [];
@@ -136,7 +140,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await ensureOwner(c, defaultWorkspace, config.ownerDid);
   log.info({ serverDid: identity.did }, 'server identity loaded');
   const sessions = new Sessions(c, config.sessionTtlMs);
-  const audit = new AuditLog(c, log);
+  const audit = new AuditLog(c, log, feedTopics);
   const core: ServiceCore = { config, log, c, actors, secrets, identity, sessions, audit };
 
   // -- People ---------------------------------------------------------------------------------------
@@ -154,7 +158,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const agentActors = new AgentActors(actors, log);
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
   const policies = new PolicyService(core, offers);
-  const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace });
+  const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace, feed: feedTopics });
   const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds));
   const intents = new IntentService(core, connections);
   const views = new AgentViews(core, { fleet, policies, tokens, presence: connections });
@@ -168,13 +172,13 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }, log) : null;
   const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
   const models = new ModelCatalogue(core, { proxy, llmConfig });
-  const feedTopics = new FeedTopics(app);
   const channels = new ChannelService(core, { agents: connections, feed: feedTopics });
   const bridges = new BridgeService(core, { channels, version });
-  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels) });
+  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels), feed: feedTopics });
   const workflows = new WorkflowService(core, runs);
   const schedules = new ScheduleService(core, { workflows, runs });
-  const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic });
+  const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic, rights: new FeedRights(c) });
+  const presenceFeed = new PresenceFeed(c, feedTopics, log);
 
   // -- Consequences across areas (each list runs in the order written) ------------------------------
   // An agent that completes its handshake gets its skills and its LLM configuration before `ready`.
@@ -191,13 +195,20 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   workspaceService.onWorkspaceDeleted((ws) => workflows.workspaceDeleted(ws));
   workspaceService.onWorkspaceDeleted((ws) => models.workspaceDeleted(ws));
   workspaceService.onWorkspaceDeleted((ws) => channels.workspaceDeleted(ws));
+  // Agents coming online and going offline reach the feed's presence topic.
+  connections.onPresence((did, online) => presenceFeed.changed(did, online));
   // An agent joining or leaving a workspace gets its new skill set and LLM configuration.
+  workspaceService.onAgentMembershipChanged((_workspaceId, did) => presenceFeed.membershipChanged(did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => skills.agentMembershipChanged(workspaceId, did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => llmConfig.agentMembershipChanged(workspaceId, did));
   // A deleted person's schedules and channel memberships go, and their feed subscriptions end.
   userService.onUserDeleted((user) => schedules.userDeleted(user));
   userService.onUserDeleted((user) => channels.userDeleted(user));
   userService.onUserDeleted(async (user) => {
+    if (user.did) await feed.recheckPerson(user.did);
+  });
+  // A person whose role changed keeps only the feed topics they may still follow.
+  userService.onRoleChanged(async (user) => {
     if (user.did) await feed.recheckPerson(user.did);
   });
   // Whoever may no longer read a channel (left it, left its workspace) loses its feed subscription.

@@ -2,7 +2,8 @@
  * The audit log: an append-only record of who did what to what, and when. Entries are only ever
  * inserted, by the service method that makes the change; GET /api/audit reads them (global
  * admins), newest first: `action` matches exactly, or as a prefix when it ends with `*`
- * (`workspace.member.*`); `since` is inclusive and `until` exclusive.
+ * (`workspace.member.*`); `since` is inclusive and `until` exclusive. Each stored entry is also
+ * published to the live feed's `audit` topic (global admins), while anyone follows it.
  */
 import { z } from 'zod';
 import { newId } from '../domain/ids.js';
@@ -12,6 +13,8 @@ import type { Filter } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
 import { escapeRegex } from '../domain/regex.js';
 import type { Logger } from '../log.js';
+import type { AuditFrame } from '../domain/feed-frames.js';
+import type { FeedPublisher } from './ports.js';
 
 export interface AuditEntry {
   action: string;
@@ -64,6 +67,7 @@ export class AuditLog {
   constructor(
     private readonly c: Collections,
     private readonly log: Logger,
+    private readonly feed?: FeedPublisher,
   ) {}
 
   /** Records an entry. Never throws: a failed audit write is logged as an error. */
@@ -82,6 +86,11 @@ export class AuditLog {
       await this.c.audit.insertOne(doc);
     } catch (err) {
       this.log.error({ err, action: doc.action }, 'audit write failed');
+      return;
+    }
+    if (this.feed?.hasSubscribers('audit')) {
+      const frame: AuditFrame = { type: 'audit', entry: toAuditEntryView(doc), at: doc.at };
+      this.feed.publish('audit', frame, { adminOnly: true });
     }
   }
 

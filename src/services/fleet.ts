@@ -30,6 +30,7 @@ import {
   createRegistration,
   latestRegistrationOf,
   pendingRegistrationOf,
+  publishRegistration,
   type RegistrationInput,
   type RegistrationOrigin,
   type RegistrationOutcome,
@@ -41,7 +42,7 @@ import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/e
 import type { PolicyService } from './policies.js';
 import type { ServiceCore } from './core.js';
 import type { AgentActors } from './agent-actors.js';
-import type { AgentLink, AgentPresence } from './ports.js';
+import type { AgentLink, AgentPresence, FeedPublisher } from './ports.js';
 
 /** What the gateway learns when a registration is decided. */
 export type Decision = { status: 'approved' } | { status: 'rejected'; reason: string };
@@ -75,13 +76,15 @@ export class FleetService {
   private readonly agentActors: AgentActors;
   private readonly agents: AgentLink;
   private readonly presence: AgentPresence;
+  private readonly feed: FeedPublisher | undefined;
   /** The default workspace as it was at start (its id never changes): where unplaced agents go. */
   private readonly defaultWorkspace: WorkspaceDoc;
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { policies: PolicyService; agentActors: AgentActors; agents: AgentLink; presence: AgentPresence; defaultWorkspace: WorkspaceDoc },
+    deps: { policies: PolicyService; agentActors: AgentActors; agents: AgentLink; presence: AgentPresence; defaultWorkspace: WorkspaceDoc; feed?: FeedPublisher },
   ) {
+    this.feed = deps.feed;
     this.policies = deps.policies;
     this.agentActors = deps.agentActors;
     this.agents = deps.agents;
@@ -149,6 +152,7 @@ export class FleetService {
         `agent "${agent.name}" registered and awaits approval: approve it with 'steward registrations approve ${registration._id}', or on the dashboard's Registrations screen`,
       );
     }
+    if (outcome.created) publishRegistration(this.feed, outcome.registration, 'pending');
     if (outcome.created && auditAs) {
       const { agent } = outcome;
       await this.ctx.audit.record(auditAs, {
@@ -204,6 +208,7 @@ export class FleetService {
       details: { registrationId, capabilities },
     });
     this.emitDecision(reg.agentDid, { status: 'approved' });
+    publishRegistration(this.feed, reg, 'approved');
     return { agentId: reg.agentDid };
   }
 
@@ -219,6 +224,7 @@ export class FleetService {
       details: { registrationId, reason },
     });
     this.emitDecision(reg.agentDid, { status: 'rejected', reason });
+    publishRegistration(this.feed, reg, 'rejected');
   }
 
   /**

@@ -111,10 +111,26 @@ export interface HeartbeatSink {
 // -------------------------------------------------------------------------------------------------
 // The people's live feed
 
-/** Publishing to the subscribers of a live-feed topic (`channel:<id>`, `actors`). */
+/**
+ * Who may receive a frame of a topic whose subscribers see different parts (presence, runs): plain
+ * data, so that a bus can carry it with the frame. Each subscriber's own filter (a workflow, an
+ * actor kind) applies on top. No audience: every subscriber of the topic.
+ */
+export interface FeedAudience {
+  /** Only people who may see one of these workspaces (a global admin sees all). */
+  workspaceIds?: readonly string[];
+  /** Only global admins. */
+  adminOnly?: boolean;
+}
+
+/**
+ * Publishing to the subscribers of a live-feed topic (`channel:<id>`, `actors`, `presence`,
+ * `registrations`, `runs`, `audit`). Frames are JSON objects with a `type` and an `at` (ISO 8601;
+ * added when missing).
+ */
 export interface FeedPublisher {
   /** Whether anyone is subscribed (so a frame nobody would read is not built). */
   hasSubscribers(topic: string): boolean;
-  /** Sends `frame` to every subscriber of `topic`; nothing when there is none. */
-  publish(topic: string, frame: object): void;
+  /** Sends `frame` to every subscriber of `topic` within `audience`; nothing when there is none. */
+  publish(topic: string, frame: object, audience?: FeedAudience): void;
 }

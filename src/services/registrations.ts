@@ -24,7 +24,9 @@ import type { AgentDoc, Collections, RegistrationDoc, WorkspaceDoc } from '../st
 import type { Capability } from '../domain/capabilities.js';
 import { decodePublicKey, didKeyFromPublicKey, encodeBase64Url, isDid, resolvePublicKey } from '../domain/did.js';
 import { DuplicateKeyError } from '../store/types.js';
+import type { RegistrationFrame } from '../domain/feed-frames.js';
 import { resolveWorkspace } from './workspaces.js';
+import type { FeedPublisher } from './ports.js';
 
 /** A refused registration (said to an agent on its socket as an error frame, over HTTP as the error answer). */
 export class RegistrationError extends AppError {
@@ -211,4 +213,14 @@ export function toPendingRegistrationView(r: RegistrationDoc): PendingRegistrati
     workspaceId: r.workspaceId,
     requestedWorkspace: r.requestedWorkspace ?? null,
   };
+}
+
+/**
+ * Tells the live feed's `registrations` topic (global admins, as GET /api/registrations) that a
+ * registration was made or decided; nothing is built while nobody follows it.
+ */
+export function publishRegistration(feed: FeedPublisher | undefined, r: RegistrationDoc, status: RegistrationFrame['status']): void {
+  if (!feed?.hasSubscribers('registrations')) return;
+  const frame: RegistrationFrame = { type: 'registration', id: r._id, did: r.agentDid, name: r.name, status, at: new Date().toISOString() };
+  feed.publish('registrations', frame, { adminOnly: true });
 }

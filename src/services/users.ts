@@ -279,6 +279,7 @@ export type UserPage = z.infer<typeof UserPage>;
 export class UserService {
   private readonly c: Collections;
   private readonly deletedHooks: UserDeletedHook[] = [];
+  private readonly roleHooks: UserDeletedHook[] = [];
 
   constructor(private readonly ctx: ServiceCore) {
     this.c = ctx.c;
@@ -292,6 +293,11 @@ export class UserService {
   /** POST /api/lookup/names: display names of the DIDs the caller may see (src/services/name-lookup.ts). */
   async names(p: Principal, dids: readonly string[]): Promise<NamesView> {
     return lookupNames(this.c, p, dids);
+  }
+
+  /** Runs `fn` after a person's global role changed (`user` as it is now). A failing hook is logged; the change stands. */
+  onRoleChanged(fn: (user: UserDoc) => Promise<void> | void): void {
+    this.roleHooks.push(fn);
   }
 
   /** GET /api/users/me. */
@@ -370,6 +376,15 @@ export class UserService {
       target: user._id,
       details: { did: user.did, unclaimed: user.did === null, changes: patch },
     });
+    if (updated.role !== user.role) {
+      for (const fn of this.roleHooks) {
+        try {
+          await fn(updated);
+        } catch (err) {
+          this.ctx.log.error({ err, userId: user._id }, 'role-changed hook failed');
+        }
+      }
+    }
     return userView(c, updated);
   }
 

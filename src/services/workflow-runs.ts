@@ -15,6 +15,9 @@
  * - Time (timestamps, retry timers, `delay`) comes from `clock`, which tests replace.
  * - At start, running runs are restored: attempts in flight when the server stopped fail with
  *   the error `interrupted` (their onError decides), retry timers are re-armed.
+ * - Each change of a run's or a step's status is published to the live feed's `runs` topic, for
+ *   the people who may read the run (its workspace's members, global admins), while anyone
+ *   follows it.
  */
 import { z } from 'zod';
 import { newId } from '../domain/ids.js';
@@ -22,7 +25,8 @@ import { jsonObject, pageFields, timestamp } from '../domain/views.js';
 import type { Actor } from 'xstate';
 import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
-import type { AgentLink } from './ports.js';
+import type { AgentLink, FeedPublisher } from './ports.js';
+import type { RunFrame } from '../domain/feed-frames.js';
 import type { IntentService } from './intents.js';
 import { userPrincipal } from './sessions.js';
 import type { UserPrincipal } from '../domain/principal.js';
@@ -285,6 +289,7 @@ export class WorkflowRuns {
   private readonly log: Logger;
   private readonly intents: IntentService;
   private readonly agents: AgentLink;
+  private readonly feed: FeedPublisher | undefined;
   private readonly inputs = new Map<string, WorkflowRunInput>();
   private readonly listening = new WeakSet<object>();
   private readonly executions = new Map<string, Execution>();
@@ -295,8 +300,9 @@ export class WorkflowRuns {
   /** Defines the workflow-run actor kind. */
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { intents: IntentService; agents: AgentLink; channelPoster: WorkflowChannelPoster },
+    deps: { intents: IntentService; agents: AgentLink; channelPoster: WorkflowChannelPoster; feed?: FeedPublisher },
   ) {
+    this.feed = deps.feed;
     this.c = ctx.c;
     this.log = ctx.log;
     this.intents = deps.intents;
@@ -398,6 +404,7 @@ export class WorkflowRuns {
     } finally {
       this.inputs.delete(runId);
     }
+    this.publishRun(input, input, true);
     // The answer goes out before any step runs.
     setImmediate(() => this.deliver(runId, { type: 'START', at: this.nowIso() }));
     return { runId, status: 'running' };
@@ -521,8 +528,36 @@ export class WorkflowRuns {
     if (!this.listening.has(actor)) {
       this.listening.add(actor);
       actor.on('*', (cmd) => this.onCommand(runId, cmd as RunCommand));
+      let last = actor.getSnapshot().context;
+      actor.subscribe({
+        next: (snap) => {
+          const now = snap.context;
+          if (now === last) return;
+          const before = last;
+          last = now;
+          this.publishRun(before, now, false);
+        },
+        error: () => {}, // the actor host logs and handles a failed actor
+      });
     }
     return actor;
+  }
+
+  /** Publishes what changed between two states of a run: each step whose status or attempt changed, then the run's status. */
+  private publishRun(before: WorkflowRunContext, now: WorkflowRunContext, started: boolean): void {
+    const feed = this.feed;
+    if (!feed?.hasSubscribers('runs')) return;
+    const at = this.nowIso();
+    const audience = { workspaceIds: [now.workspaceId] };
+    const base = { type: 'run', workflowId: now.workflowId, runId: now.runId, status: now.status } as const;
+    for (const [stepId, st] of Object.entries(now.steps)) {
+      const was = before.steps[stepId];
+      if (was ? was.status === st.status && was.attempts === st.attempts : st.status === 'pending') continue;
+      const frame: RunFrame = { ...base, stepId, stepStatus: st.status, at };
+      if (st.attempts > 0) frame.attempt = st.attempts;
+      feed.publish('runs', frame, audience);
+    }
+    if (started || now.status !== before.status) feed.publish('runs', { ...base, at } satisfies RunFrame, audience);
   }
 
   private async send(runId: string, event: RunEvent): Promise<void> {
