@@ -16,6 +16,7 @@ import { auditRoutes } from '../http/routes/audit.js';
 import { agentRoutes } from '../http/routes/agents.js';
 import { policyRoutes } from '../http/routes/policies.js';
 import { fleetAdminRoutes } from '../http/routes/fleet-admin.js';
+import { fleetDataRoutes } from '../http/routes/fleet-data.js';
 import { skillRoutes } from '../http/routes/skills.js';
 import { modelRoutes } from '../http/routes/models.js';
 import { llmConfigRoutes } from '../http/routes/llm-config.js';
@@ -34,6 +35,8 @@ import type { InvitationService } from '../services/invitations.js';
 import type { FleetService } from '../services/fleet.js';
 import type { PolicyService } from '../services/policies.js';
 import type { TokenUsage } from '../services/token-usage.js';
+import type { TokenSeries } from '../services/token-series.js';
+import type { FleetSummary } from '../services/fleet-summary.js';
 import type { IntentService } from '../services/intents.js';
 import type { AgentViews } from '../services/agent-views.js';
 import type { ModelCatalogue } from '../services/model-catalogue.js';
@@ -58,6 +61,8 @@ export interface RouteServices extends SystemDeps {
   fleet: FleetService;
   policies: PolicyService;
   tokens: TokenUsage;
+  summary: FleetSummary;
+  tokenSeries: TokenSeries;
   intents: IntentService;
   views: AgentViews;
   models: ModelCatalogue;
@@ -81,6 +86,7 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
     ...policyRoutes({ policies: s.policies }),
     ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),
+    ...fleetDataRoutes({ summary: s.summary, series: s.tokenSeries }),
     ...skillRoutes({ skills: s.skills }),
     ...modelRoutes({ models: s.models }),
     ...llmConfigRoutes({ llmConfig: s.llmConfig }),

@@ -264,6 +264,29 @@ export interface StoredTokenCounts {
   completionTokensBillions?: number;
 }
 
+/**
+ * One agent's token counts of one past UTC day (`_id` = `<did>|<day>`), for the usage series.
+ * Written by the daily prune of the roll-up, when the day's bucket leaves the agent's usage
+ * document (so only for agents that used tokens that day); kept TOKEN_HISTORY_DAYS_KEPT days.
+ */
+export interface TokenAgentDayDoc extends StoredTokenCounts {
+  _id: string;
+  agentDid: string;
+  day: string;
+}
+
+/**
+ * One workspace's token counts of one UTC day (`_id` = `<workspaceId>|<day>`): the usage of its
+ * member agents, folded in by the roll-up with `rolledUpTo` in the same update, as an agent's
+ * usage document is; kept TOKEN_HISTORY_DAYS_KEPT days.
+ */
+export interface TokenWorkspaceDayDoc extends StoredTokenCounts {
+  _id: string;
+  workspaceId: string;
+  day: string;
+  rolledUpTo: string;
+}
+
 /** One batch of acknowledged heartbeat deltas, written in one store operation before the acks go out. */
 export interface TokenLedgerDoc {
   _id: string; // time-ordered, given once: a write retried after a failure finds what landed
@@ -535,6 +558,8 @@ export interface Collections {
   certificates: Collection<CertificateDoc>;
   tokenUsage: Collection<TokenUsageDoc>;
   tokenLedger: Collection<TokenLedgerDoc>;
+  tokenAgentDays: Collection<TokenAgentDayDoc>;
+  tokenWorkspaceDays: Collection<TokenWorkspaceDayDoc>;
   models: Collection<ModelDoc>;
   workspaceModels: Collection<WorkspaceModelDoc>;
   workspaceLlmKeys: Collection<WorkspaceLlmKeyDoc>;
@@ -575,6 +600,8 @@ export function collections(store: Store): Collections {
     certificates: store.collection('certificates'),
     tokenUsage: store.collection('token_usage'),
     tokenLedger: store.collection('token_ledger'),
+    tokenAgentDays: store.collection('token_agent_days'),
+    tokenWorkspaceDays: store.collection('token_workspace_days'),
     models: store.collection('models'),
     workspaceModels: store.collection('workspace_models'),
     workspaceLlmKeys: store.collection('workspace_llm_keys'),
@@ -639,6 +666,10 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.bridgeOutbox.createIndex({ fields: { bridgeId: 1 } }),
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
+    c.tokenAgentDays.createIndex({ fields: { agentDid: 1 } }),
+    c.tokenAgentDays.createIndex({ fields: { day: 1 } }),
+    c.tokenWorkspaceDays.createIndex({ fields: { workspaceId: 1 } }),
+    c.tokenWorkspaceDays.createIndex({ fields: { day: 1 } }),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
   ]);
 }
