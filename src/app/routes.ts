@@ -17,6 +17,7 @@ import { agentRoutes } from '../http/routes/agents.js';
 import { policyRoutes } from '../http/routes/policies.js';
 import { fleetAdminRoutes } from '../http/routes/fleet-admin.js';
 import { fleetDataRoutes } from '../http/routes/fleet-data.js';
+import { ActorInspector } from '../services/actor-inspector.js';
 import { skillRoutes } from '../http/routes/skills.js';
 import { modelRoutes } from '../http/routes/models.js';
 import { llmConfigRoutes } from '../http/routes/llm-config.js';
@@ -85,7 +86,7 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...auditRoutes({ audit: s.audit }),
     ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
     ...policyRoutes({ policies: s.policies }),
-    ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),
+    ...fleetAdminRoutes({ tokens: s.tokens, inspector: new ActorInspector(s.actors) }),
     ...fleetDataRoutes({ summary: s.summary, series: s.tokenSeries }),
     ...skillRoutes({ skills: s.skills }),
     ...modelRoutes({ models: s.models }),
