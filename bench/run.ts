@@ -370,6 +370,8 @@ async function benchDashboard(): Promise<void> {
     rows.push([`${label}: status, p50 / p99 / max`, `${status}, ${fmt(percentile(ms, 50), 2)} / **${fmt(percentile(ms, 99), 2)}** / ${fmt(ms[ms.length - 1] ?? NaN, 2)} ms`]);
   }
   const cpu1 = await cpuMark(s);
+  const summary = (await (await fetch(`${s.url}/api/fleet/summary`, { headers: { authorization: `Bearer ${s.token}` } })).json()) as { agents: { total: number; online: number } };
+  rows.push(['the summary says: agents total / online', `${summary.agents.total} / ${summary.agents.online}`]);
   table(`(e) the dashboard's reads with ${N} agents connected: ${REQUESTS} sequential requests each (after 50 not counted), target p99 < 20 ms`, [...rows, ...cpuRows(cpu0, cpu1)]);
   await teardown(s);
 }
