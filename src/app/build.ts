@@ -180,6 +180,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   fleet.onAgentDeleted((agent) => summary.agentChanged(agent._id));
   workspaceService.onAgentMembershipChanged((_workspaceId, did) => summary.agentChanged(did));
   workspaceService.onWorkspaceDeleted((ws) => summary.workspaceDeleted(ws._id));
+  workspaceService.onWorkspaceDeleted((ws) => tokens.forgetWorkspace(ws._id));
   agentActors.onDelivered((did, event) => {
     if (event.type === 'CONNECTED' || event.type === 'DISCONNECTED') summary.connection(did, event.type === 'CONNECTED');
     else summary.reissue(did, event.type === 'REISSUE_OFFERED');

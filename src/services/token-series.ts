@@ -198,7 +198,12 @@ export class TokenSeries {
   }
 }
 
-const isDay = (s: string) => /^\d{4}-\d{2}-\d{2}$/.test(s) && utcDay(new Date(`${s}T00:00:00Z`)) === s;
+/** A date YYYY-MM-DD that exists (not February 30th). */
+function isDay(s: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(s)) return false;
+  const at = Date.parse(`${s}T00:00:00Z`);
+  return !Number.isNaN(at) && utcDay(new Date(at)) === s;
+}
 const isMonth = (s: string) => /^\d{4}-\d{2}$/.test(s) && !Number.isNaN(Date.parse(`${s}-01T00:00:00Z`));
 
 /** Every day from `from` to `to` (defaults: the last 30 days, today included). */

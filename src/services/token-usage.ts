@@ -229,6 +229,11 @@ export class TokenUsage implements HeartbeatSink {
     this.marks.delete(did);
   }
 
+  /** For a deleted workspace: its usage history goes (its agents' own stays). */
+  async forgetWorkspace(workspaceId: string): Promise<void> {
+    await this.ctx.c.tokenWorkspaceDays.deleteMany({ workspaceId });
+  }
+
   /**
    * At start: each agent's highest stored seq, from its usage document and from what the ledger
    * still holds; and the time after every ledger id stored, where this process's ids begin (so
@@ -680,6 +685,7 @@ export class TokenUsage implements HeartbeatSink {
         { projection: { _id: 1, days: 1 } },
       );
       const historyFrom = utcDay(new Date(now.getTime() - (config.tokenHistoryDaysKept - 1) * 86_400_000));
+      const leaving = new Set(agentFields);
       const $unset = Object.fromEntries(agentFields.map((field) => [field, ''] as const));
       const slice = new TimeSlice();
       for (let i = 0; i < holders.length; i += UPDATE_CHUNK) {
@@ -688,7 +694,7 @@ export class TokenUsage implements HeartbeatSink {
         const copies: BulkUpdateOp[] = [];
         for (const doc of chunk) {
           for (const [day, counts] of Object.entries(doc.days ?? {})) {
-            if (day < historyFrom || !agentFields.includes(`days.${day}`)) continue;
+            if (day < historyFrom || !leaving.has(`days.${day}`)) continue;
             copies.push({ filter: { _id: `${doc._id}|${day}` }, update: { $set: { agentDid: doc._id, day, ...counts } }, upsert: true });
           }
         }
