@@ -40,6 +40,7 @@ import { FleetService } from '../services/fleet.js';
 import { TokenUsage } from '../services/token-usage.js';
 import { TokenSeries } from '../services/token-series.js';
 import { FleetSummary } from '../services/fleet-summary.js';
+import { ActorInspector } from '../services/actor-inspector.js';
 import { IntentService } from '../services/intents.js';
 import { AgentViews } from '../services/agent-views.js';
 import { SkillService } from '../services/skills.js';
@@ -247,7 +248,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     ...routeTable({
       config,
       store,
-      actors,
+      inspector: new ActorInspector(actors),
       audit,
       identity,
       metrics,

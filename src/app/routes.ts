@@ -2,7 +2,6 @@
 import type { RouteDef } from '../http/router.js';
 import type { SystemDeps } from '../http/routes/system.js';
 import type { Config } from '../config.js';
-import type { ActorHost } from '../actors/host.js';
 import type { AuditLog } from '../services/audit.js';
 import type { ServerIdentity } from '../services/server-identity.js';
 import { systemRoutes } from '../http/routes/system.js';
@@ -17,7 +16,7 @@ import { agentRoutes } from '../http/routes/agents.js';
 import { policyRoutes } from '../http/routes/policies.js';
 import { fleetAdminRoutes } from '../http/routes/fleet-admin.js';
 import { fleetDataRoutes } from '../http/routes/fleet-data.js';
-import { ActorInspector } from '../services/actor-inspector.js';
+import type { ActorInspector } from '../services/actor-inspector.js';
 import { skillRoutes } from '../http/routes/skills.js';
 import { modelRoutes } from '../http/routes/models.js';
 import { llmConfigRoutes } from '../http/routes/llm-config.js';
@@ -49,7 +48,7 @@ import type { ScheduleService } from '../services/schedules.js';
 
 export interface RouteServices extends SystemDeps {
   config: Config;
-  actors: ActorHost;
+  inspector: ActorInspector;
   audit: AuditLog;
   identity: ServerIdentity;
   userService: UserService;
@@ -86,7 +85,7 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...auditRoutes({ audit: s.audit }),
     ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
     ...policyRoutes({ policies: s.policies }),
-    ...fleetAdminRoutes({ tokens: s.tokens, inspector: new ActorInspector(s.actors) }),
+    ...fleetAdminRoutes({ tokens: s.tokens, inspector: s.inspector }),
     ...fleetDataRoutes({ summary: s.summary, series: s.tokenSeries }),
     ...skillRoutes({ skills: s.skills }),
     ...modelRoutes({ models: s.models }),
