@@ -6,7 +6,8 @@
  *   agents, written as the daily prune writes them (one upsert per agent and day, with the
  *   collection's indexes), heap used per agent after a full collection;
  * - `since` on each hosted actor's entry (src/actors/hosted.ts): heap per entry with it, against
- *   the same entries with the field removed.
+ *   entries with the fields they had before it;
+ * - the fleet summary's records (src/services/fleet-summary.ts) for 18,000 agents in one workspace.
  *
  * Usage: node --expose-gc --import tsx scripts/history-memory.ts [agents] [days]
  */
@@ -17,6 +18,9 @@ import { openStore } from '../src/store/index.js';
 import { collections, ensureIndexes } from '../src/store/collections.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { Entry, type KindState } from '../src/actors/hosted.js';
+import { FleetSummary } from '../src/services/fleet-summary.js';
+import type { ServiceCore } from '../src/services/core.js';
+import type { PolicyService } from '../src/services/policies.js';
 
 const agents = Number(process.argv[2] ?? 2000);
 const days = Number(process.argv[3] ?? 90);
@@ -93,5 +97,30 @@ function sinceField(): void {
   console.log(`actor entries (${n}): ${(withSince.bytes / n).toFixed(1)} bytes each with since, ${(without.bytes / n).toFixed(1)} without (${withSince.kept.length + without.kept.length} kept)`);
 }
 
+async function summaryRecords(): Promise<void> {
+  const n = 18_000;
+  const dataDir = await mkdtemp(join(tmpdir(), 'steward-summary-'));
+  const store = await openStore({ dataDir });
+  try {
+    const c = collections(store);
+    await ensureIndexes(c, store.kind);
+    const now = new Date().toISOString();
+    for (let i = 0; i < n; i += 1000) {
+      const dids = Array.from({ length: Math.min(1000, n - i) }, (_, j) => `did:key:z6Mkbench${String(i + j).padStart(40, '0')}`);
+      await c.agents.insertMany(dids.map((did) => ({ _id: did, name: did.slice(-8), publicKey: 'x', version: '1', status: 'active' as const, capabilities: [], requestedCapabilities: [], registeredAt: now, lastSeen: null })));
+      await c.workspaceAgents.insertMany(dids.map((did) => ({ _id: `m-${did}`, workspaceId: 'ws-1', agentDid: did, isPrimary: true, joinedAt: now })));
+    }
+    const before = heap();
+    const summary = new FleetSummary({ c, log: console } as unknown as ServiceCore, {} as PolicyService);
+    await summary.start();
+    const after = heap();
+    console.log(`fleet summary: ${n} agents: ${((after - before) / n).toFixed(1)} bytes of heap per agent (${summary.workspacesOf('none').length})`);
+  } finally {
+    await store.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
 await tokenHistory();
 sinceField();
+await summaryRecords();
