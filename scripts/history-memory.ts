@@ -33,29 +33,44 @@ const heap = () => {
   return process.memoryUsage().heapUsed;
 };
 
-async function tokenHistory(): Promise<void> {
+/**
+ * Heap per agent of `days` days of history in one of two shapes: a document per agent and day
+ * (`{_id: did|day, agentDid, day, promptTokens, completionTokens}`, indexed on agentDid and day),
+ * or a document per agent and month whose days are one text (`{_id: did|month, agentDid, month,
+ * days: "DD prompt completion;..."}`, indexed on agentDid and month).
+ */
+async function tokenHistory(shape: 'day' | 'month'): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'steward-history-'));
   const store = await openStore({ dataDir });
   try {
-    const c = collections(store);
-    await ensureIndexes(c, store.kind);
+    type Probe = { _id: string; agentDid: string; day?: string; month?: string; days?: string; promptTokens?: number; completionTokens?: number };
+    const coll = store.collection<Probe>(`probe_${shape}`);
+    await coll.createIndex({ fields: { agentDid: 1 } });
+    await coll.createIndex({ fields: shape === 'day' ? { day: 1 } : { month: 1 } });
     const dids = Array.from({ length: agents }, () => generateKeyPair().did);
     const before = heap();
     const t0 = Date.UTC(2026, 0, 1);
+    const texts = new Map<string, string>();
     for (let d = 0; d < days; d++) {
       const day = new Date(t0 + d * 86_400_000).toISOString().slice(0, 10);
+      const month = day.slice(0, 7);
       for (let i = 0; i < dids.length; i += 100) {
-        await c.tokenAgentDays.bulkUpdate(
-          dids.slice(i, i + 100).map((did, j) => ({
-            filter: { _id: `${did}|${day}` },
-            update: { $set: { agentDid: did, day, promptTokens: 100_000 + i + j, completionTokens: 20_000 + d } },
-            upsert: true,
-          })),
+        await coll.bulkUpdate(
+          dids.slice(i, i + 100).map((did, j) => {
+            const p = 100_000 + i + j;
+            const c = 20_000 + d;
+            if (shape === 'day') return { filter: { _id: `${did}|${day}` }, update: { $set: { agentDid: did, day, promptTokens: p, completionTokens: c } }, upsert: true };
+            const id = `${did}|${month}`;
+            const text = `${texts.get(id) ? `${texts.get(id)};` : ''}${day.slice(8)} ${p} ${c}`;
+            texts.set(id, text);
+            return { filter: { _id: id }, update: { $set: { agentDid: did, month, days: text } }, upsert: true };
+          }),
         );
       }
     }
+    texts.clear();
     const after = heap();
-    console.log(`token history: ${agents} agents x ${days} days: ${((after - before) / agents / 1024).toFixed(2)} KiB of heap per agent (${((after - before) / agents / days).toFixed(0)} bytes per agent-day)`);
+    console.log(`token history, a document per agent and ${shape}: ${agents} agents x ${days} days: ${((after - before) / agents / 1024).toFixed(2)} KiB of heap per agent (${((after - before) / agents / days).toFixed(0)} bytes per agent-day)`);
   } finally {
     await store.close();
     await rm(dataDir, { recursive: true, force: true });
@@ -121,6 +136,7 @@ async function summaryRecords(): Promise<void> {
   }
 }
 
-await tokenHistory();
+await tokenHistory('day');
+await tokenHistory('month');
 sinceField();
 await summaryRecords();

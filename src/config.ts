@@ -362,7 +362,7 @@ export const VARIABLES = {
   TOKEN_HISTORY_DAYS_KEPT: {
     schema: int(31, 3660),
     default: '400',
-    description: "Days of token usage history kept for the usage series (GET /api/stats/tokens/series): the fleet-wide daily buckets, and one document per workspace and per agent for each day it used tokens (in the embedded store each agent-day held costs memory: see docs/performance.md).",
+    description: "Days of token usage history kept for the usage series (GET /api/stats/tokens/series): the fleet-wide daily buckets, a document per workspace and day, and a document per agent and month it used tokens in (in the embedded store the history held costs memory per agent: see docs/performance.md).",
   },
   INTENT_TIMEOUT_MS: {
     schema: int(100, 3_600_000),

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { makeUser, type TestUser } from './fixtures.js';
 import { client, http } from './helpers.js';
 import { enc, fleet, isError, makeWorkspace, once, readyAgent, startWithOwner, stopAll } from './fleet-helpers.js';
-import { utcDay, utcMonth } from '../src/services/token-usage.js';
+import { historyDays, utcDay, utcMonth } from '../src/services/token-usage.js';
 import type { StewardAgent } from '../src/agent/index.js';
 
 const test = suite('token usage series');
@@ -75,13 +75,14 @@ const get = async (api: ReturnType<typeof client>, query: string) => {
   return r.body;
 };
 
-test('the roll-up keeps the history: past days in day documents, recent ones in the usage document', async () => {
+test('the roll-up keeps the history: past days in month documents, recent ones in the usage document', async () => {
   const { c } = ctx.s.ctx;
-  const held = await c.tokenAgentDays.find({ agentDid: ctx.a.did });
-  assert.equal(held.map((d) => [d.day, d.promptTokens, d.completionTokens]).sort(), [[dayAt(40), 100, 10], [dayAt(39), 200, 20]].sort());
+  const heldDays = async (did: string) =>
+    (await c.tokenAgentMonths.find({ agentDid: did })).flatMap((m) => historyDays(m.days).map(([dd, p, cc]) => [`${m.month}-${dd}`, Number(p), Number(cc)])).sort();
+  assert.equal(await heldDays(ctx.a.did), [[dayAt(40), 100, 10], [dayAt(39), 200, 20]].sort());
   const usage = await c.tokenUsage.findById(ctx.a.did);
   assert.equal(Object.keys(usage!.days).sort(), [dayAt(1), dayAt(0)].sort(), 'the usage document keeps TOKEN_AGENT_DAYS_KEPT days');
-  assert.equal((await c.tokenAgentDays.find({ agentDid: ctx.b.did })).map((d) => d.day), [dayAt(40)], 'only days with usage');
+  assert.equal(await heldDays(ctx.b.did), [[dayAt(40), 5, 5]], 'only days with usage');
 });
 
 test('an agent: every day of the range, its usage where the test made it, zeros elsewhere', async () => {

@@ -1,20 +1,20 @@
 /**
  * Token usage over time (GET /api/stats/tokens/series, GET /api/stats/tokens/top), read from the
  * roll-up's aggregates (src/services/token-usage.ts, "History"): the fleet-wide document's daily
- * and monthly buckets; a workspace's day documents; an agent's day documents plus the recent days
- * its usage document still holds. One read per answer, bounded by the range (at most 366 days),
+ * and monthly buckets; a workspace's day documents; an agent's month documents of history plus the
+ * recent days its usage document still holds. One read per answer, bounded by the range (at most 366 days),
  * never by the fleet's size. Figures are those rolled up (up to TOKEN_ROLLUP_INTERVAL_SECONDS
  * behind); the fleet-wide ones add the ledger not yet rolled up, as GET /api/stats/tokens does.
  */
 import { z } from 'zod';
 import { badRequest, forbidden, notFound } from '../domain/errors.js';
-import { ExactSum, type TokenCount } from '../domain/token-count.js';
+import { ExactSum, fromDigits, type TokenCount } from '../domain/token-count.js';
 import type { Principal } from '../domain/principal.js';
 import type { StoredTokenCounts } from '../store/collections.js';
 import type { ServiceCore } from './core.js';
 import type { PolicyService } from './policies.js';
 import type { AgentViews } from './agent-views.js';
-import { GLOBAL_ID, utcDay, utcMonth, type TokenUsage } from './token-usage.js';
+import { GLOBAL_ID, historyDays, utcDay, utcMonth, type TokenUsage } from './token-usage.js';
 import { primaryWorkspaceOf, resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 
 const DAY_MS = 86_400_000;
@@ -75,6 +75,12 @@ class Sums {
     this.completion.addStored(other.completion.n, other.completion.billions);
   }
 
+  /** Adds counts written in decimal digits (an agent's history). */
+  addDigits(prompt: string, completion: string): void {
+    this.prompt.addStored(...fromDigits(prompt));
+    this.completion.addStored(...fromDigits(completion));
+  }
+
   get tokens(): TokenCount {
     const all = new ExactSum();
     all.addStored(this.prompt.n, this.prompt.billions);
@@ -128,12 +134,22 @@ export class TokenSeries {
       if (!q.id) throw badRequest('scope=agent needs id (the agent DID)', 'validation_failed');
       const agent = await this.views.visibleAgent(principal, q.id);
       id = agent._id;
-      const days = new Map<string, StoredTokenCounts>();
-      for (const doc of await c.tokenAgentDays.find({ agentDid: agent._id, day: { $gte: fromDay, $lte: toDay } })) days.set(doc.day, doc);
+      const days = new Map<string, Sums>();
+      for (const doc of await c.tokenAgentMonths.find({ agentDid: agent._id, month: { $gte: fromDay.slice(0, 7), $lte: toDay.slice(0, 7) } })) {
+        for (const [dd, prompt, completion] of historyDays(doc.days)) {
+          const sums = new Sums();
+          sums.addDigits(prompt, completion);
+          days.set(`${doc.month}-${dd}`, sums);
+        }
+      }
       const usage = await c.tokenUsage.findById(agent._id);
       // The days its usage document still holds are the latest word (copied out only when they leave it).
-      for (const [day, counts] of Object.entries(usage?.days ?? {})) days.set(day, counts);
-      for (const [day, counts] of days) addDay(day, counts);
+      for (const [day, counts] of Object.entries(usage?.days ?? {})) {
+        const sums = new Sums();
+        sums.add(counts);
+        days.set(day, sums);
+      }
+      for (const [day, sums] of days) byBucket.get(q.granularity === 'day' ? day : day.slice(0, 7))?.addSums(sums);
       const primary = await primaryWorkspaceOf(c, agent._id);
       const max = this.policies.effective(agent._id, primary?._id ?? null, now)?.resourceLimits?.maxTokensPerDay;
       if (max !== undefined) {
@@ -161,29 +177,37 @@ export class TokenSeries {
     if (q.granularity === 'day' ? !isDay(bucket) : !isMonth(bucket)) {
       throw badRequest(`bucket must be a ${q.granularity === 'day' ? 'date YYYY-MM-DD' : 'month YYYY-MM'}`, 'validation_failed');
     }
-    const inBucket = q.granularity === 'day' ? { day: bucket } : { day: { $gte: `${bucket}-01`, $lte: `${bucket}-31` } };
+    const inBucket = (day: string) => day === bucket || day.slice(0, 7) === bucket;
     const sums = new Map<string, Sums>();
-    const add = (key: string, counts: StoredTokenCounts | undefined) => {
+    const sumsOf = (key: string) => {
       let s = sums.get(key);
       if (!s) sums.set(key, (s = new Sums()));
-      s.add(counts);
+      return s;
     };
     if (q.by === 'workspace') {
-      for (const doc of await c.tokenWorkspaceDays.find(inBucket)) add(doc.workspaceId, doc);
+      const range = q.granularity === 'day' ? { day: bucket } : { day: { $gte: `${bucket}-01`, $lte: `${bucket}-31` } };
+      for (const doc of await c.tokenWorkspaceDays.find(range)) sumsOf(doc.workspaceId).add(doc);
     } else {
-      // Past days from the history; the days agents' usage documents still hold from those (they win).
-      const held = new Map<string, Map<string, StoredTokenCounts>>();
-      const heldDays = (did: string) => {
+      // Past days from the history; the days agents' usage documents still hold (they win).
+      const held = new Map<string, Map<string, Sums>>();
+      const dayOf = (did: string, day: string) => {
         let m = held.get(did);
         if (!m) held.set(did, (m = new Map()));
-        return m;
+        const s = new Sums();
+        m.set(day, s);
+        return s;
       };
-      for (const doc of await c.tokenAgentDays.find(inBucket)) heldDays(doc.agentDid).set(doc.day, doc);
-      const recent = await c.tokenUsage.find({ _id: { $ne: GLOBAL_ID }, updatedAt: { $gte: `${q.granularity === 'day' ? bucket : `${bucket}-01`}` } }, { projection: { days: 1 } });
-      for (const doc of recent) {
-        for (const [day, counts] of Object.entries(doc.days ?? {})) if (day === bucket || day.slice(0, 7) === bucket) heldDays(doc._id).set(day, counts);
+      for (const doc of await c.tokenAgentMonths.find({ month: bucket.slice(0, 7) })) {
+        for (const [dd, prompt, completion] of historyDays(doc.days)) {
+          const day = `${doc.month}-${dd}`;
+          if (inBucket(day)) dayOf(doc.agentDid, day).addDigits(prompt, completion);
+        }
       }
-      for (const [did, days] of held) for (const counts of days.values()) add(did, counts);
+      const since = q.granularity === 'day' ? bucket : `${bucket}-01`;
+      for (const doc of await c.tokenUsage.find({ _id: { $ne: GLOBAL_ID }, updatedAt: { $gte: since } }, { projection: { days: 1 } })) {
+        for (const [day, counts] of Object.entries(doc.days ?? {})) if (inBucket(day)) dayOf(doc._id, day).add(counts);
+      }
+      for (const [did, days] of held) for (const s of days.values()) sumsOf(did).addSums(s);
     }
     const ranked = [...sums].map(([key, s]) => ({ key, tokens: s.tokens })).filter((r) => r.tokens > 0);
     ranked.sort((a, b) => (a.tokens === b.tokens ? (a.key < b.key ? -1 : 1) : a.tokens > b.tokens ? -1 : 1));

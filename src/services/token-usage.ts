@@ -43,10 +43,10 @@
  *    the global aggregate TOKEN_HISTORY_DAYS_KEPT days and every month.
  *
  * 3. History, for the usage series (src/services/token-series.ts). A day bucket leaving an agent's
- *    document is first copied into `token_agent_days` (one document per agent and day, its counts
- *    set, not added, so copying again after an interruption changes nothing): only agents that used
- *    tokens that day get one, and none is written while the day is still in the agent's document,
- *    so a connected fleet's memory does not grow with it during the day. Each roll-up also folds
+ *    document is first copied into `token_agent_months` (one document per agent and month, its days
+ *    one text; a day's counts are set, not added, so copying again after an interruption changes
+ *    nothing): only agents that used tokens get one, and nothing is written while the day is still
+ *    in the agent's document, so a connected fleet's memory does not grow with it during the day. Each roll-up also folds
  *    the ledger into `token_workspace_days` (one document per workspace and day, the usage of its
  *    member agents at the time of the roll-up), with `rolledUpTo` in the same update as the
  *    increments, as the agents' documents are. Both keep TOKEN_HISTORY_DAYS_KEPT days.
@@ -59,7 +59,7 @@ import { TimeSlice } from '../domain/time-slice.js';
 import { readDigits, writeDigits } from '../domain/decimal.js';
 import { BILLION, ExactSum, billionsIn, exactCount, type TokenCount } from '../domain/token-count.js';
 import type { ServiceCore } from './core.js';
-import type { StoredTokenCounts, TokenLedgerDoc } from '../store/collections.js';
+import type { StoredTokenCounts, TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
 import type { HeartbeatPeer, HeartbeatSink } from './ports.js';
 
@@ -225,7 +225,7 @@ export class TokenUsage implements HeartbeatSink {
     await this.drain();
     await this.rollup();
     await this.ctx.c.tokenUsage.deleteOne({ _id: did });
-    await this.ctx.c.tokenAgentDays.deleteMany({ agentDid: did });
+    await this.ctx.c.tokenAgentMonths.deleteMany({ agentDid: did });
     this.marks.delete(did);
   }
 
@@ -655,6 +655,37 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   /**
+   * Copies the day buckets leaving agents' usage documents into their month documents of history:
+   * each day's counts are set (a prune interrupted and run again copies the same figures), the
+   * month's other days kept.
+   */
+  private async keepHistory(chunk: Array<Pick<TokenUsageDoc, '_id' | 'days'>>, leaving: Set<string>, historyFrom: string): Promise<void> {
+    const { c } = this.ctx;
+    const months = new Map<string, { agentDid: string; month: string; days: Map<string, string> }>();
+    for (const doc of chunk) {
+      for (const [day, counts] of Object.entries(doc.days ?? {})) {
+        if (day < historyFrom || !leaving.has(`days.${day}`)) continue;
+        const month = day.slice(0, 7);
+        const id = `${doc._id}|${month}`;
+        let m = months.get(id);
+        if (!m) months.set(id, (m = { agentDid: doc._id, month, days: new Map() }));
+        m.days.set(day.slice(8), `${exactCount(counts.promptTokens, counts.promptTokensBillions)} ${exactCount(counts.completionTokens, counts.completionTokensBillions)}`);
+      }
+    }
+    if (months.size === 0) return;
+    for (const held of await c.tokenAgentMonths.find({ _id: { $in: [...months.keys()] } })) {
+      const m = months.get(held._id)!;
+      for (const [dd, prompt, completion] of historyDays(held.days)) if (!m.days.has(dd)) m.days.set(dd, `${prompt} ${completion}`);
+    }
+    const ops: BulkUpdateOp[] = [];
+    for (const [id, m] of months) {
+      const days = [...m.days].sort(([a], [b]) => (a < b ? -1 : 1)).map(([dd, counts]) => `${dd} ${counts}`).join(';');
+      ops.push({ filter: { _id: id }, update: { $set: { agentDid: m.agentDid, month: m.month, days } }, upsert: true });
+    }
+    await c.tokenAgentMonths.bulkUpdate(ops);
+  }
+
+  /**
    * Removes the buckets that fell out of their kept windows, once per UTC day: all of them, also
    * those of days the server did not run on. Agents keep TOKEN_AGENT_DAYS_KEPT days and
    * TOKEN_AGENT_MONTHS_KEPT months (only today's and this month's are read per agent); the global
@@ -690,21 +721,13 @@ export class TokenUsage implements HeartbeatSink {
       const slice = new TimeSlice();
       for (let i = 0; i < holders.length; i += UPDATE_CHUNK) {
         const chunk = holders.slice(i, i + UPDATE_CHUNK);
-        // Copied (set, not added) before they are removed: an interrupted prune copies them again.
-        const copies: BulkUpdateOp[] = [];
-        for (const doc of chunk) {
-          for (const [day, counts] of Object.entries(doc.days ?? {})) {
-            if (day < historyFrom || !leaving.has(`days.${day}`)) continue;
-            copies.push({ filter: { _id: `${doc._id}|${day}` }, update: { $set: { agentDid: doc._id, day, ...counts } }, upsert: true });
-          }
-        }
-        if (copies.length > 0) await c.tokenAgentDays.bulkUpdate(copies);
+        await this.keepHistory(chunk, leaving, historyFrom);
         await c.tokenUsage.bulkUpdate(chunk.map((doc) => ({ filter: { _id: doc._id }, update: { $unset } })));
         await slice.yieldIfDue();
       }
     }
     const historyCutoff = utcDay(new Date(now.getTime() - config.tokenHistoryDaysKept * 86_400_000));
-    await c.tokenAgentDays.deleteMany({ day: { $lte: historyCutoff } });
+    await c.tokenAgentMonths.deleteMany({ month: { $lt: historyCutoff.slice(0, 7) } });
     await c.tokenWorkspaceDays.deleteMany({ day: { $lte: historyCutoff } });
     const globalStale = staleDays(config.tokenHistoryDaysKept);
     if (globalStale.length > 0) await c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $unset: Object.fromEntries(globalStale.map((day) => [`days.${day}`, ''])) });
@@ -743,6 +766,12 @@ export class TokenUsage implements HeartbeatSink {
       monthly: countsOf(doc?.months?.[utcMonth(now)]),
     };
   }
+}
+
+/** The days of an agent's month of history (`TokenAgentMonthDoc.days`): [DD, prompt digits, completion digits]. */
+export function historyDays(text: string): Array<[string, string, string]> {
+  if (text === '') return [];
+  return text.split(';').map((entry) => entry.split(' ') as [string, string, string]);
 }
 
 /** A ledger document's id up to its instance part: `<ms, base 36, 10 digits>-<counter, base 36, 5 digits>-`. */

@@ -265,14 +265,18 @@ export interface StoredTokenCounts {
 }
 
 /**
- * One agent's token counts of one past UTC day (`_id` = `<did>|<day>`), for the usage series.
- * Written by the daily prune of the roll-up, when the day's bucket leaves the agent's usage
- * document (so only for agents that used tokens that day); kept TOKEN_HISTORY_DAYS_KEPT days.
+ * One agent's token counts of the past UTC days of one month (`_id` = `<did>|<YYYY-MM>`), for the
+ * usage series. `days` is one text, `<DD> <promptTokens> <completionTokens>` per day with usage,
+ * joined by `;`, each count exact in decimal digits: a document per agent and month costs the
+ * embedded store's memory far less than one per agent and day (docs/performance.md). Written by
+ * the daily prune of the roll-up, as day buckets leave the agent's usage document (so only for
+ * agents that used tokens); kept TOKEN_HISTORY_DAYS_KEPT days (whole months).
  */
-export interface TokenAgentDayDoc extends StoredTokenCounts {
+export interface TokenAgentMonthDoc {
   _id: string;
   agentDid: string;
-  day: string;
+  month: string;
+  days: string;
 }
 
 /**
@@ -558,7 +562,7 @@ export interface Collections {
   certificates: Collection<CertificateDoc>;
   tokenUsage: Collection<TokenUsageDoc>;
   tokenLedger: Collection<TokenLedgerDoc>;
-  tokenAgentDays: Collection<TokenAgentDayDoc>;
+  tokenAgentMonths: Collection<TokenAgentMonthDoc>;
   tokenWorkspaceDays: Collection<TokenWorkspaceDayDoc>;
   models: Collection<ModelDoc>;
   workspaceModels: Collection<WorkspaceModelDoc>;
@@ -600,7 +604,7 @@ export function collections(store: Store): Collections {
     certificates: store.collection('certificates'),
     tokenUsage: store.collection('token_usage'),
     tokenLedger: store.collection('token_ledger'),
-    tokenAgentDays: store.collection('token_agent_days'),
+    tokenAgentMonths: store.collection('token_agent_months'),
     tokenWorkspaceDays: store.collection('token_workspace_days'),
     models: store.collection('models'),
     workspaceModels: store.collection('workspace_models'),
@@ -666,8 +670,8 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.bridgeOutbox.createIndex({ fields: { bridgeId: 1 } }),
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
-    c.tokenAgentDays.createIndex({ fields: { agentDid: 1 } }),
-    c.tokenAgentDays.createIndex({ fields: { day: 1 } }),
+    c.tokenAgentMonths.createIndex({ fields: { agentDid: 1 } }),
+    c.tokenAgentMonths.createIndex({ fields: { month: 1 } }),
     c.tokenWorkspaceDays.createIndex({ fields: { workspaceId: 1 } }),
     c.tokenWorkspaceDays.createIndex({ fields: { day: 1 } }),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
