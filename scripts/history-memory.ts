@@ -2,9 +2,9 @@
  * What per-agent history costs a server on the embedded store, which holds every document in
  * memory (figures for docs/performance.md):
  *
- * - token usage history: `days` UTC days of `token_agent_days` documents for each of `agents`
- *   agents, written as the daily prune writes them (one upsert per agent and day, with the
- *   collection's indexes), heap used per agent after a full collection;
+ * - token usage history: `days` UTC days for each of `agents` agents, heap used per agent after a
+ *   full collection, in two shapes: a document per agent and day, and a document per agent and
+ *   month (what `token_agent_months` holds), each with its collection's two indexes;
  * - `since` on each hosted actor's entry (src/actors/hosted.ts): heap per entry with it, against
  *   entries with the fields they had before it;
  * - the fleet summary's records (src/services/fleet-summary.ts) for 18,000 agents in one workspace.
