@@ -39,7 +39,7 @@ export const fleetSummaryView = z.object({
 });
 export type FleetSummaryView = z.infer<typeof fleetSummaryView>;
 
-/** What is kept per agent. */
+/** What is kept per agent (packed into one small integer: see `pack`). */
 interface AgentFacts {
   status: AgentDoc['status'];
   online: boolean;
@@ -51,6 +51,8 @@ interface AgentFacts {
 
 /** The counters of the agents that belong to one set of workspaces. */
 interface Group {
+  /** Its place in `groupList` (what an agent's packed facts name). */
+  index: number;
   workspaces: readonly string[];
   total: number;
   online: number;
@@ -71,8 +73,10 @@ interface RunCounts {
 }
 
 export class FleetSummary {
-  private readonly agents = new Map<string, AgentFacts>();
+  /** Per agent its facts packed in a small integer: no object per agent (18,000 of them add up). */
+  private readonly agents = new Map<string, number>();
   private readonly groups = new Map<string, Group>();
+  private readonly groupList: Group[] = [];
   private readonly workspaces = new Map<string, WorkspaceCounts>();
   private readonly runs = new Map<string, RunCounts>();
   /** Store reads of an agent's record in progress, one after another per agent. */
@@ -120,7 +124,7 @@ export class FleetSummary {
 
   /** Its actor was told it connected or disconnected. */
   connection(did: string, online: boolean): void {
-    const f = this.agents.get(did);
+    const f = this.facts(did);
     if (f === undefined) {
       // Told before its record was read: the read keeps this flag.
       this.put(did, { status: 'active', online, reissue: false, group: this.groupOf([]) });
@@ -130,13 +134,14 @@ export class FleetSummary {
 
   /** Its actor was told a new certificate is offered (true) or stored (false). */
   reissue(did: string, pending: boolean): void {
-    const f = this.agents.get(did);
+    const f = this.facts(did);
     if (f !== undefined && f.reissue !== pending) this.put(did, { ...f, reissue: pending });
   }
 
   /** A workspace is gone: its agents' sets lose it. */
   workspaceDeleted(workspaceId: string): void {
-    for (const [did, f] of this.agents) {
+    for (const did of [...this.agents.keys()]) {
+      const f = this.facts(did)!;
       if (f.group.workspaces.includes(workspaceId)) this.put(did, { ...f, group: this.groupOf(f.group.workspaces.filter((w) => w !== workspaceId)) });
     }
     this.workspaces.delete(workspaceId);
@@ -170,7 +175,7 @@ export class FleetSummary {
       this.put(did, null);
       return;
     }
-    const was = this.agents.get(did);
+    const was = this.facts(did);
     this.put(did, {
       status: agent.status,
       online: was?.online ?? false,
@@ -181,12 +186,18 @@ export class FleetSummary {
 
   /** Replaces an agent's record (null: removes it), moving its counts. */
   private put(did: string, next: AgentFacts | null): void {
-    const was = this.agents.get(did);
+    const was = this.facts(did);
     if (was) this.count(was, -1);
     if (next) {
-      this.agents.set(did, next);
+      this.agents.set(did, pack(next));
       this.count(next, 1);
     } else this.agents.delete(did);
+  }
+
+  private facts(did: string): AgentFacts | undefined {
+    const packed = this.agents.get(did);
+    if (packed === undefined) return undefined;
+    return { status: STATUSES[packed & 3]!, online: (packed & 4) !== 0, reissue: (packed & 8) !== 0, group: this.groupList[packed >>> 4]! };
   }
 
   private count(f: AgentFacts, by: 1 | -1): void {
@@ -208,7 +219,11 @@ export class FleetSummary {
     const sorted = [...new Set(workspaceIds)].sort();
     const key = sorted.join(' ');
     let g = this.groups.get(key);
-    if (!g) this.groups.set(key, (g = { workspaces: sorted, total: 0, online: 0, pending: 0, rejected: 0, reissue: 0 }));
+    if (!g) {
+      g = { index: this.groupList.length, workspaces: sorted, total: 0, online: 0, pending: 0, rejected: 0, reissue: 0 };
+      this.groups.set(key, g);
+      this.groupList.push(g);
+    }
     return g;
   }
 
@@ -248,7 +263,7 @@ export class FleetSummary {
     for (const p of this.policies.expiringBefore(now + DAY_MS, now)) {
       if (all || (p.workspaceId !== null && mine.has(p.workspaceId))) policiesExpiringSoon++;
       else if (p.agentDid !== null) {
-        const f = this.agents.get(p.agentDid);
+        const f = this.facts(p.agentDid);
         if (f && inScope(f.group)) policiesExpiringSoon++;
       }
     }
@@ -274,6 +289,14 @@ export class FleetSummary {
 
   /** An agent's workspaces as last told (for attributing its token usage to them). */
   workspacesOf(did: string): readonly string[] {
-    return this.agents.get(did)?.group.workspaces ?? [];
+    const packed = this.agents.get(did);
+    return packed === undefined ? [] : this.groupList[packed >>> 4]!.workspaces;
   }
+}
+
+const STATUSES: ReadonlyArray<AgentDoc['status']> = ['active', 'pending', 'rejected'];
+
+/** Status in bits 0-1, online bit 2, awaiting re-issue bit 3, the group's index above (a small integer, kept unboxed by V8). */
+function pack(f: AgentFacts): number {
+  return STATUSES.indexOf(f.status) | (f.online ? 4 : 0) | (f.reissue ? 8 : 0) | (f.group.index << 4);
 }
