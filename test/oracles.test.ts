@@ -106,6 +106,7 @@ test('an unauthenticated registration naming a workspace answers alike whether i
 
 test("the token usage series of a workspace or agent the caller may not see answers as an unknown one's", async () => {
   const series = (scope: string, id: string) => admin.api.get(`/api/stats/tokens/series?scope=${scope}&id=${enc(id)}`);
+  assert.is((await series('workspace', mine.slug)).status, 200, 'a workspace of theirs has a series');
   alike(await series('workspace', hidden.slug), hidden.slug, await series('workspace', 'no-such-place'), 'no-such-place', 404);
   alike(await series('workspace', hidden.id), hidden.id, await series('workspace', 'Xq3unknownId'), 'Xq3unknownId', 404);
   alike(await series('agent', hiddenAgent), hiddenAgent, await series('agent', unknownAgent), unknownAgent, 404);
