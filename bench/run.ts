@@ -8,6 +8,7 @@
  *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
  *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
+ *   npm run bench -- dashboard --agents 10000        (f) the dashboard's reads with N agents connected
  *
  * Options (or environment): --agents N (BENCH_AGENTS, default 500), --loadgens K (BENCH_LOADGENS,
  * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
@@ -16,7 +17,8 @@
  * --rate R heartbeats per second in (d) (BENCH_HB_RATE, default 2000), --seconds D duration of (d)
  * (BENCH_HB_SECONDS, default 10), counted after --warmup W seconds at the same rate (BENCH_HB_WARMUP_SECONDS,
  * default 3; its figures are printed apart), --concurrency C handshakes in flight per load generator
- * (BENCH_CONCURRENCY, default 250), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS in (a)
+ * (BENCH_CONCURRENCY, default 250), --requests Q sequential requests per endpoint in (e)
+ * (BENCH_REQUESTS, default 500, after 50 not counted), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS in (a)
  * (BENCH_ACTOR_IDLE_SECONDS, default 0: agent actors stay in memory, as the target assumes; a value
  * longer than the hold makes (a) wait until they have left memory for one more reading).
  *
@@ -45,6 +47,7 @@ const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
 const WARMUP_S = flag('warmup', 'BENCH_HB_WARMUP_SECONDS', 3);
 const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
 const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 0);
+const REQUESTS = flag('requests', 'BENCH_REQUESTS', 500);
 /** Loopback source addresses per load generator. */
 const ADDRESSES_PER_LOADGEN = 4;
 
@@ -429,7 +432,54 @@ async function benchFeed(): Promise<void> {
   await teardown(s);
 }
 
-const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat, feed: benchFeed };
+
+/** Times `count` sequential GETs of `path` (ms each), after a warm-up of 50 not counted. */
+async function timeGets(s: Setup, path: string, count: number): Promise<{ ms: number[]; status: number }> {
+  const get = async () => {
+    const t = performance.now();
+    const res = await fetch(`${s.url}${path}`, { headers: { authorization: `Bearer ${s.token}` } });
+    await res.arrayBuffer();
+    return { ms: performance.now() - t, status: res.status };
+  };
+  for (let i = 0; i < 50; i++) await get();
+  const ms: number[] = [];
+  let status = 0;
+  for (let i = 0; i < count; i++) {
+    const r = await get();
+    ms.push(r.ms);
+    status = r.status;
+  }
+  return { ms: ms.sort((a, b) => a - b), status };
+}
+
+async function benchDashboard(): Promise<void> {
+  const s = await setup(N);
+  const on = await online(s);
+  const rows: Array<[string, string]> = [['agents online (server)', String(on)]];
+  const cpu0 = await cpuMark(s);
+  for (const [label, path] of [
+    ['GET /api/fleet/summary (global admin)', '/api/fleet/summary'],
+    ['GET /api/agents, first page of 20 (global admin)', '/api/agents?page=1&pageSize=20'],
+  ] as const) {
+    const { ms, status } = await timeGets(s, path, REQUESTS);
+    rows.push([`${label}: status, p50 / p99 / max`, `${status}, ${fmt(percentile(ms, 50), 2)} / **${fmt(percentile(ms, 99), 2)}** / ${fmt(ms[ms.length - 1] ?? NaN, 2)} ms`]);
+  }
+  const cpu1 = await cpuMark(s);
+  const summary = (await (await fetch(`${s.url}/api/fleet/summary`, { headers: { authorization: `Bearer ${s.token}` } })).json()) as { agents: { total: number; online: number } };
+  rows.push(['the summary says: agents total / online', `${summary.agents.total} / ${summary.agents.online}`]);
+  table(`(f) the dashboard's reads with ${N} agents connected: ${REQUESTS} sequential requests each (after 50 not counted), target p99 < 20 ms`, [...rows, ...cpuRows(cpu0, cpu1)]);
+  await teardown(s);
+}
+
+
+const benches: Record<string, () => Promise<void>> = {
+  memory: benchMemory,
+  recert: benchRecert,
+  reconnect: benchReconnect,
+  heartbeat: benchHeartbeat,
+  feed: benchFeed,
+  dashboard: benchDashboard,
+};
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(
   `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +

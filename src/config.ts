@@ -394,12 +394,17 @@ export const VARIABLES = {
   TOKEN_AGENT_DAYS_KEPT: {
     schema: int(1, 62),
     default: '2',
-    description: "Daily token buckets kept per agent, today included (the fleet-wide totals keep 62). Only today's is ever read per agent; in the embedded store each kept day costs about 100 bytes of memory per agent. Older days stay in the agent's allTime and monthly totals.",
+    description: "Daily token buckets kept in each agent's usage document, today included. Only today's is ever read per agent; in the embedded store each kept day costs about 100 bytes of memory per agent. Older days move to the agent's usage history (TOKEN_HISTORY_DAYS_KEPT) and stay in its allTime and monthly totals.",
   },
   TOKEN_AGENT_MONTHS_KEPT: {
     schema: int(0, 1200),
     default: '2',
     description: "Monthly token buckets kept per agent, this month included; 0 keeps them all (the fleet-wide totals keep every month). Only this month's is ever read per agent; in the embedded store each kept month costs about 100 bytes of memory per agent.",
+  },
+  TOKEN_HISTORY_DAYS_KEPT: {
+    schema: int(31, 3660),
+    default: '90',
+    description: "Days of token usage history kept for the usage series (GET /api/stats/tokens/series): the fleet-wide daily buckets, a document per workspace and day, and a document per agent and month it used tokens in. The embedded store holds that history in memory, about 28 bytes per agent and day (90 days: about 2.5 KiB per agent that used tokens every day; see docs/performance.md); on MongoDB it costs no server memory, so raise it there (e.g. 400).",
   },
   INTENT_TIMEOUT_MS: {
     schema: int(100, 3_600_000),
@@ -559,6 +564,7 @@ export interface Config {
   tokenAgentDaysKept: number;
   /** 0: all. */
   tokenAgentMonthsKept: number;
+  tokenHistoryDaysKept: number;
   intentTimeoutMs: number;
   intentMaxTimeoutMs: number;
   graphBaseUrl: string;
@@ -693,6 +699,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenRollupIntervalMs: p.TOKEN_ROLLUP_INTERVAL_SECONDS * 1000,
     tokenAgentDaysKept: p.TOKEN_AGENT_DAYS_KEPT,
     tokenAgentMonthsKept: p.TOKEN_AGENT_MONTHS_KEPT,
+    tokenHistoryDaysKept: p.TOKEN_HISTORY_DAYS_KEPT,
     intentTimeoutMs: p.INTENT_TIMEOUT_MS,
     intentMaxTimeoutMs: p.INTENT_MAX_TIMEOUT_MS,
     graphBaseUrl: p.GRAPH_BASE_URL,

@@ -25,7 +25,9 @@ test('GET /api/admin/actors lists live actors; GET /api/admin/actors/:id inspect
   const list = await owner.api.get('/api/admin/actors');
   assert.is(list.status, 200);
   const mine = list.body.actors.find((a: any) => a.id === agent.did);
-  assert.equal(mine, { kind: 'agent', id: agent.did, state: { active: { connection: 'online', certificate: 'current' } }, status: 'active' });
+  const { since, ...rest } = mine;
+  assert.equal(rest, { kind: 'agent', id: agent.did, state: { active: { connection: 'online', certificate: 'current' } }, status: 'active' });
+  assert.ok(Date.parse(since) > 0, 'since when it is in that state');
   assert.is(list.body.actors.find((a: any) => a.id === pending.did)?.state, 'pending');
   assert.ok((await owner.api.get('/api/admin/actors?kind=agent')).body.actors.length >= 2);
   assert.equal((await owner.api.get('/api/admin/actors?kind=workflow')).body.actors, []);

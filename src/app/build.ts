@@ -41,6 +41,9 @@ import { AgentActors } from '../services/agent-actors.js';
 import { PolicyService } from '../services/policies.js';
 import { FleetService } from '../services/fleet.js';
 import { TokenUsage } from '../services/token-usage.js';
+import { TokenSeries } from '../services/token-series.js';
+import { FleetSummary } from '../services/fleet-summary.js';
+import { ActorInspector } from '../services/actor-inspector.js';
 import { IntentService } from '../services/intents.js';
 import { AgentViews } from '../services/agent-views.js';
 import { SkillService } from '../services/skills.js';
@@ -159,9 +162,11 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
   const policies = new PolicyService(core, offers);
   const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace, feed: feedTopics });
-  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds));
+  const summary = new FleetSummary(core, policies);
+  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds), (did) => summary.workspacesOf(did));
   const intents = new IntentService(core, connections);
   const views = new AgentViews(core, { fleet, policies, tokens, presence: connections });
+  const tokenSeries = new TokenSeries(core, { tokens, policies, views });
   const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
   const gateway = new AgentGateway({ app, sockets, config, log, clientAddresses, connections, handshake, heartbeats: tokens, fleet, agentActors });
 
@@ -181,6 +186,17 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const presenceFeed = new PresenceFeed(c, feedTopics, log);
 
   // -- Consequences across areas (each list runs in the order written) ------------------------------
+  // The fleet summary's counters follow the agents, their workspaces, sockets and runs.
+  fleet.onAgentChanged((did) => summary.agentChanged(did));
+  fleet.onAgentDeleted((agent) => summary.agentChanged(agent._id));
+  workspaceService.onAgentMembershipChanged((_workspaceId, did) => summary.agentChanged(did));
+  workspaceService.onWorkspaceDeleted((ws) => summary.workspaceDeleted(ws._id));
+  workspaceService.onWorkspaceDeleted((ws) => tokens.forgetWorkspace(ws._id));
+  agentActors.onDelivered((did, event) => {
+    if (event.type === 'CONNECTED' || event.type === 'DISCONNECTED') summary.connection(did, event.type === 'CONNECTED');
+    else summary.reissue(did, event.type === 'REISSUE_OFFERED');
+  });
+  runs.onRunStatus((change) => summary.runStatus(change));
   // An agent that completes its handshake gets its skills and its LLM configuration before `ready`.
   connections.onReady((did) => skills.agentReady(did));
   connections.onReady((did) => llmConfig.agentReady(did));
@@ -224,6 +240,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await policies.load();
   await fleet.start();
   onClose(() => fleet.stop()); // lastSeen and certificates written, actor events delivered
+  await summary.start();
   await tokens.start();
   gateway.attach();
   onClose(() => gateway.flushLeaving()); // agents in their grace period are offline now
@@ -253,7 +270,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     ...routeTable({
       config,
       store,
-      actors,
+      inspector: new ActorInspector(actors),
       audit,
       identity,
       metrics,
@@ -271,6 +288,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       fleet,
       policies,
       tokens,
+      summary,
+      tokenSeries,
       intents,
       views,
       models,
@@ -303,7 +322,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const port = uws.uws.us_socket_local_port(listenSocket as never);
   if (config.publicUrlDefaulted) config.publicUrl = `http://localhost:${port}`;
 
-  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed };
+  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed, summary };
   return {
     steward: {
       ctx: {

@@ -2,7 +2,6 @@
 import type { RouteDef } from '../http/router.js';
 import type { SystemDeps } from '../http/routes/system.js';
 import type { Config } from '../config.js';
-import type { ActorHost } from '../actors/host.js';
 import type { AuditLog } from '../services/audit.js';
 import type { ServerIdentity } from '../services/server-identity.js';
 import { systemRoutes } from '../http/routes/system.js';
@@ -18,6 +17,8 @@ import { auditRoutes } from '../http/routes/audit.js';
 import { agentRoutes } from '../http/routes/agents.js';
 import { policyRoutes } from '../http/routes/policies.js';
 import { fleetAdminRoutes } from '../http/routes/fleet-admin.js';
+import { fleetDataRoutes } from '../http/routes/fleet-data.js';
+import type { ActorInspector } from '../services/actor-inspector.js';
 import { skillRoutes } from '../http/routes/skills.js';
 import { modelRoutes } from '../http/routes/models.js';
 import { llmConfigRoutes } from '../http/routes/llm-config.js';
@@ -38,6 +39,8 @@ import type { InvitationService } from '../services/invitations.js';
 import type { FleetService } from '../services/fleet.js';
 import type { PolicyService } from '../services/policies.js';
 import type { TokenUsage } from '../services/token-usage.js';
+import type { TokenSeries } from '../services/token-series.js';
+import type { FleetSummary } from '../services/fleet-summary.js';
 import type { IntentService } from '../services/intents.js';
 import type { AgentViews } from '../services/agent-views.js';
 import type { ModelCatalogue } from '../services/model-catalogue.js';
@@ -49,7 +52,7 @@ import type { ScheduleService } from '../services/schedules.js';
 
 export interface RouteServices extends SystemDeps {
   config: Config;
-  actors: ActorHost;
+  inspector: ActorInspector;
   audit: AuditLog;
   identity: ServerIdentity;
   userService: UserService;
@@ -64,6 +67,8 @@ export interface RouteServices extends SystemDeps {
   fleet: FleetService;
   policies: PolicyService;
   tokens: TokenUsage;
+  summary: FleetSummary;
+  tokenSeries: TokenSeries;
   intents: IntentService;
   views: AgentViews;
   models: ModelCatalogue;
@@ -88,7 +93,8 @@ export function routeTable(s: RouteServices): RouteDef[] {
     ...auditRoutes({ audit: s.audit }),
     ...agentRoutes({ fleet: s.fleet, views: s.views, intents: s.intents, config: s.config }),
     ...policyRoutes({ policies: s.policies }),
-    ...fleetAdminRoutes({ tokens: s.tokens, actors: s.actors }),
+    ...fleetAdminRoutes({ tokens: s.tokens, inspector: s.inspector }),
+    ...fleetDataRoutes({ summary: s.summary, series: s.tokenSeries }),
     ...skillRoutes({ skills: s.skills }),
     ...modelRoutes({ models: s.models }),
     ...llmConfigRoutes({ llmConfig: s.llmConfig }),

@@ -30,6 +30,17 @@ export function exactCount(n = 0, billions = 0): TokenCount {
   return sum <= MAX_SAFE_N && sum >= -MAX_SAFE_N ? Number(sum) : sum;
 }
 
+/** A non-negative count written in decimal digits (exact at any size), split as stored: [n below 10^9, billions]. */
+export function fromDigits(text: string): [number, number] {
+  if (text.length <= 15) {
+    const x = Number(text);
+    const b = billionsIn(x);
+    return [x - b * BILLION, b];
+  }
+  const big = BigInt(text);
+  return [Number(big % BILLION_N), Number(big / BILLION_N)];
+}
+
 /** The whole billions in a non-negative safe integer (the floor of the division, corrected where it rounds). */
 export function billionsIn(x: number): number {
   let b = Math.floor(x / BILLION);

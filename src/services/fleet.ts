@@ -67,6 +67,7 @@ export class FleetService {
   readonly pending: PendingRegistrations;
   private readonly decisionListeners = new Set<DecisionListener>();
   private readonly deletedHooks: AgentDeletedHook[] = [];
+  private readonly changedHooks: Array<(did: string) => void> = [];
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
   private readonly lastSeenPending = new Map<string, string>();
   private lastSeenTimer: NodeJS.Timeout | undefined;
@@ -144,15 +145,16 @@ export class FleetService {
    */
   async register(input: RegistrationInput, origin: RegistrationOrigin, auditAs?: Principal | 'system'): Promise<RegistrationOutcome> {
     const outcome = await createRegistration(this.ctx.c, input, origin, this.defaultWorkspace, this.pending);
-    if (outcome.created) await this.agentActors.actorOf(outcome.agent._id, 'pending');
     if (outcome.created) {
       const { agent, registration } = outcome;
+      await this.agentActors.actorOf(agent._id, 'pending');
+      this.emitChanged(agent._id);
       this.ctx.log.info(
         { agent: agent.name, agentDid: agent._id, registrationId: registration._id, requestedCapabilities: agent.requestedCapabilities },
         `agent "${agent.name}" registered and awaits approval: approve it with 'steward registrations approve ${registration._id}', or on the dashboard's Registrations screen`,
       );
+      publishRegistration(this.feed, registration, 'pending');
     }
-    if (outcome.created) publishRegistration(this.feed, outcome.registration, 'pending');
     if (outcome.created && auditAs) {
       const { agent } = outcome;
       await this.ctx.audit.record(auditAs, {
@@ -286,7 +288,23 @@ export class FleetService {
     this.pending.release(input.did);
   }
 
+  /** Runs `fn` after an agent's record was created, decided or deleted (its status or existence changed). */
+  onAgentChanged(fn: (did: string) => void): void {
+    this.changedHooks.push(fn);
+  }
+
+  private emitChanged(did: string): void {
+    for (const fn of this.changedHooks) {
+      try {
+        fn(did);
+      } catch (err) {
+        this.ctx.log.error({ err, did }, 'agent change listener failed');
+      }
+    }
+  }
+
   private emitDecision(did: string, decision: Decision): void {
+    this.emitChanged(did);
     for (const l of this.decisionListeners) {
       try {
         l(did, decision);

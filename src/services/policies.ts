@@ -75,6 +75,8 @@ export interface NewPolicy {
 export class PolicyService {
   private readonly byAgent = new Map<string, PolicyDoc[]>();
   private readonly byWorkspace = new Map<string, PolicyDoc[]>();
+  /** The unexpired policies that have an expiry (the fleet summary counts those expiring soon). */
+  private readonly expiring = new Map<string, PolicyDoc>();
   /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
   version = 0;
 
@@ -167,6 +169,7 @@ export class PolicyService {
   /** Deletes an agent's agent-scoped policies (the agent is being deleted: nobody is re-certified). */
   async forgetAgent(agentDid: string): Promise<number> {
     const n = await this.ctx.c.policies.deleteMany({ agentDid });
+    for (const p of this.byAgent.get(agentDid) ?? []) this.expiring.delete(p._id);
     if (this.byAgent.delete(agentDid)) this.version++;
     return n;
   }
@@ -220,6 +223,7 @@ export class PolicyService {
     };
     if (p.agentDid) add(this.byAgent, p.agentDid);
     else if (p.workspaceId) add(this.byWorkspace, p.workspaceId);
+    if (p.expiresAt !== null) this.expiring.set(p._id, p);
   }
 
   private unindex(p: PolicyDoc): void {
@@ -230,5 +234,17 @@ export class PolicyService {
     };
     if (p.agentDid) drop(this.byAgent, p.agentDid);
     else if (p.workspaceId) drop(this.byWorkspace, p.workspaceId);
+    this.expiring.delete(p._id);
+  }
+
+  /** Policies in force now that expire before `until` (ms); those found expired leave the list. */
+  expiringBefore(until: number, now = Date.now()): PolicyDoc[] {
+    const out: PolicyDoc[] = [];
+    for (const p of this.expiring.values()) {
+      const at = Date.parse(p.expiresAt!);
+      if (at <= now) this.expiring.delete(p._id);
+      else if (at <= until) out.push(p);
+    }
+    return out;
   }
 }

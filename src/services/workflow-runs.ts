@@ -40,6 +40,15 @@ import { AppError, conflict } from '../domain/errors.js';
 import { MAX_CONTENT } from '../domain/messages.js';
 import { toMessageView, type ChannelService } from './channels.js';
 
+/** A run's listing record changed status (`workspaceId` null when the executor does not hold it at hand). */
+export interface RunStatusChange {
+  runId: string;
+  workspaceId: string | null;
+  status: WorkflowRunDoc['status'];
+  /** When it ended; null while running. */
+  at: string | null;
+}
+
 /** Time for the executor; tests replace it to see and fire back-off timers. */
 export interface WorkflowClock {
   /** Milliseconds since the epoch. */
@@ -293,6 +302,7 @@ export class WorkflowRuns {
   private readonly inputs = new Map<string, WorkflowRunInput>();
   private readonly listening = new WeakSet<object>();
   private readonly executions = new Map<string, Execution>();
+  private readonly statusHooks: Array<(change: RunStatusChange) => void> = [];
   /** Writes of run ends in progress; awaited at shutdown (attempts in flight are not: they are abandoned). */
   private readonly writes = new Set<Promise<unknown>>();
   private stopped = false;
@@ -347,11 +357,28 @@ export class WorkflowRuns {
       const run = inspected?.context as WorkflowRunContext | undefined;
       if (run && run.status !== 'running') {
         await this.c.workflowRuns.updateOne({ _id: doc._id }, { $set: { status: run.status, completedAt: run.completedAt, error: run.error } });
+        this.statusChanged({ runId: doc._id, workspaceId: doc.workspaceId, status: run.status, at: run.completedAt });
       } else if (!inspected) {
         await this.c.workflowRuns.updateOne(
           { _id: doc._id },
           { $set: { status: 'failed', completedAt: at, error: 'the server stopped before the run started' } },
         );
+        this.statusChanged({ runId: doc._id, workspaceId: doc.workspaceId, status: 'failed', at });
+      }
+    }
+  }
+
+  /** Runs `fn` whenever a run's listing record changes status (the fleet summary counts runs with it). */
+  onRunStatus(fn: (change: RunStatusChange) => void): void {
+    this.statusHooks.push(fn);
+  }
+
+  private statusChanged(change: RunStatusChange): void {
+    for (const fn of this.statusHooks) {
+      try {
+        fn(change);
+      } catch (err) {
+        this.log.error({ err, runId: change.runId }, 'run status listener failed');
       }
     }
   }
@@ -395,11 +422,14 @@ export class WorkflowRuns {
       error: null,
       startedBy,
     });
+    this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'running', at: null });
     this.inputs.set(runId, input);
     try {
       await this.actorOf(runId);
     } catch (err) {
-      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: 'failed', completedAt: this.nowIso(), error: 'the run could not start' } });
+      const failedAt = this.nowIso();
+      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: 'failed', completedAt: failedAt, error: 'the run could not start' } });
+      this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'failed', at: failedAt });
       throw err;
     } finally {
       this.inputs.delete(runId);
@@ -627,6 +657,7 @@ export class WorkflowRuns {
     }
     try {
       await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: cmd.status, completedAt: cmd.completedAt, error: cmd.error } });
+      this.statusChanged({ runId, workspaceId: null, status: cmd.status, at: cmd.completedAt });
     } catch (err) {
       this.log.error({ err, runId }, 'could not record the end of a workflow run (fixed at the next start)');
     }

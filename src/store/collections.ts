@@ -302,6 +302,33 @@ export interface StoredTokenCounts {
   completionTokensBillions?: number;
 }
 
+/**
+ * One agent's token counts of the past UTC days of one month (`_id` = `<did>|<YYYY-MM>`), for the
+ * usage series. `days` is one text, `<DD> <promptTokens> <completionTokens>` per day with usage,
+ * joined by `;`, each count exact in decimal digits: a document per agent and month costs the
+ * embedded store's memory far less than one per agent and day (docs/performance.md). Written by
+ * the daily prune of the roll-up, as day buckets leave the agent's usage document (so only for
+ * agents that used tokens); kept TOKEN_HISTORY_DAYS_KEPT days (whole months).
+ */
+export interface TokenAgentMonthDoc {
+  _id: string;
+  agentDid: string;
+  month: string;
+  days: string;
+}
+
+/**
+ * One workspace's token counts of one UTC day (`_id` = `<workspaceId>|<day>`): the usage of its
+ * member agents, folded in by the roll-up with `rolledUpTo` in the same update, as an agent's
+ * usage document is; kept TOKEN_HISTORY_DAYS_KEPT days.
+ */
+export interface TokenWorkspaceDayDoc extends StoredTokenCounts {
+  _id: string;
+  workspaceId: string;
+  day: string;
+  rolledUpTo: string;
+}
+
 /** One batch of acknowledged heartbeat deltas, written in one store operation before the acks go out. */
 export interface TokenLedgerDoc {
   _id: string; // time-ordered, given once: a write retried after a failure finds what landed
@@ -595,6 +622,8 @@ export interface Collections {
   certificates: Collection<CertificateDoc>;
   tokenUsage: Collection<TokenUsageDoc>;
   tokenLedger: Collection<TokenLedgerDoc>;
+  tokenAgentMonths: Collection<TokenAgentMonthDoc>;
+  tokenWorkspaceDays: Collection<TokenWorkspaceDayDoc>;
   models: Collection<ModelDoc>;
   workspaceModels: Collection<WorkspaceModelDoc>;
   workspaceLlmKeys: Collection<WorkspaceLlmKeyDoc>;
@@ -637,6 +666,8 @@ export function collections(store: Store): Collections {
     certificates: store.collection('certificates'),
     tokenUsage: store.collection('token_usage'),
     tokenLedger: store.collection('token_ledger'),
+    tokenAgentMonths: store.collection('token_agent_months'),
+    tokenWorkspaceDays: store.collection('token_workspace_days'),
     models: store.collection('models'),
     workspaceModels: store.collection('workspace_models'),
     workspaceLlmKeys: store.collection('workspace_llm_keys'),
@@ -712,6 +743,10 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
           c.workflowRuns.createIndex({ fields: { startedAt: -1, _id: 1 }, name: 'started' }),
         ]
       : [c.workflowRuns.createIndex({ fields: { workspaceId: 1 } }), c.workflowRuns.createIndex({ fields: { startedAt: 1 } })]),
+    c.tokenAgentMonths.createIndex({ fields: { agentDid: 1 } }),
+    c.tokenAgentMonths.createIndex({ fields: { month: 1 } }),
+    c.tokenWorkspaceDays.createIndex({ fields: { workspaceId: 1 } }),
+    c.tokenWorkspaceDays.createIndex({ fields: { day: 1 } }),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
   ]);
 }
