@@ -18,4 +18,6 @@ SwaggerUIBundle({
   withCredentials: true,
   displayRequestDuration: true,
   filter: true,
+  // Tags start folded: Swagger UI stops rendering partway through a document of this size when every tag starts open.
+  docExpansion: 'none',
 });
