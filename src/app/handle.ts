@@ -25,6 +25,8 @@ import type { SkillService } from '../services/skills.js';
 import type { WorkflowRuns } from '../services/workflow-runs.js';
 import type { ScheduleService } from '../services/schedules.js';
 import type { AgentConnections } from '../ws/agent/connections.js';
+import type { AgentLink } from '../services/ports.js';
+import type { ClusterNode } from '../cluster/node.js';
 import type { Feed } from '../ws/feed.js';
 import type { SocketRegistry } from '../ws/sockets.js';
 
@@ -59,8 +61,12 @@ export interface StewardHandle {
   userService: UserService;
   workspaceService: WorkspaceService;
   claims: ClaimService;
-  /** Reaches connected agents (the AgentLink port). */
+  /** Reaches the agents connected to this process (its connection map). */
   agentPush: AgentConnections;
+  /** Reaches connected agents wherever they are (the AgentLink port: in a cluster, across nodes). */
+  agents: AgentLink;
+  /** Cluster mode: this node (its bus, membership, shards); undefined in one process. */
+  cluster?: ClusterNode;
   /** Sends intents with every check of POST /api/agents/{did}/intents. */
   agentIntents: IntentService;
   skills: SkillService;

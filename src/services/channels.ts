@@ -27,7 +27,7 @@ import { newId } from '../domain/ids.js';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { ServiceCore } from './core.js';
-import type { AgentLink, FeedPublisher } from './ports.js';
+import type { AgentLink, FeedPublisher, PeerNodes } from './ports.js';
 import type { Principal } from '../domain/principal.js';
 import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type ChannelCommand, type LoadedChannel } from '../actors/channel.js';
 import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, Collections, UserDoc, WorkspaceDoc } from '../store/collections.js';
@@ -207,6 +207,9 @@ interface Writer {
 
 type AfterWrite = () => void;
 
+/** In a cluster, how often the channel caches are cleared (to drop an entry whose change message was lost). */
+const CLUSTER_CACHE_CLEAR_MS = 60_000;
+
 /** Reads of a failed batch's ids before giving up on knowing which messages were stored, and the pause after the first (growing). */
 const READ_BACK_ATTEMPTS = 3;
 const READ_BACK_PAUSE_MS = 100;
@@ -225,12 +228,25 @@ export class ChannelService {
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { agents: AgentLink; feed: FeedPublisher },
+    deps: { agents: AgentLink; feed: FeedPublisher; peers?: PeerNodes },
   ) {
     this.c = ctx.c;
     this.agents = deps.agents;
     this.feed = deps.feed;
-    this.cache = new ChannelCache(ctx.c);
+    const peers = deps.peers;
+    if (peers?.clustered) {
+      // Other nodes' caches drop what changed here. A lost message: their entry stays stale until
+      // their next clearing (every minute, and when their bus is back after an outage).
+      this.cache = new ChannelCache(ctx.c, (what, channelId) => peers.broadcast('channel-cache', { what, channelId }));
+      peers.onBroadcast('channel-cache', (data) => {
+        const { what, channelId } = data as { what: 'channel' | 'members'; channelId: string };
+        this.cache.forget(what, channelId);
+      });
+      peers.onResync(() => this.cache.clear());
+      setInterval(() => this.cache.clear(), CLUSTER_CACHE_CLEAR_MS).unref();
+    } else {
+      this.cache = new ChannelCache(ctx.c);
+    }
     ctx.actors.define(CHANNEL_ACTOR_KIND, {
       machine: channelMachine.provide({
         actors: {

@@ -236,7 +236,7 @@ export class FleetService {
       const check = (snap: { value: unknown; status: string }) => {
         const value = snap.value;
         if (target === 'rejected' ? value === 'rejected' : typeof value === 'object' && value !== null && 'active' in value) finish();
-        else if (value === 'pending') finish(new AppError(503, 'decision_failed', 'the decision could not be recorded; try again'));
+        else if (value === 'pending') this.undecided(reg._id).then(finish, finish);
       };
       sub = actor.subscribe({ next: check, error: (err: unknown) => finish(err) });
       actor.send(event);
@@ -245,17 +245,30 @@ export class FleetService {
     await this.ctx.actors.persist(AGENT_ACTOR_KIND, reg.agentDid);
   }
 
+  /**
+   * The registration is decided by one conditional update (`status: pending` → decided), made
+   * first: of two decisions racing — two nodes of a cluster, or a retry — exactly one matches, and
+   * the other changes nothing and fails (its actor goes back to pending; `decide` answers 409).
+   */
+  /** Why a decision went back to pending: another decision won (409), or it could not be recorded (503). */
+  private async undecided(registrationId: string): Promise<AppError> {
+    const now = await this.ctx.c.registrations.findById(registrationId).catch(() => null);
+    if (now && now.status !== 'pending') return conflict(`registration ${registrationId} is already ${now.status}`, 'already_decided');
+    return new AppError(503, 'decision_failed', 'the decision could not be recorded; try again');
+  }
+
   private async recordApproval(input: ApprovalInput): Promise<void> {
     const { c } = this.ctx;
     const reg = await pendingRegistrationOf(c, input.did);
     if (!reg) throw new Error(`no pending registration for ${input.did}`);
     const decidedAt = new Date().toISOString();
-    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'active', capabilities: input.capabilities } });
-    await addAgentToWorkspace(c, input.did, reg.workspaceId, true);
-    await c.registrations.updateOne(
+    const r = await c.registrations.updateOne(
       { _id: reg._id, status: 'pending' },
       { $set: { status: 'approved', approvedCapabilities: input.capabilities, decidedAt, decidedBy: input.by } },
     );
+    if (r.matched === 0) throw new Error(`registration ${reg._id} was decided meanwhile`);
+    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'active', capabilities: input.capabilities } });
+    await addAgentToWorkspace(c, input.did, reg.workspaceId, true);
     this.pending.release(input.did);
   }
 
@@ -264,11 +277,12 @@ export class FleetService {
     const reg = await pendingRegistrationOf(c, input.did);
     if (!reg) throw new Error(`no pending registration for ${input.did}`);
     const decidedAt = new Date().toISOString();
-    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'rejected' } });
-    await c.registrations.updateOne(
+    const r = await c.registrations.updateOne(
       { _id: reg._id, status: 'pending' },
       { $set: { status: 'rejected', reason: input.reason, decidedAt, decidedBy: input.by } },
     );
+    if (r.matched === 0) throw new Error(`registration ${reg._id} was decided meanwhile`);
+    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'rejected' } });
     this.pending.release(input.did);
   }
 

@@ -7,7 +7,7 @@ import type { Collection, Store } from './types.js';
 import type { Capability } from '../domain/capabilities.js';
 import type { ChannelRole, GlobalRole, WorkspaceRole } from '../domain/roles.js';
 import type { Policy } from '../domain/policy.js';
-import type { ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
+import type { AgentPresenceDoc, ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
 
 // The vocabulary the documents use is the domain's; re-exported for readers of the documents.
 export type { Capability } from '../domain/capabilities.js';
@@ -549,10 +549,11 @@ export interface Collections {
   workflows: Collection<WorkflowDoc>;
   workflowRuns: Collection<WorkflowRunDoc>;
   workflowSchedules: Collection<WorkflowScheduleDoc>;
-  /** Cluster mode (src/cluster/docs.ts). */
+  /** Cluster mode (src/store/cluster-docs.ts). */
   clusterNodes: Collection<ClusterNodeDoc>;
   clusterShards: Collection<ClusterShardDoc | EpochCounterDoc>;
   clusterClaims: Collection<ClusterClaimDoc>;
+  agentPresence: Collection<AgentPresenceDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -592,6 +593,7 @@ export function collections(store: Store): Collections {
     clusterNodes: store.collection('cluster_nodes'),
     clusterShards: store.collection('cluster_shards'),
     clusterClaims: store.collection('cluster_claims'),
+    agentPresence: store.collection('agent_presence'),
   };
 }
 
@@ -644,11 +646,12 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
 }
 
 /** The indexes of the cluster collections, made only in cluster mode (a single node never uses them). */
-export async function ensureClusterIndexes(c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims'>): Promise<void> {
+export async function ensureClusterIndexes(c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'>): Promise<void> {
   await Promise.all([
     c.clusterNodes.createIndex({ fields: { leaseUntil: 1 } }),
     c.clusterShards.createIndex({ fields: { owner: 1 } }),
     c.clusterShards.createIndex({ fields: { leaseUntil: 1 } }),
     c.clusterClaims.createIndex({ fields: { expiresAt: 1 } }),
+    c.agentPresence.createIndex({ fields: { node: 1 } }),
   ]);
 }

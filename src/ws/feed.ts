@@ -31,6 +31,7 @@ import type { Sessions } from '../services/sessions.js';
 import { SESSION_COOKIE, isSameOrigin } from '../http/auth.js';
 import { parseCookies } from '../http/router.js';
 import type { SocketRegistry } from './sockets.js';
+import type { FeedRelay } from './feed-relay.js';
 
 export const FEED_PATH = '/ws/feed';
 export const FEED_AUTH_TIMEOUT_MS = 5000;
@@ -57,22 +58,64 @@ class FeedConn {
   closed = false;
   /** Channel subscriptions: channel id -> uWS topic (so access can be re-checked and revoked). */
   channels: Map<string, string> | null = null;
+  /** Every topic subscribed (so a cluster's relay hears when the last subscriber of one left). */
+  topics: Set<string> | null = null;
 }
 
 interface FeedRef {
   conn: FeedConn;
 }
 
-/** The live feed's topics on the uWS app: what services publish to (the FeedPublisher port). */
+/**
+ * The live feed's topics on the uWS app: what services publish to (the FeedPublisher port). In a
+ * cluster, frames also go to (and come from) the other nodes' subscribers through the relay.
+ */
 export class FeedTopics implements FeedPublisher {
+  private relay: FeedRelay | undefined;
+
   constructor(private readonly app: TemplatedApp) {}
 
+  /** Cluster mode: frames reach the other nodes' subscribers too. */
+  useRelay(relay: FeedRelay): void {
+    this.relay = relay;
+  }
+
   hasSubscribers(topic: string): boolean {
-    return this.app.numSubscribers(topic) > 0;
+    return this.app.numSubscribers(topic) > 0 || (this.relay?.hasRemote(topic) ?? false);
   }
 
   publish(topic: string, frame: object): void {
-    if (this.app.numSubscribers(topic) > 0) this.app.publish(topic, JSON.stringify(frame));
+    const here = this.app.numSubscribers(topic) > 0;
+    const elsewhere = this.relay?.hasRemote(topic) ?? false;
+    if (!here && !elsewhere) return;
+    const text = JSON.stringify(frame);
+    if (here) this.app.publish(topic, text);
+    if (elsewhere) this.relay!.publish(topic, text);
+  }
+
+  /** A frame from another node, for this node's subscribers. */
+  deliver(topic: string, text: string): void {
+    this.app.publish(topic, text);
+  }
+
+  subscribe(ws: WebSocket<FeedRef>, topic: string): void {
+    ws.subscribe(topic);
+    this.relay?.changed(topic, this.app.numSubscribers(topic));
+  }
+
+  unsubscribe(ws: WebSocket<FeedRef>, topic: string): void {
+    ws.unsubscribe(topic);
+    this.relay?.changed(topic, this.app.numSubscribers(topic));
+  }
+
+  /** A subscriber's socket closed (uWS drops its subscriptions itself). */
+  left(topics: Iterable<string>): void {
+    const relay = this.relay;
+    if (!relay) return;
+    const list = [...topics];
+    setImmediate(() => {
+      for (const topic of list) relay.changed(topic, this.app.numSubscribers(topic));
+    });
   }
 }
 
@@ -133,6 +176,7 @@ export class Feed {
         conn.closed = true;
         conn.ws = null;
         for (const channelId of conn.channels?.keys() ?? []) this.forgetChannel(conn, channelId);
+        if (conn.topics) topics.left(conn.topics);
         if (conn.timer) clearTimeout(conn.timer);
         sockets.delete('feed', ws as WebSocket<unknown>);
       },
@@ -186,8 +230,8 @@ export class Feed {
       const topic = this.topics.get(frame.topic);
       if (!topic) return this.refuse(conn, 'unknown_topic', `no topic '${frame.topic}'`);
       if (!topic.allowed(user)) return this.refuse(conn, 'forbidden', `topic '${frame.topic}' is for global admins`);
-      if (subscribe) conn.ws?.subscribe(frame.topic);
-      else conn.ws?.unsubscribe(frame.topic);
+      if (subscribe) this.subscribe(conn, frame.topic);
+      else this.unsubscribe(conn, frame.topic);
       return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', topic: frame.topic });
     }
     if (typeof frame.channelId === 'string') {
@@ -195,13 +239,13 @@ export class Feed {
       if (conn.closed) return;
       if (!uwsTopic) return this.refuse(conn, 'not_found', `no channel ${frame.channelId}`);
       if (subscribe) {
-        conn.ws?.subscribe(uwsTopic);
+        this.subscribe(conn, uwsTopic);
         (conn.channels ??= new Map()).set(frame.channelId, uwsTopic);
         let subs = this.channelSubs.get(frame.channelId);
         if (!subs) this.channelSubs.set(frame.channelId, (subs = new Set()));
         subs.add(conn);
       } else {
-        conn.ws?.unsubscribe(uwsTopic);
+        this.unsubscribe(conn, uwsTopic);
         this.forgetChannel(conn, frame.channelId);
       }
       return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', channelId: frame.channelId });
@@ -223,7 +267,7 @@ export class Feed {
       const topic = conn.channels?.get(channelId);
       const still = await access(conn.user, channelId).catch(() => null);
       if (still || conn.closed || !topic) continue;
-      conn.ws?.unsubscribe(topic);
+      this.unsubscribe(conn, topic);
       this.forgetChannel(conn, channelId);
       this.send(conn, { type: 'unsubscribed', channelId, reason: 'access_lost' });
     }
@@ -233,6 +277,18 @@ export class Feed {
   async recheckPerson(did: string): Promise<void> {
     const channels = [...this.channelSubs].filter(([, subs]) => [...subs].some((conn) => conn.user?.did === did)).map(([id]) => id);
     for (const channelId of channels) await this.recheckChannel(channelId, did);
+  }
+
+  private subscribe(conn: FeedConn, topic: string): void {
+    if (!conn.ws) return;
+    this.deps.topics.subscribe(conn.ws, topic);
+    (conn.topics ??= new Set()).add(topic);
+  }
+
+  private unsubscribe(conn: FeedConn, topic: string): void {
+    if (!conn.ws) return;
+    this.deps.topics.unsubscribe(conn.ws, topic);
+    conn.topics?.delete(topic);
   }
 
   private forgetChannel(conn: FeedConn, channelId: string): void {

@@ -154,6 +154,11 @@ export class Handshake {
     conn.send({ type: 'registration', status: 'pending', registrationId });
   }
 
+  /** A registration decided on another node of a cluster, for an agent whose socket waits here. */
+  decided(did: string, decision: Decision): void {
+    this.onDecision(did, decision).catch((err: unknown) => this.deps.log.error({ err, did }, 'answering a registration decision failed'));
+  }
+
   private async onDecision(did: string, decision: Decision): Promise<void> {
     const conn = this.deps.connections.current(did);
     if (!conn || conn.phase !== Phase.WaitApproval) return;
