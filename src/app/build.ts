@@ -62,6 +62,7 @@ import type { Bus } from '../cluster/bus.js';
 import { LocalBus } from '../cluster/bus-local.js';
 import { connectNatsBus } from '../cluster/bus-nats.js';
 import { ClusterNode } from '../cluster/node.js';
+import { FiringClaims, NamedLease } from '../cluster/claims.js';
 import { NoPeers } from '../cluster/peers.js';
 import { ClusterAgentLink } from '../ws/agent/cluster-link.js';
 import { FeedRelay } from '../ws/feed-relay.js';
@@ -161,6 +162,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     cluster = new ClusterNode({
       bus,
       c,
+      storeKind: store.kind,
       nodeId: cc.nodeId,
       clusterName: cc.name,
       shardCount: cc.shards,
@@ -213,7 +215,11 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
   const policies = new PolicyService(core, offers, peers);
   const fleet = new FleetService(core, { policies, agentActors, agents, presence, defaultWorkspace });
-  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds));
+  // In a cluster one node at a time rolls the token ledger up, under a lease.
+  const rollupLease = cluster
+    ? new NamedLease({ claims: c.clusterClaims, name: 'token-rollup', owner: cluster.nodeKey, leaseMs: cluster.leaseMs, marginMs: cluster.marginMs, log })
+    : undefined;
+  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds), rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs } : undefined);
   const intents = new IntentService(core, agents);
   const views = new AgentViews(core, { fleet, policies, tokens, presence });
   const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
@@ -232,10 +238,16 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     : undefined;
   if (relay) feedTopics.useRelay(relay);
   const channels = new ChannelService(core, { agents, feed: feedTopics, peers });
-  const bridges = new BridgeService(core, { channels, version });
+  const bridges = new BridgeService(core, { channels, version, ...(cluster ? { claims: { owner: cluster.nodeKey, claimMs: cluster.leaseMs } } : {}) });
   const runs = new WorkflowRuns(core, { intents, agents, channelPoster: channelPosterFrom(channels) });
   const workflows = new WorkflowService(core, runs);
-  const schedules = new ScheduleService(core, { workflows, runs });
+  const schedules = new ScheduleService(core, {
+    workflows,
+    runs,
+    peers,
+    // In a cluster every node arms every schedule; the node whose claim of a firing succeeds runs it.
+    ...(cluster ? { firings: new FiringClaims({ claims: c.clusterClaims, owner: cluster.nodeKey }) } : {}),
+  });
   const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic });
 
   // -- Consequences across areas (each list runs in the order written) ------------------------------

@@ -13,6 +13,7 @@
  */
 import { ensureClusterIndexes, type Collections } from '../store/collections.js';
 import type { ClusterNodeDoc } from '../store/cluster-docs.js';
+import type { Store } from '../store/types.js';
 import type { Bus, BusLog } from './bus.js';
 import { systemClock, type Clock, type Timer } from './clock.js';
 import { Membership, type ClusterLog } from './membership.js';
@@ -23,7 +24,8 @@ import { clusterSubjects, type Subjects } from './subjects.js';
 
 export interface ClusterNodeOptions {
   bus: Bus;
-  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'>;
+  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence' | 'tokenLedger'>;
+  storeKind: Store['kind'];
   nodeId: string;
   clusterName: string;
   shardCount: number;
@@ -117,7 +119,7 @@ export class ClusterNode {
 
   /** Indexes, the node's lease (waiting out a previous process with the same id), its subject. */
   async start(): Promise<void> {
-    await ensureClusterIndexes(this.o.c);
+    await ensureClusterIndexes(this.o.c, this.o.storeKind);
     await this.membership.start();
     this.running = true;
     await this.refreshLive();

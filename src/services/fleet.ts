@@ -76,6 +76,8 @@ export class FleetService {
   private readonly presence: AgentPresence;
   /** The default workspace as it was at start (its id never changes): where unplaced agents go. */
   private readonly defaultWorkspace: WorkspaceDoc;
+  /** Cluster mode: other nodes write lastSeen too. */
+  private readonly clustered: boolean;
 
   constructor(
     private readonly ctx: ServiceCore,
@@ -86,6 +88,7 @@ export class FleetService {
     this.agents = deps.agents;
     this.presence = deps.presence;
     this.defaultWorkspace = deps.defaultWorkspace;
+    this.clustered = ctx.config.cluster !== undefined;
     const onError = (err: unknown, what: string) => ctx.log.error({ err }, `fleet: ${what} failed`);
     this.certificates = new CertificateStore(ctx.c, onError);
     this.agentSessions = new AgentSessions(ctx.c, ctx.config.sessionTtlMs, (m) => ctx.identity.sign(m));
@@ -415,7 +418,8 @@ export class FleetService {
       for (let i = from; i < to; i++) {
         const value = at(i);
         values.push(value ?? '');
-        if (value !== undefined) ops.push({ filter: { _id: dids[i]! }, update: { $set: { lastSeen: value } } });
+        // In a cluster an agent may have moved on to another node, which writes a later value: never go back.
+        if (value !== undefined) ops.push({ filter: { _id: dids[i]! }, update: this.clustered ? { $max: { lastSeen: value } } : { $set: { lastSeen: value } } });
       }
       try {
         await this.ctx.c.agents.bulkUpdate(ops);

@@ -111,6 +111,11 @@ export interface HeartbeatSink {
   record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void;
   /** The highest seq of the agent whose delta is stored (a heartbeat at or below it is not counted again); null when none. */
   lastStoredSeq(did: string): number | null;
+  /**
+   * In a cluster, reads the agent's last stored seq from the store before `lastStoredSeq` is asked
+   * (another node may have stored its latest heartbeats); null when there is nothing to read.
+   */
+  refreshStoredSeq?(did: string): Promise<void> | null;
 }
 
 // -------------------------------------------------------------------------------------------------

@@ -280,6 +280,8 @@ export interface TokenLedgerDoc {
    * JSON must escape, so the embedded store writes it as it is.
    */
   entries: string;
+  /** Cluster mode: the agents the entries name, so a node finds an agent's unfolded seqs at its handshake. */
+  dids?: string[];
 }
 
 /**
@@ -456,6 +458,10 @@ export interface BridgeOutboxDoc {
   attempt: number;
   createdAt: string;
   nextAttemptAt: string;
+  /** Cluster mode: the node working on it, until when, and the claim's token (src/cluster/claims.ts, WorkQueue). */
+  claimedBy?: string | null;
+  claimedUntil?: string | null;
+  claimToken?: string | null;
 }
 
 /**
@@ -646,8 +652,13 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
 }
 
 /** The indexes of the cluster collections, made only in cluster mode (a single node never uses them). */
-export async function ensureClusterIndexes(c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'>): Promise<void> {
+export async function ensureClusterIndexes(
+  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'> & Partial<Pick<Collections, 'tokenLedger'>>,
+  kind: Store['kind'] = 'embedded',
+): Promise<void> {
   await Promise.all([
+    // A handshake looks up the agent's unfolded ledger entries (the embedded store scans its few documents).
+    kind === 'mongodb' ? c.tokenLedger?.createIndex({ fields: { dids: 1 } }) : undefined,
     c.clusterNodes.createIndex({ fields: { leaseUntil: 1 } }),
     c.clusterShards.createIndex({ fields: { owner: 1 } }),
     c.clusterShards.createIndex({ fields: { leaseUntil: 1 } }),

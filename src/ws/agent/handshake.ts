@@ -229,8 +229,11 @@ export class Handshake {
     const did = conn.did!;
     const first = conn.phase === Phase.AwaitAccept;
     const greeting = first ? this.becomeReady(conn, cert) : null;
+    // In a cluster the agent's last heartbeats may have been stored by another node.
+    const refreshing = first ? (heartbeats.refreshStoredSeq?.(did) ?? null) : null;
     const session = await fleet.agentSessions.sessionOf(did);
     if (greeting) await greeting;
+    if (refreshing) await refreshing;
     if (isClosed(conn)) return;
     const rest: Omit<ReadyFrame, 'type' | 'agentId' | 'certificate'> = {
       serverSignature: offer.issued.serverSignature,
