@@ -57,7 +57,9 @@ import { Feed, FeedTopics } from '../ws/feed.js';
 import { SocketRegistry } from '../ws/sockets.js';
 import { routeTable } from './routes.js';
 import type { Steward } from './handle.js';
-import type { AgentLink, AgentPresence, PeerNodes } from '../services/ports.js';
+import type { ActorPlacement, AgentLink, AgentPresence, PeerNodes } from '../services/ports.js';
+import { LocalPlacement } from '../cluster/placement.js';
+import { serveActorCommands } from '../services/actor-commands.js';
 import type { Bus } from '../cluster/bus.js';
 import { LocalBus } from '../cluster/bus-local.js';
 import { connectNatsBus } from '../cluster/bus-nats.js';
@@ -151,8 +153,6 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   log.info({ serverDid: identity.did }, 'server identity loaded');
   const sessions = new Sessions(c, config.sessionTtlMs);
   const audit = new AuditLog(c, log);
-  const core: ServiceCore = { config, log, c, actors, secrets, identity, sessions, audit };
-
   // -- The bus: NATS in cluster mode (the node's lease taken before anything is served), else in-process
   let cluster: ClusterNode | undefined;
   let bus: Bus;
@@ -185,6 +185,14 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     afterActors.push(() => bus.close());
   }
   const peers: PeerNodes = cluster?.peers ?? new NoPeers();
+  // Cluster mode: an actor lives on the owner of its shard; the host spawns, writes and drops only those.
+  const placement: ActorPlacement = cluster?.placement ?? new LocalPlacement();
+  if (cluster) {
+    actors.useOwnership(cluster.placement);
+    cluster.placement.attachHost(actors);
+  }
+  const core: ServiceCore = { config, log, c, actors, placement, secrets, identity, sessions, audit };
+  serveActorCommands(core);
 
   // -- People ---------------------------------------------------------------------------------------
   const userService = new UserService(core);
@@ -211,7 +219,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     : undefined;
   const agents: AgentLink = link ?? connections;
   const presence: AgentPresence = link ?? connections;
-  const agentActors = new AgentActors(actors, log);
+  const agentActors = new AgentActors(actors, log, placement);
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
   const policies = new PolicyService(core, offers, peers);
   const fleet = new FleetService(core, { policies, agentActors, agents, presence, defaultWorkspace });
@@ -365,7 +373,12 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   onClose(() => runs.stop());
   await schedules.start();
   // Cluster mode: this node's share of the shards, each one's actors restored as it is taken.
-  if (cluster) await cluster.startShards();
+  if (cluster) {
+    const node = cluster;
+    await node.startShards();
+    // First at close: commands for this node's actors wait for the shards' next owners rather than reach stopping services.
+    onClose(() => node.placement.stopServing());
+  }
 
   attachHttp(app, router, {
     bodyLimitBytes: config.bodyLimitBytes,
@@ -402,6 +415,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         userService,
         workspaceService,
         claims,
+        placement,
         agentPush: connections,
         agents,
         cluster,

@@ -25,7 +25,7 @@ import type { SkillService } from '../services/skills.js';
 import type { WorkflowRuns } from '../services/workflow-runs.js';
 import type { ScheduleService } from '../services/schedules.js';
 import type { AgentConnections } from '../ws/agent/connections.js';
-import type { AgentLink } from '../services/ports.js';
+import type { ActorPlacement, AgentLink } from '../services/ports.js';
 import type { ClusterNode } from '../cluster/node.js';
 import type { Feed } from '../ws/feed.js';
 import type { SocketRegistry } from '../ws/sockets.js';
@@ -48,6 +48,8 @@ export interface StewardHandle {
   store: Store;
   c: Collections;
   actors: ActorHost;
+  /** Where each actor lives (in a cluster, on the owner of its shard) and how a command reaches it. */
+  placement: ActorPlacement;
   metrics: Metrics;
   router: Router;
   secrets: SecretBox;

@@ -85,6 +85,8 @@ export class ShardPlacement {
   private host: PlacementHost | undefined;
   /** Shards lost since the last drop pass (dropped together, on the next turn). */
   private lostPending: number[] = [];
+  /** Commands running here, per shard: a release waits for them before the shard's actors stop. */
+  private readonly running = new Map<number, { count: number; idle: Array<() => void> }>();
 
   constructor(private readonly o: ShardPlacementOptions) {
     o.shards.on('acquired', (shard, epoch) => this.acquired(shard, epoch));
@@ -133,7 +135,7 @@ export class ShardPlacement {
     const shard = this.o.shards.shardOf(key);
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
-      if (this.isLocal(key)) return (await this.local(op, data)) as T;
+      if (this.isLocal(key)) return (await this.tracked(shard, () => this.local(op, data))) as T;
       const left = deadline - Date.now();
       try {
         return (await call(this.o.bus, this.o.subjects.shard(shard), { op, key, data }, { timeoutMs: Math.max(1, left) })) as T;
@@ -148,6 +150,30 @@ export class ShardPlacement {
     }
   }
 
+  /** Runs a command of `shard`, counted so that a release of the shard waits for it. */
+  private async tracked(shard: number, fn: () => Promise<unknown>): Promise<unknown> {
+    let r = this.running.get(shard);
+    if (!r) this.running.set(shard, (r = { count: 0, idle: [] }));
+    r.count++;
+    try {
+      return await fn();
+    } finally {
+      if (--r.count === 0) {
+        this.running.delete(shard);
+        for (const resolve of r.idle) resolve();
+      }
+    }
+  }
+
+  /** Resolves once no command of `shard` runs here (or after the command deadline: its actor stops anyway). */
+  private async drained(shard: number): Promise<void> {
+    const r = this.running.get(shard);
+    if (!r) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([new Promise<void>((resolve) => r.idle.push(resolve)), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.o.timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
   private async local(op: string, data: unknown): Promise<unknown> {
     const fn = this.handlers.get(op);
     if (!fn) throw new Error(`no handler for command ${op}`);
@@ -160,6 +186,8 @@ export class ShardPlacement {
     this.served.get(shard)?.();
     this.served.delete(shard);
     try {
+      // Commands already running for the shard's actors finish first (new ones wait for the next owner).
+      await this.drained(shard);
       await this.runHooks(this.releasedHooks, shard);
       await this.host?.releaseShard(shard);
     } catch (err) {
@@ -211,7 +239,7 @@ export class ShardPlacement {
         const { op, key, data: payload } = (data ?? {}) as { op?: string; key?: string; data?: unknown };
         if (typeof op !== 'string' || typeof key !== 'string') throw new BusRemoteError('', 'bad_request', 'a shard command names an op and a key');
         if (!this.isLocal(key)) throw new BusRemoteError('', NOT_OWNER, `shard ${shard} is not this node's`);
-        return this.local(op, payload);
+        return this.tracked(shard, () => this.local(op, payload));
       },
       { log: this.o.log, describe: (err) => describeRemote(err) ?? { code: 'internal', message: 'the command failed on the node that holds the actor' } },
     );
@@ -241,6 +269,8 @@ export class LocalPlacement {
   fenceFor(): null {
     return null;
   }
+
+  stale(): void {}
 
   shardOf(): number {
     return 0;

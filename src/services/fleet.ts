@@ -41,6 +41,7 @@ import type { PolicyService } from './policies.js';
 import type { ServiceCore } from './core.js';
 import type { AgentActors } from './agent-actors.js';
 import type { AgentLink, AgentPresence } from './ports.js';
+import { removeActor } from './actor-commands.js';
 
 /** What the gateway learns when a registration is decided. */
 export type Decision = { status: 'approved' } | { status: 'rejected'; reason: string };
@@ -111,16 +112,39 @@ export class FleetService {
       writeDelayMs: ctx.config.agentActorWriteDelayMs,
     });
     // A process that stopped without closing its sockets (a crash) left online snapshots behind.
-    const online = await ctx.actors.restoreAll(AGENT_ACTOR_KIND, (p) => {
-      const value = (p as { value?: { active?: { connection?: string } } }).value;
-      return value?.active?.connection === 'online';
+    // In a cluster the same is done for each shard this node takes (its owner may have died).
+    if (!ctx.placement.clustered) await this.settleOnline();
+    else ctx.placement.onAcquired((shard) => this.settleOnline(shard));
+    ctx.placement.handle('agent.decide', async (data) => {
+      const { registrationId, event, target } = data as { registrationId: string; event: AgentActorEvent; target: 'active' | 'rejected' };
+      const reg = await ctx.c.registrations.findById(registrationId);
+      if (!reg) throw notFound(`no registration ${registrationId}`);
+      if (reg.status !== 'pending') throw conflict(`registration ${registrationId} is already ${reg.status}`, 'already_decided');
+      await this.decideHere(reg, event, target);
+      return null;
     });
-    for (const did of online) await ctx.actors.send(AGENT_ACTOR_KIND, did, { type: 'DISCONNECTED' });
     this.lastSeenTimer = setInterval(
       () => this.writeLastSeen().catch((err: unknown) => ctx.log.error({ err }, 'writing lastSeen failed')),
       ctx.config.agentLastSeenWriteMs,
     );
     this.lastSeenTimer.unref();
+  }
+
+  /**
+   * Agent actors stored as online whose agent is connected nowhere are told they are offline (all
+   * of them at start in one process; in a cluster those of a shard this node takes).
+   */
+  private async settleOnline(shard?: number): Promise<void> {
+    const { ctx } = this;
+    const online = await ctx.actors.restoreAll(
+      AGENT_ACTOR_KIND,
+      (p) => {
+        const value = (p as { value?: { active?: { connection?: string } } }).value;
+        return value?.active?.connection === 'online';
+      },
+      shard,
+    );
+    for (const did of online) if (shard === undefined || !this.agents.isOnline(did)) await ctx.actors.send(AGENT_ACTOR_KIND, did, { type: 'DISCONNECTED' });
   }
 
   async stop(): Promise<void> {
@@ -143,7 +167,7 @@ export class FleetService {
    */
   async register(input: RegistrationInput, origin: RegistrationOrigin, auditAs?: Principal | 'system'): Promise<RegistrationOutcome> {
     const outcome = await createRegistration(this.ctx.c, input, origin, this.defaultWorkspace, this.pending);
-    if (outcome.created) await this.agentActors.actorOf(outcome.agent._id, 'pending');
+    if (outcome.created) await this.agentActors.ensure(outcome.agent._id, 'pending');
     if (outcome.created && auditAs) {
       const { agent } = outcome;
       await this.ctx.audit.record(auditAs, {
@@ -222,6 +246,14 @@ export class FleetService {
    * pending (409).
    */
   private async decide(reg: RegistrationDoc, event: AgentActorEvent, target: 'active' | 'rejected'): Promise<void> {
+    if (!this.ctx.placement.clustered) return this.decideHere(reg, event, target);
+    // Cluster mode: on the node that holds the agent's actor (this one too, through the placement,
+    // so a release of the shard waits for it). Lost there or back: 504, and the registration's
+    // status (one conditional update) says whether the decision was made.
+    await this.ctx.placement.run(`${AGENT_ACTOR_KIND}:${reg.agentDid}`, 'agent.decide', { registrationId: reg._id, event, target }, DECISION_TIMEOUT_MS + 1000);
+  }
+
+  private async decideHere(reg: RegistrationDoc, event: AgentActorEvent, target: 'active' | 'rejected'): Promise<void> {
     const actor = await this.agentActors.actorOf(reg.agentDid, 'pending');
     const before = actor.getSnapshot() as { value: unknown; status: string };
     if (before.value !== 'pending' || before.status !== 'active') {
@@ -355,7 +387,7 @@ export class FleetService {
       c.grants.deleteMany({ agentDid: did }),
     ]);
     this.pending.release(did);
-    await ctx.actors.remove(AGENT_ACTOR_KIND, did);
+    await removeActor(ctx, AGENT_ACTOR_KIND, did);
     for (const fn of this.deletedHooks) {
       try {
         await fn(agent);

@@ -8,6 +8,7 @@
  */
 import type { Capability } from '../domain/capabilities.js';
 import type { CertificateTerms } from '../domain/certificate.js';
+import type { Fence } from '../cluster/fence.js';
 
 // -------------------------------------------------------------------------------------------------
 // Reaching connected agents
@@ -171,4 +172,8 @@ export interface ActorPlacement {
   onAcquired(fn: (shard: number) => Promise<void> | void): void;
   /** Runs once a shard is no longer this node's, before its actors are dropped: stop the work done for them here. */
   onReleased(fn: (shard: number) => Promise<void> | void): void;
+  /** The fence to write an owned document of the actor `key` under (null in one process, or when not owned). */
+  fenceFor(key: string): Fence | null;
+  /** A fenced write was refused (StaleEpochError): this node stops acting for `shard`. */
+  stale(shard: number): void;
 }

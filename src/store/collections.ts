@@ -504,6 +504,8 @@ export interface WorkflowRunDoc {
   completedAt: string | null;
   error: string | null;
   startedBy: WorkflowRunStarter;
+  /** Cluster mode: the fence of the node that recorded the run's end (src/cluster/fence.ts). */
+  fence?: { shard: number; epoch: number };
 }
 
 /** A cron schedule of a workflow (interface §4.10 rule 4). `params` is JSON text. */
