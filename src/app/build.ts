@@ -60,6 +60,7 @@ import type { Steward } from './handle.js';
 import type { ActorPlacement, AgentLink, AgentPresence, PeerNodes } from '../services/ports.js';
 import { LocalPlacement } from '../cluster/placement.js';
 import { serveActorCommands } from '../services/actor-commands.js';
+import { ActorDirectory } from '../services/actor-directory.js';
 import type { Bus } from '../cluster/bus.js';
 import { LocalBus } from '../cluster/bus-local.js';
 import { connectNatsBus } from '../cluster/bus-nats.js';
@@ -193,6 +194,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   }
   const core: ServiceCore = { config, log, c, actors, placement, secrets, identity, sessions, audit };
   serveActorCommands(core);
+  const actorDirectory = new ActorDirectory(core, peers);
 
   // -- People ---------------------------------------------------------------------------------------
   const userService = new UserService(core);
@@ -339,7 +341,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     ...routeTable({
       config,
       store,
-      actors,
+      actors: actorDirectory,
       audit,
       identity,
       metrics,

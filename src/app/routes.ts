@@ -2,7 +2,7 @@
 import type { RouteDef } from '../http/router.js';
 import type { SystemDeps } from '../http/routes/system.js';
 import type { Config } from '../config.js';
-import type { ActorHost } from '../actors/host.js';
+import type { ActorDirectory } from '../services/actor-directory.js';
 import type { AuditLog } from '../services/audit.js';
 import type { ServerIdentity } from '../services/server-identity.js';
 import { systemRoutes } from '../http/routes/system.js';
@@ -45,7 +45,8 @@ import type { ScheduleService } from '../services/schedules.js';
 
 export interface RouteServices extends SystemDeps {
   config: Config;
-  actors: ActorHost;
+  /** The actors of this node, or of the whole cluster. */
+  actors: ActorDirectory;
   audit: AuditLog;
   identity: ServerIdentity;
   userService: UserService;

@@ -2,7 +2,9 @@
  * Fleet-wide reading for global admins:
  *
  *   GET /api/stats/tokens          {allTime, daily, monthly}, each {promptTokens, completionTokens} (§4.13)
- *   GET /api/admin/actors          live actors: [{kind, id, state, status}] (optional ?kind=)
+ *   GET /api/admin/actors          live actors: [{kind, id, state, status}] (optional ?kind=); in a
+ *                                  cluster every node's, each with its `node` (`missingNodes`: the
+ *                                  nodes that did not answer in time)
  *   GET /api/admin/actors/:id      one actor's state and context (secrets left out). `id` is
  *                                  `<kind>:<id>` (e.g. `agent:did:key:z6Mk...`, percent-encoded),
  *                                  or the bare actor id with ?kind=agent. An actor that is not in
@@ -11,10 +13,10 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { notFound } from '../../domain/errors.js';
-import type { ActorHost } from '../../actors/host.js';
+import type { ActorDirectory } from '../../services/actor-directory.js';
 import type { TokenUsage } from '../../services/token-usage.js';
 
-export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actors: ActorHost }): RouteDef[] {
+export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actors: Pick<ActorDirectory, 'kindNames' | 'list' | 'inspect'> }): RouteDef[] {
   return [
     route({
       method: 'GET',
@@ -31,7 +33,7 @@ export function fleetAdminRoutes({ tokens, actors }: { tokens: TokenUsage; actor
       summary: 'Live (in-memory) actors with their kind, id and state value',
       tags: ['actors'],
       query: z.object({ kind: z.string().min(1).max(50).optional() }),
-      handler: (r) => ({ body: { actors: actors.list(r.query.kind) } }),
+      handler: async (r) => ({ body: await actors.list(r.query.kind) }),
     }),
     route({
       method: 'GET',
