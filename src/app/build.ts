@@ -64,6 +64,7 @@ import { ActorDirectory } from '../services/actor-directory.js';
 import type { Bus } from '../cluster/bus.js';
 import { LocalBus } from '../cluster/bus-local.js';
 import { connectNatsBus } from '../cluster/bus-nats.js';
+import { MeteredBus } from '../cluster/bus-metered.js';
 import { ClusterNode } from '../cluster/node.js';
 import { FiringClaims, NamedLease } from '../cluster/claims.js';
 import { NoPeers } from '../cluster/peers.js';
@@ -159,7 +160,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   let bus: Bus;
   if (config.cluster) {
     const cc = config.cluster;
-    bus = await connectNatsBus({ servers: cc.natsServers, log, name: `steward-${cc.nodeId}` });
+    bus = new MeteredBus(await connectNatsBus({ servers: cc.natsServers, log, name: `steward-${cc.nodeId}` }), metrics.busMeter);
     cluster = new ClusterNode({
       bus,
       c,
@@ -181,6 +182,10 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       close().catch((err: unknown) => log.error({ err }, 'stopping an evicted node failed'));
     });
     log.info({ nodeId: cc.nodeId, nodeKey: node.nodeKey, cluster: cc.name }, 'joined the cluster');
+    metrics.setClusterSource(() => {
+      const st = node.status();
+      return { ownedShards: st.ownedShards, nodes: st.nodes, busConnected: st.bus === 'connected' };
+    });
   } else {
     bus = new LocalBus({ log });
     afterActors.push(() => bus.close());
@@ -341,6 +346,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     ...routeTable({
       config,
       store,
+      cluster: cluster ? () => cluster!.status() : undefined,
       actors: actorDirectory,
       audit,
       identity,
