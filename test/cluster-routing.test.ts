@@ -171,7 +171,12 @@ test('a mention posted on B reaches the agent connected to A', async () => {
 });
 
 test("B's live feed shows the messages posted on A and the transitions of A's actors", async () => {
-  const ch = await makeChannel(ownerOn(A), { name: 'Live' });
+  // A channel and an agent whose actors live on A (the owner of their shards).
+  let tries = 0;
+  let ch = await makeChannel(ownerOn(A), { name: `Live ${tries}` });
+  while (!A.ctx.cluster!.placement.isLocal(`channel:${ch.id}`)) ch = await makeChannel(ownerOn(A), { name: `Live ${++tries}` });
+  let keys = generateKeyPair();
+  while (!A.ctx.cluster!.placement.isLocal(`agent:${keys.did}`)) keys = generateKeyPair();
   const feed = await FeedClient.connect(B.url, cl.owner.token);
   sockets.push(feed);
   assert.equal(await feed.subscribe(ch.id), { type: 'subscribed', channelId: ch.id });
@@ -183,7 +188,8 @@ test("B's live feed shows the messages posted on A and the transitions of A's ac
   assert.is(posted.status, 201, posted.text);
   const created = await feed.next((f) => f.type === 'message.created');
   assert.equal(created, { type: 'message.created', channelId: ch.id, message: posted.body.message });
-  const agent = await readyOn(A);
+  const agent = await readyOn(A, { keys });
+  assert.ok(A.ctx.actors.peek('agent', agent.did), "the agent's actor is on A");
   const transition = await feed.next((f) => f.type === 'actor.transition' && f.actorId === agent.did && f.event === 'CONNECTED');
   assert.is(transition.kind, 'agent');
 });
