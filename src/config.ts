@@ -137,7 +137,7 @@ export const VARIABLES = {
   NATS_URL: {
     schema: natsUrls,
     description:
-      'Cluster mode: the NATS server(s) the nodes route work over, `nats://host:4222` (several separated by commas; credentials as `nats://user:password@host:4222` or `nats://token@host:4222`, never logged). Needs MONGODB_URI. Unset: one process with an in-process bus. Not used by the server yet: these settings are checked, and each process still runs as a single node (docs/cluster.md).',
+      'Cluster mode: the NATS server(s) the nodes route work over, `nats://host:4222` (several separated by commas; credentials as `nats://user:password@host:4222` or `nats://token@host:4222`, never logged). Needs MONGODB_URI. Unset: one process with an in-process bus (docs/cluster.md).',
     defaultText: 'unset (single node)',
   },
   STEWARD_NODE_ID: {
@@ -165,6 +165,12 @@ export const VARIABLES = {
     default: '3000',
     description:
       'Cluster mode: a node stops acting as owner of its shards this long before their lease ends by its own clock, so clocks of different nodes may differ by up to about this much. Below a third of CLUSTER_LEASE_MS.',
+  },
+  CLUSTER_REQUEST_TIMEOUT_MS: {
+    schema: int(100, 120_000),
+    default: '5000',
+    description:
+      'Cluster mode: how long a command to the node that holds an actor (a decision, a channel post, a run started or cancelled) may take, retries while its shard changes hands included, and how long a gather from every node waits (the `sentTo` of a policy change, the actor list).',
   },
   LOG_LEVEL: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
@@ -585,6 +591,7 @@ export interface ClusterConfig {
   shards: number;
   leaseMs: number;
   leaseMarginMs: number;
+  requestTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -647,6 +654,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           shards: p.CLUSTER_SHARDS,
           leaseMs: p.CLUSTER_LEASE_MS,
           leaseMarginMs: p.CLUSTER_LEASE_MARGIN_MS,
+          requestTimeoutMs: p.CLUSTER_REQUEST_TIMEOUT_MS,
         }
       : undefined,
     logLevel: p.LOG_LEVEL,

@@ -9,8 +9,10 @@ import { StoreUnavailableError, type Collection, type Doc, type Store } from '..
 export type FaultMode = 'fail' | 'land-then-fail';
 
 export interface FaultRule {
+  /** The collection's name, or `*` for every collection. */
   collection: string;
-  op: keyof Collection<Doc>;
+  /** The operation, or `*` for every operation (a node cut off its store). */
+  op: keyof Collection<Doc> | '*';
   mode: FaultMode;
   /** How many matching calls fault before the rule is used up (default 1; Infinity for all). */
   times?: number;
@@ -40,7 +42,7 @@ export class FaultInjector {
 
   /** The rule that applies to this call, used up by one. */
   private take(collection: string, op: string, args: unknown[]): (FaultRule & { left: number }) | undefined {
-    const rule = this.rules.find((r) => r.collection === collection && r.op === op && r.left > 0 && (!r.when || r.when(args)));
+    const rule = this.rules.find((r) => (r.collection === collection || r.collection === '*') && (r.op === op || r.op === '*') && r.left > 0 && (!r.when || r.when(args)));
     if (rule) {
       rule.left--;
       this.injected.push(`${collection}.${op} ${rule.mode}`);

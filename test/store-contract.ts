@@ -457,6 +457,22 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.equal(await c.findById('d'), { _id: 'd', n: 7, s: { c: -3, new: 1.5 }, fresh: 3 });
   });
 
+  s('$max: raises a number or an ISO time, keeps a greater one, sets a missing one, upserts', async () => {
+    const c = fresh('max');
+    await c.insertOne({ _id: 'd', n: 5, at: '2030-01-01T00:00:00.000Z' });
+    await c.updateOne({ _id: 'd' }, { $max: { n: 3, at: '2030-01-02T00:00:00.000Z', fresh: 7 } });
+    assert.equal(await c.findById('d'), { _id: 'd', n: 5, at: '2030-01-02T00:00:00.000Z', fresh: 7 });
+    await c.updateOne({ _id: 'd' }, { $max: { n: 9 } });
+    assert.is((await c.findById('d'))!.n, 9);
+    await c.updateOne({ _id: 'u' }, { $max: { n: 2 }, $set: { x: 1 } }, { upsert: true });
+    assert.equal(await c.findById('u'), { _id: 'u', n: 2, x: 1 });
+    await c.bulkUpdate([
+      { filter: { _id: 'd' }, update: { $max: { n: 4 } } },
+      { filter: { _id: 'u' }, update: { $max: { n: 4 } } },
+    ]);
+    assert.equal([(await c.findById('d'))!.n, (await c.findById('u'))!.n], [9, 4]);
+  });
+
   s('$inc on a non-number is rejected', async () => {
     const c = fresh('incbad');
     await c.insertOne({ _id: 'd', s: 'text' });

@@ -14,6 +14,7 @@ import { Entry, errInfo, type ActorFailureSink, type ActorHostLog, type KindStat
 import { IdleSweep } from './passivation.js';
 import { ActorHistory, type ActorHistoryEntry } from './history.js';
 import { SnapshotWriter, jsonReplacer, type SnapshotDoc, type SnapshotStats } from './persistence.js';
+import type { Fence } from '../cluster/fence.js';
 import { createHosted, createKindRoot, startHosted, stopHosted } from './xstate-adapter.js';
 
 export type { ActorHostLog } from './hosted.js';
@@ -97,6 +98,26 @@ export interface ActorListItem {
 
 type Live = ActorRefFrom<AnyStateMachine>;
 
+/**
+ * Cluster mode: which actors live on this node (those of the shards it owns) and the fences their
+ * writes carry (src/cluster/placement.ts). Keys are `<kind>:<id>`.
+ */
+export interface ActorOwnership {
+  isLocal(key: string): boolean;
+  shardOf(key: string): number;
+  fenceFor(key: string): Fence | null;
+  /** A write under this node's epoch was refused: stop acting for the shard. */
+  stale(shard: number): void;
+}
+
+/** The actor lives on another node (its shard is not this node's): send the command there. */
+export class ActorElsewhereError extends Error {
+  override name = 'ActorElsewhereError';
+  constructor(readonly key: string) {
+    super(`actor ${key} lives on another node`);
+  }
+}
+
 const defaultLog: ActorHostLog = {
   warn: (obj, msg) => console.warn(`[actor-host] ${msg}`, obj),
   error: (obj, msg) => console.error(`[actor-host] ${msg}`, obj),
@@ -125,6 +146,8 @@ export class ActorHost {
   private readonly failures: ActorFailureSink = { actorFailed: (e, err) => this.onActorError(e, err) };
   private stopped = false;
   private stopping: Promise<void> | undefined;
+  /** Cluster mode: only the actors of owned shards live here; undefined in one process. */
+  private ownership: ActorOwnership | undefined;
 
   constructor(opts: ActorHostOptions) {
     this.defaultIdleMs = opts.idleMs ?? 0;
@@ -138,6 +161,65 @@ export class ActorHost {
       afterStore: (e, ok) => this.idle.afterStore(e, ok),
     });
     this.idle = new IdleSweep({ writer: this.writer, retire: (e) => this.retire(e), stats: this.stats });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Cluster mode: ownership by shard (src/cluster/placement.ts drives these)
+
+  /** From now on only actors of owned shards are spawned or restored, and every write is fenced. */
+  useOwnership(ownership: ActorOwnership): void {
+    this.ownership = ownership;
+    this.writer.fencing = ownership;
+  }
+
+  /** Whether the actor lives on this node (always, in one process). */
+  isHere(kind: string, id: string): boolean {
+    return this.ownership === undefined || this.ownership.isLocal(`${kind}:${id}`);
+  }
+
+  /** A shard became this node's under `fence`: leftovers of an earlier ownership go, and its stored actors are stamped. */
+  async claimShard(shard: number, fence: Fence): Promise<void> {
+    this.dropShard(shard);
+    await this.writer.stamp(shard, fence);
+  }
+
+  /** A shard is being given up: its actors are written out (their fence still holds) and stopped. */
+  async releaseShard(shard: number): Promise<void> {
+    if (this.stopped || !this.ownership) return;
+    const own = this.ownership;
+    const inShard = (k: KindState, id: string) => own.shardOf(`${k.name}:${id}`) === shard;
+    const loads: Array<Promise<unknown>> = [];
+    for (const k of this.kinds.values()) for (const [id, p] of k.loading) if (inShard(k, id)) loads.push(p.catch(() => undefined));
+    await Promise.all(loads);
+    const written: Array<Promise<void>> = [];
+    for (const k of this.kinds.values()) {
+      for (const e of [...k.live.values()]) {
+        if (!inShard(k, e.id)) continue;
+        if (e.dirty || e.busy) {
+          this.writer.freeze(e);
+          k.draining.set(e.id, e);
+          written.push(this.writer.waitClean(e).catch(() => undefined));
+        }
+        this.retire(e);
+      }
+      for (const e of k.draining.values()) if (inShard(k, e.id) && (e.dirty || e.busy)) written.push(this.writer.waitClean(e).catch(() => undefined));
+    }
+    this.writer.writeSoon();
+    await Promise.all(written);
+  }
+
+  /** A shard is gone (taken, expired): its actors stop without writing (another node's word stands). */
+  dropShard(shard: number): void {
+    if (!this.ownership) return;
+    const own = this.ownership;
+    for (const k of this.kinds.values()) {
+      for (const e of [...k.live.values()]) {
+        if (own.shardOf(`${k.name}:${e.id}`) !== shard) continue;
+        this.retire(e);
+        this.writer.discard(e);
+      }
+      for (const e of [...k.draining.values()]) if (own.shardOf(`${k.name}:${e.id}`) === shard) this.writer.discard(e);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -180,6 +262,7 @@ export class ActorHost {
   async get(kind: string, id: string): Promise<Live> {
     if (this.stopped) throw new Error('actor host is stopped');
     const k = this.kindOf(kind);
+    if (!this.isHere(kind, id)) throw new ActorElsewhereError(`${kind}:${id}`);
     return this.getLive(kind, id) ?? ((await this.load(k, id)) as Live);
   }
 
@@ -229,12 +312,17 @@ export class ActorHost {
     }
   }
 
-  async restoreAll(kind: string, filter?: (persisted: unknown) => boolean): Promise<string[]> {
+  /**
+   * Restores the stored active actors of a kind (those `filter` accepts); in cluster mode only
+   * those of owned shards, or of `shard` alone.
+   */
+  async restoreAll(kind: string, filter?: (persisted: unknown) => boolean, shard?: number): Promise<string[]> {
     if (this.stopped) throw new Error('actor host is stopped');
     const k = this.kindOf(kind);
     const ids: string[] = [];
     const loads: Array<Promise<unknown>> = [];
-    for (const { doc, persisted } of await this.writer.findActive(k)) {
+    for (const { doc, persisted } of await this.writer.findActive(k, this.ownership ? shard : undefined)) {
+      if (this.ownership && (!this.ownership.isLocal(doc._id) || (shard !== undefined && this.ownership.shardOf(doc._id) !== shard))) continue;
       if (filter && !filter(persisted)) continue;
       const id = doc.actorId;
       ids.push(id);
@@ -421,6 +509,7 @@ export class ActorHost {
     }
     if (doc === undefined) doc = (await this.writer.find(k, id)) ?? undefined;
     if (this.stopped) throw new Error('actor host is stopped');
+    if (!this.isHere(k.name, id)) throw new ActorElsewhereError(`${k.name}:${id}`); // the shard went while reading
     const already = k.live.get(id);
     if (already) return already.actor!;
     if (doc && persisted === undefined) persisted = JSON.parse(doc.snapshot);

@@ -17,7 +17,8 @@
  * refuse as field names.
  */
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { BulkUpdateError, DocumentTooLargeError, type Collection, type Doc, type Store } from '../store/types.js';
+import { BulkUpdateError, DocumentTooLargeError, type BulkUpdateOp, type Collection, type Doc, type Filter, type Store } from '../store/types.js';
+import { StaleEpochError, fenceFailures, fencedFilter, fencedOp, fencedUpdate, type Fence } from '../cluster/fence.js';
 import { errInfo, snapshotKey, type ActorHostLog, type Entry, type KindState } from './hosted.js';
 
 export interface SnapshotDoc extends Doc {
@@ -28,6 +29,20 @@ export interface SnapshotDoc extends Doc {
   status: string;
   stateValue: unknown;
   updatedAt: string;
+  /** Cluster mode: the actor's shard, and the fence of the owner that last wrote it (src/cluster/fence.ts). */
+  shard?: number;
+  fence?: Fence;
+}
+
+/**
+ * Cluster mode: snapshot writes carry the owner's fence, so a node that lost a shard without
+ * knowing cannot overwrite what the new owner wrote (src/cluster/fence.ts).
+ */
+export interface SnapshotFencing {
+  /** The fence to write the actor `<kind>:<id>` under; null when its shard is not this node's now. */
+  fenceFor(key: string): Fence | null;
+  /** A write under this node's epoch was refused: another node owns `shard` now. */
+  stale(shard: number): void;
 }
 
 /** The writer's counters (part of the host's stats). */
@@ -61,7 +76,7 @@ export interface SnapshotWriterOptions {
   afterStore(e: Entry, ok: boolean): void;
 }
 
-type WriteOp = { filter: { _id: string }; update: { $set: Omit<SnapshotDoc, '_id'> }; upsert: true };
+type WriteOp = BulkUpdateOp;
 
 const BATCH_MAX = 500;
 const RETRY_MIN_MS = 250;
@@ -77,6 +92,8 @@ export class SnapshotWriter {
   private readonly log: ActorHostLog;
   private readonly stats: SnapshotStats;
   private readonly afterStore: (e: Entry, ok: boolean) => void;
+  /** Cluster mode: every write and delete is fenced by the owner's epoch. */
+  fencing: SnapshotFencing | undefined;
   /** Entries waiting for a store operation (also those whose operation failed, until retried). */
   private readonly dirty = new Set<Entry>();
   /** Store operations in flight; each resolves to whether nothing of it is left to retry (never rejects). */
@@ -116,8 +133,27 @@ export class SnapshotWriter {
   }
 
   /** The stored active snapshots of a kind, each parsed as it is reached (an unreadable one is logged and skipped). */
-  async findActive(k: KindState): Promise<Iterable<{ doc: SnapshotDoc; persisted: unknown }>> {
-    return this.parseActive(k, await this.col.find({ kind: k.name }));
+  async findActive(k: KindState, shard?: number): Promise<Iterable<{ doc: SnapshotDoc; persisted: unknown }>> {
+    // Snapshots written before cluster mode carry no shard: the caller checks each id's shard.
+    const filter: Filter = shard === undefined ? { kind: k.name } : { kind: k.name, $or: [{ shard }, { shard: { $exists: false } }] };
+    return this.parseActive(k, await this.col.find(filter));
+  }
+
+  /**
+   * A new owner's first step for a shard: stamps the shard's stored snapshots with its fence, so
+   * from now on every write of an older owner is refused (one conditional updateMany).
+   */
+  async stamp(shard: number, fence: Fence): Promise<void> {
+    await this.col.updateMany(fencedFilter({ shard }, fence), fencedUpdate({}, fence));
+  }
+
+  /** Forgets what is pending for `e` without writing it (its shard is no longer this node's). */
+  discard(e: Entry): void {
+    if (this.dirty.delete(e) || e.dirty) {
+      e.dirty = false;
+      if (!e.busy) this.settle(e, false, new Error(`${snapshotKey(e.kind, e.id)}: its shard is no longer this node's; not written`));
+    }
+    if (!e.busy && e.retired && e.kind.draining.get(e.id) === e) e.kind.draining.delete(e.id);
   }
 
   private *parseActive(k: KindState, docs: SnapshotDoc[]): Generator<{ doc: SnapshotDoc; persisted: unknown }> {
@@ -275,13 +311,19 @@ export class SnapshotWriter {
         this.settle(e, false, err);
         continue;
       }
+      const key = snapshotKey(e.kind, e.id);
+      let op: WriteOp = { filter: { _id: key }, update: { $set: { kind: e.kind.name, actorId: e.id, snapshot: text, status, stateValue, updatedAt: now } }, upsert: true };
+      if (this.fencing) {
+        const fence = this.fencing.fenceFor(key);
+        if (!fence) {
+          this.unowned(e);
+          continue;
+        }
+        op = fencedOp({ ...op, update: { $set: { ...op.update.$set, shard: fence.shard } } }, fence);
+      }
       e.busy = true;
       writes.push(e);
-      ops.push({
-        filter: { _id: snapshotKey(e.kind, e.id) },
-        update: { $set: { kind: e.kind.name, actorId: e.id, snapshot: text, status, stateValue, updatedAt: now } },
-        upsert: true,
-      });
+      ops.push(op);
       if (writes.length >= BATCH_MAX) {
         this.track(this.writeBatch(writes, ops));
         writes = [];
@@ -290,6 +332,13 @@ export class SnapshotWriter {
     }
     if (writes.length > 0) this.track(this.writeBatch(writes, ops));
     if (deletes.length > 0) this.track(this.deleteBatch(deletes));
+  }
+
+  /** A write wanted for an actor whose shard is no longer this node's: the new owner's word stands. */
+  private unowned(e: Entry): void {
+    this.log.warn({ kind: e.kind.name, actorId: e.id }, "an actor's shard is no longer this node's; its snapshot is not written");
+    if (e.retired && e.kind.draining.get(e.id) === e) e.kind.draining.delete(e.id);
+    this.settle(e, false, new Error(`${snapshotKey(e.kind, e.id)}: its shard is no longer this node's; not written`));
   }
 
   private track(p: Promise<boolean>): void {
@@ -321,6 +370,20 @@ export class SnapshotWriter {
     } catch (err) {
       if (err instanceof BulkUpdateError) failed = new Map(err.failures.map((f) => [f.index, f.error]));
       else error = err ?? new Error('store write failed');
+      if (err instanceof BulkUpdateError && this.fencing) {
+        // Each op refused for a higher epoch fails alone: its shard is another node's now.
+        try {
+          const { stale } = await fenceFailures(this.col, ops, err);
+          const shards = new Set<number>();
+          for (const s of stale) {
+            failed!.set(s.index, s.error);
+            shards.add(s.error.fence.shard);
+          }
+          for (const shard of shards) this.fencing.stale(shard);
+        } catch (readErr) {
+          this.log.warn({ err: errInfo(readErr) }, 'reading the fences of refused snapshot writes failed; they are retried');
+        }
+      }
     }
     const written = error !== undefined ? 0 : entries.length - (failed?.size ?? 0);
     this.stats.writes += written;
@@ -330,7 +393,9 @@ export class SnapshotWriter {
       if (error !== undefined) this.log.error({ err: errInfo(error), actors: entries.length }, 'writing actor snapshots failed; will retry');
       for (const [i, err] of failed ?? []) {
         const e = entries[i]!;
-        if (err instanceof DocumentTooLargeError) {
+        if (err instanceof StaleEpochError) {
+          this.log.warn({ kind: e.kind.name, actorId: e.id, err: err.message }, 'a snapshot write was refused: another node owns the actor now');
+        } else if (err instanceof DocumentTooLargeError) {
           this.stats.tooLarge++;
           this.log.error(
             { kind: e.kind.name, actorId: e.id, bytes: err.bytes, err: errInfo(err) },
@@ -342,15 +407,22 @@ export class SnapshotWriter {
       }
     }
     this.completed(entries, (i) => error ?? failed?.get(i));
-    // Whether nothing is left to retry (a snapshot too large is not retried).
-    return error === undefined && [...(failed?.values() ?? [])].every((err) => err instanceof DocumentTooLargeError);
+    // Whether nothing is left to retry (a snapshot too large, or refused as stale, is not retried).
+    return error === undefined && [...(failed?.values() ?? [])].every((err) => err instanceof DocumentTooLargeError || err instanceof StaleEpochError);
   }
 
   private async deleteBatch(entries: Entry[]): Promise<boolean> {
     let error: unknown;
     try {
       const ids = entries.map((e) => snapshotKey(e.kind, e.id));
-      await (ids.length === 1 ? this.col.deleteOne({ _id: ids[0] }) : this.col.deleteMany({ _id: { $in: ids } }));
+      if (this.fencing) {
+        // Fenced: a stale owner's delete matches nothing (the new owner's snapshot stays).
+        const fencing = this.fencing;
+        const filters = ids.map((id) => fencing.fenceFor(id)).map((fence, i) => (fence ? fencedFilter({ _id: ids[i] }, fence) : null)).filter((f): f is Filter => f !== null);
+        if (filters.length > 0) await (filters.length === 1 ? this.col.deleteOne(filters[0]!) : this.col.deleteMany({ $or: filters }));
+      } else {
+        await (ids.length === 1 ? this.col.deleteOne({ _id: ids[0] }) : this.col.deleteMany({ _id: { $in: ids } }));
+      }
       this.stats.deletes += entries.length;
     } catch (err) {
       error = err ?? new Error('store delete failed');
@@ -369,7 +441,12 @@ export class SnapshotWriter {
       const e = entries[i]!;
       const error = errorAt(i);
       e.busy = false;
-      if (error instanceof DocumentTooLargeError && !e.dirty) {
+      if (error instanceof StaleEpochError) {
+        // Never retried: the actor is another node's; this node drops it (the shard is relinquished).
+        e.dirty = false;
+        if (e.retired && e.kind.draining.get(e.id) === e) e.kind.draining.delete(e.id);
+        this.settle(e, false, error);
+      } else if (error instanceof DocumentTooLargeError && !e.dirty) {
         // Writing it again cannot help: given up until the actor changes (markDirty), or dropped if it is gone.
         const k = e.kind;
         if (e.retired && k.draining.get(e.id) === e) k.draining.delete(e.id);

@@ -65,6 +65,19 @@ import { Feed, FeedTopics } from '../ws/feed.js';
 import { SocketRegistry } from '../ws/sockets.js';
 import { routeTable } from './routes.js';
 import type { Steward } from './handle.js';
+import type { ActorPlacement, AgentLink, AgentPresence, PeerNodes } from '../services/ports.js';
+import { LocalPlacement } from '../cluster/placement.js';
+import { serveActorCommands } from '../services/actor-commands.js';
+import { ActorDirectory } from '../services/actor-directory.js';
+import type { Bus } from '../cluster/bus.js';
+import { LocalBus } from '../cluster/bus-local.js';
+import { connectNatsBus } from '../cluster/bus-nats.js';
+import { MeteredBus } from '../cluster/bus-metered.js';
+import { ClusterNode } from '../cluster/node.js';
+import { FiringClaims, NamedLease } from '../cluster/claims.js';
+import { NoPeers } from '../cluster/peers.js';
+import { ClusterAgentLink } from '../ws/agent/cluster-link.js';
+import { FeedRelay } from '../ws/feed-relay.js';
 
 export interface BuildInput {
   config: Config;
@@ -104,6 +117,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const closeHooks: Array<() => Promise<void> | void> = [];
   /** Runs `fn` at close, before the actor host and the store stop; hooks run in reverse order of registration. */
   const onClose = (fn: () => Promise<void> | void) => void closeHooks.push(fn);
+  /** Cluster mode: what stops after the actor host (shards released, membership, bus), in order. */
+  const afterActors: Array<() => Promise<void> | void> = [];
   let listenSocket: us_listen_socket | undefined;
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -118,6 +133,13 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         }
       }
       await actors.stop();
+      for (const fn of afterActors) {
+        try {
+          await fn();
+        } catch (err) {
+          log.error({ err }, 'close hook failed');
+        }
+      }
       await store.close();
       // Let the close frames go out, then drop every remaining connection (idle keep-alives).
       await new Promise((r) => setTimeout(r, 20));
@@ -144,7 +166,56 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   log.info({ serverDid: identity.did }, 'server identity loaded');
   const sessions = new Sessions(c, config.sessionTtlMs);
   const audit = new AuditLog(c, log, feedTopics);
-  const core: ServiceCore = { config, log, c, actors, secrets, identity, sessions, audit };
+  // -- The bus: NATS in cluster mode (the node's lease taken before anything is served), else in-process
+  let cluster: ClusterNode | undefined;
+  let bus: Bus;
+  if (config.cluster) {
+    const cc = config.cluster;
+    bus = new MeteredBus(await connectNatsBus({ servers: cc.natsServers, log, name: `steward-${cc.nodeId}` }), metrics.busMeter);
+    cluster = new ClusterNode({
+      bus,
+      c,
+      storeKind: store.kind,
+      nodeId: cc.nodeId,
+      clusterName: cc.name,
+      shardCount: cc.shards,
+      leaseMs: cc.leaseMs,
+      marginMs: cc.leaseMarginMs,
+      requestTimeoutMs: cc.requestTimeoutMs,
+      log,
+      meta: { version },
+    });
+    const node = cluster;
+    afterActors.push(() => node.stopShards(), () => node.stop());
+    await node.start();
+    node.membership.onEvicted(() => {
+      log.error({ nodeId: cc.nodeId }, 'another process took this node id over; this node stops');
+      close().catch((err: unknown) => log.error({ err }, 'stopping an evicted node failed'));
+    });
+    log.info({ nodeId: cc.nodeId, nodeKey: node.nodeKey, cluster: cc.name }, 'joined the cluster');
+    metrics.setClusterSource(() => {
+      const st = node.status();
+      return { ownedShards: st.ownedShards, nodes: st.nodes, busConnected: st.bus === 'connected' };
+    });
+  } else {
+    bus = new LocalBus({ log });
+    afterActors.push(() => bus.close());
+  }
+  const peers: PeerNodes = cluster?.peers ?? new NoPeers();
+  // Cluster mode: an actor lives on the owner of its shard; the host spawns, writes and drops only those.
+  const placement: ActorPlacement = cluster?.placement ?? new LocalPlacement();
+  if (cluster) {
+    actors.useOwnership(cluster.placement);
+    cluster.placement.attachHost(actors);
+  }
+  const core: ServiceCore = { config, log, c, actors, placement, secrets, identity, sessions, audit };
+  serveActorCommands(core);
+  const actorDirectory = new ActorDirectory(core, peers);
+  // Cluster mode: feed frames also reach the nodes whose browsers follow their topic.
+  const relay = cluster
+    ? new FeedRelay({ bus, subjects: cluster.subjects, nodeKey: cluster.nodeKey, log, leaseMs: cluster.leaseMs, deliver: (topic, text) => feedTopics.deliver(topic, text) })
+    : undefined;
+  if (relay) feedTopics.useRelay(relay);
 
   // -- People ---------------------------------------------------------------------------------------
   const userService = new UserService(core);
@@ -158,30 +229,60 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
 
   // -- The fleet: the connection map (the agent ports) first, the gateway that drives it last -------
   const connections = new AgentConnections(log);
-  const agentActors = new AgentActors(actors, log);
+  // In a cluster the agent ports route to the node that holds each socket; in one process they are the connection map.
+  const link = cluster
+    ? new ClusterAgentLink({
+        local: connections,
+        bus,
+        subjects: cluster.subjects,
+        nodeKey: cluster.nodeKey,
+        presence: c.agentPresence,
+        liveKeys: () => cluster!.liveKeys(),
+        log,
+        decided: (did, decision) => handshake.decided(did, decision),
+      })
+    : undefined;
+  const agents: AgentLink = link ?? connections;
+  const presence: AgentPresence = link ?? connections;
+  const agentActors = new AgentActors(actors, log, placement);
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
-  const policies = new PolicyService(core, offers);
-  const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace, feed: feedTopics });
+  const policies = new PolicyService(core, offers, peers);
+  const fleet = new FleetService(core, { policies, agentActors, agents, presence, defaultWorkspace, feed: feedTopics });
   const summary = new FleetSummary(core, policies);
-  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds), (did) => summary.workspacesOf(did));
-  const intents = new IntentService(core, connections);
-  const views = new AgentViews(core, { fleet, policies, tokens, presence: connections });
+  // In a cluster one node at a time rolls the token ledger up, under a lease.
+  const rollupLease = cluster
+    ? new NamedLease({ claims: c.clusterClaims, name: 'token-rollup', owner: cluster.nodeKey, leaseMs: cluster.leaseMs, marginMs: cluster.marginMs, log })
+    : undefined;
+  const tokens = new TokenUsage(
+    core,
+    (seconds) => metrics.observeHeartbeatAck(seconds),
+    (did) => summary.workspacesOf(did),
+    rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs } : undefined,
+  );
+  const intents = new IntentService(core, agents);
+  const views = new AgentViews(core, { fleet, policies, tokens, presence });
   const tokenSeries = new TokenSeries(core, { tokens, policies, views });
   const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
   const gateway = new AgentGateway({ app, sockets, config, log, clientAddresses, connections, handshake, heartbeats: tokens, fleet, agentActors });
 
   // -- Skills, models, channels, workflows, and the people's live feed -------------------------------
   const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
-  const skills = new SkillService(core, { agents: connections, library });
+  const skills = new SkillService(core, { agents, library });
   const proxy =
     config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }, log) : null;
-  const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
+  const llmConfig = new AgentLlmConfig(core, { agents, proxy });
   const models = new ModelCatalogue(core, { proxy, llmConfig });
-  const channels = new ChannelService(core, { agents: connections, feed: feedTopics });
-  const bridges = new BridgeService(core, { channels, version });
-  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels), feed: feedTopics });
+  const channels = new ChannelService(core, { agents, feed: feedTopics, peers });
+  const bridges = new BridgeService(core, { channels, version, ...(cluster ? { claims: { owner: cluster.nodeKey, claimMs: cluster.leaseMs } } : {}) });
+  const runs = new WorkflowRuns(core, { intents, agents, channelPoster: channelPosterFrom(channels), feed: feedTopics });
   const workflows = new WorkflowService(core, runs);
-  const schedules = new ScheduleService(core, { workflows, runs });
+  const schedules = new ScheduleService(core, {
+    workflows,
+    runs,
+    peers,
+    // In a cluster every node arms every schedule; the node whose claim of a firing succeeds runs it.
+    ...(cluster ? { firings: new FiringClaims({ claims: c.clusterClaims, owner: cluster.nodeKey }) } : {}),
+  });
   const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic, rights: new FeedRights(c) });
   const presenceFeed = new PresenceFeed(c, feedTopics, log);
 
@@ -236,8 +337,24 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     if (user?.did) await feed.recheckPerson(user.did);
   });
 
+  // -- Cluster mode: where agents are, decisions to sockets on other nodes, catching up after an outage
+  if (cluster && link && relay) {
+    const node = cluster;
+    fleet.onDecision((did, decision) => link.relayDecision(did, decision));
+    node.onLiveChange((_live, left) => {
+      link.nodesLeft(left, Date.now(), node.marginMs).catch((err: unknown) => log.warn({ err }, 'removing the agents of departed nodes failed'));
+    });
+    // Messages sent while the bus was down are lost: re-read where agents are, and have browsers
+    // re-read what their feed shows.
+    peers.onResync(() => link.sync());
+    peers.onResync(() => sockets.endKind('feed', 1012, 'the server reconnected to its cluster; reconnect'));
+    await link.start();
+    onClose(() => link.stop()); // after the sockets closed: their offline news goes out
+  }
+
   // -- Start, in order; close stops in reverse order ------------------------------------------------
   await policies.load();
+  onClose(() => policies.stop());
   await fleet.start();
   onClose(() => fleet.stop()); // lastSeen and certificates written, actor events delivered
   await summary.start();
@@ -247,6 +364,10 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   onClose(() => tokens.stop()); // the token ledger drained and rolled up
   feed.attach();
   onClose(() => feed.stop());
+  if (relay) {
+    relay.start();
+    onClose(() => relay.stop());
+  }
   onClose(() => schedules.stop());
   await bridges.start();
   onClose(() => bridges.stop());
@@ -270,7 +391,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     ...routeTable({
       config,
       store,
-      inspector: new ActorInspector(actors),
+      inspector: new ActorInspector(actors, actorDirectory),
+      cluster: cluster ? () => cluster!.status() : undefined,
       audit,
       identity,
       metrics,
@@ -307,6 +429,13 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await runs.start();
   onClose(() => runs.stop());
   await schedules.start();
+  // Cluster mode: this node's share of the shards, each one's actors restored as it is taken.
+  if (cluster) {
+    const node = cluster;
+    await node.startShards();
+    // First at close: commands for this node's actors wait for the shards' next owners rather than reach stopping services.
+    onClose(() => node.placement.stopServing());
+  }
 
   attachHttp(app, router, {
     bodyLimitBytes: config.bodyLimitBytes,
@@ -343,7 +472,10 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         userService,
         workspaceService,
         claims,
+        placement,
         agentPush: connections,
+        agents,
+        cluster,
         agentIntents: intents,
         skills,
         workflows: runs,

@@ -26,6 +26,8 @@ import type { SkillService } from '../services/skills.js';
 import type { WorkflowRuns } from '../services/workflow-runs.js';
 import type { ScheduleService } from '../services/schedules.js';
 import type { AgentConnections } from '../ws/agent/connections.js';
+import type { ActorPlacement, AgentLink } from '../services/ports.js';
+import type { ClusterNode } from '../cluster/node.js';
 import type { Feed } from '../ws/feed.js';
 import type { SocketRegistry } from '../ws/sockets.js';
 
@@ -49,6 +51,8 @@ export interface StewardHandle {
   store: Store;
   c: Collections;
   actors: ActorHost;
+  /** Where each actor lives (in a cluster, on the owner of its shard) and how a command reaches it. */
+  placement: ActorPlacement;
   metrics: Metrics;
   router: Router;
   secrets: SecretBox;
@@ -62,8 +66,12 @@ export interface StewardHandle {
   userService: UserService;
   workspaceService: WorkspaceService;
   claims: ClaimService;
-  /** Reaches connected agents (the AgentLink port). */
+  /** Reaches the agents connected to this process (its connection map). */
   agentPush: AgentConnections;
+  /** Reaches connected agents wherever they are (the AgentLink port: in a cluster, across nodes). */
+  agents: AgentLink;
+  /** Cluster mode: this node (its bus, membership, shards); undefined in one process. */
+  cluster?: ClusterNode;
   /** Sends intents with every check of POST /api/agents/{did}/intents. */
   agentIntents: IntentService;
   skills: SkillService;

@@ -81,7 +81,7 @@ export interface RouteServices extends SystemDeps {
 
 export function routeTable(s: RouteServices): RouteDef[] {
   return [
-    ...systemRoutes({ config: s.config, version: s.version, store: s.store, metrics: s.metrics, routes: s.routes }),
+    ...systemRoutes({ config: s.config, version: s.version, store: s.store, metrics: s.metrics, routes: s.routes, cluster: s.cluster }),
     ...authRoutes({ login: s.login, config: s.config }),
     ...deviceRoutes({ devices: s.devices, config: s.config }),
     ...meSessionRoutes({ personSessions: s.personSessions }),

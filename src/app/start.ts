@@ -16,6 +16,8 @@ import { openStore } from '../store/index.js';
 import { StoreUnavailableError, type Store } from '../store/types.js';
 import { embeddedStoreHoldsData } from '../store/data-dir.js';
 import { build } from './build.js';
+import { BusUnavailableError } from '../cluster/bus.js';
+import { NodeIdInUseError } from '../cluster/membership.js';
 import type { Steward } from './handle.js';
 
 /** A start refused for a reason the operator can fix (the message says how). */
@@ -27,6 +29,12 @@ export class StartupError extends Error {
 export interface StartOptions {
   /** A wrapper put around the raw store (fault injection), before metrics wrap it. */
   wrapStore?: (store: Store) => Store;
+  /**
+   * A store opened by the caller and shared by several servers in one process (the cluster
+   * tests' nodes): used instead of opening one, and left open at close. It is the only way to
+   * run cluster mode on the embedded store.
+   */
+  sharedStore?: Store;
   /** The built dashboard to serve at `/` (default dist/web of this package). */
   uiDir?: string;
 }
@@ -60,15 +68,18 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   startCryptoWorker();
 
   const embedded = !config.mongodbUri;
+  if (config.cluster && embedded && !options.sharedStore) throw new StartupError('cluster mode (NATS_URL) needs MONGODB_URI: the embedded store belongs to one process');
   // A port in use is refused before anything touches the disk (a failed start changes nothing).
   if (config.port !== 0) await ensurePortFree(uws, config.host, config.port);
   const metrics = createMetrics();
   // Embedded: the store creates DATA_DIR (0700) and locks it against a second process.
-  const rawStore = await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes }).catch(
-    (err: unknown) => {
-      throw err instanceof StoreUnavailableError && embedded ? new StartupError(err.message) : err;
-    },
-  );
+  const rawStore = options.sharedStore
+    ? leftOpen(options.sharedStore)
+    : await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes }).catch(
+        (err: unknown) => {
+          throw err instanceof StoreUnavailableError && embedded ? new StartupError(err.message) : err;
+        },
+      );
   let started = false;
   let closeStarted: (() => Promise<void>) | undefined;
   try {
@@ -96,11 +107,18 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
     return built.steward;
   } catch (err) {
     if (err instanceof SecretKeyError) throw new StartupError(err.message);
+    if (err instanceof NodeIdInUseError) throw new StartupError(err.message);
+    if (err instanceof BusUnavailableError) throw new StartupError(`${err.message}; check NATS_URL, or start NATS first`);
     throw err;
   } finally {
     // Whatever was started goes again, and the store's lock with it.
     if (!started) await (closeStarted ? closeStarted() : rawStore.close()).catch((err: unknown) => log.error({ err }, 'closing after a failed start failed'));
   }
+}
+
+/** A store whose close() leaves it open (its opener closes it). */
+function leftOpen(store: Store): Store {
+  return { get kind() { return store.kind; }, collection: (name) => store.collection(name), ping: () => store.ping(), close: async () => undefined };
 }
 
 /** Refuses a port another process listens on (exclusive listen, then let go at once). */

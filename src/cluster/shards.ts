@@ -156,6 +156,15 @@ export class ShardManager {
     return this.fence(this.shardOf(id));
   }
 
+  /**
+   * Stops acting as owner of `shard` at once, when a write under its epoch was refused (another
+   * node holds it under a higher one): `lost(…, 'taken')`. The next renewal finds the same.
+   */
+  relinquish(shard: number): void {
+    const epoch = this.owned.get(shard);
+    if (epoch !== undefined) this.drop(shard, epoch, 'taken');
+  }
+
   /** Owned shards and their epochs (while the ownership is valid). */
   ownedShards(): Map<number, number> {
     return this.clock.now() < this.validUntil ? new Map(this.owned) : new Map();

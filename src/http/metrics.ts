@@ -18,6 +18,13 @@ export interface Metrics {
   /** Sources read at scrape time. */
   setSocketSource(fn: () => Record<string, number>): void;
   setActorSource(fn: () => Record<string, number>): void;
+  /** Cluster mode: messages on the bus and its requests' latency (src/cluster/bus-metered.ts). */
+  busMeter: {
+    message(direction: 'sent' | 'dropped' | 'received'): void;
+    request(seconds: number, outcome: string): void;
+  };
+  /** Cluster mode: this node's view of the cluster, read at scrape time. */
+  setClusterSource(fn: () => { ownedShards: number; nodes: number; busConnected: boolean }): void;
 }
 
 /**
@@ -181,6 +188,50 @@ export function createMetrics(): Metrics {
     },
   });
 
+  let cluster: (() => { ownedShards: number; nodes: number; busConnected: boolean }) | undefined;
+  const busMessages = new client.Counter({
+    name: 'steward_bus_messages_total',
+    help: 'Cluster bus messages by direction (sent, dropped while disconnected, received)',
+    labelNames: ['direction'] as const,
+    registers: [registry],
+  });
+  const busRequests = new client.Histogram({
+    name: 'steward_bus_request_duration_seconds',
+    help: 'Cluster bus requests (commands to other nodes, gathers, intents) by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+    registers: [registry],
+  });
+  new client.Gauge({
+    name: 'steward_cluster_owned_shards',
+    help: 'Shards this node owns (cluster mode)',
+    registers: [registry],
+    collect() {
+      const c = cluster?.();
+      if (c) this.set(c.ownedShards);
+    },
+  });
+  new client.Gauge({
+    name: 'steward_cluster_nodes',
+    help: 'Live nodes of the cluster as this node last read them (cluster mode)',
+    registers: [registry],
+    collect() {
+      const c = cluster?.();
+      if (c) this.set(c.nodes);
+    },
+  });
+  new client.Gauge({
+    name: 'steward_bus_connected',
+    help: '1 while the cluster bus is connected (cluster mode)',
+    registers: [registry],
+    collect() {
+      const c = cluster?.();
+      if (c) this.set(c.busConnected ? 1 : 0);
+    },
+  });
+  const busDirection = children((v) => busMessages.labels(...v));
+  const busOutcome = children((v) => busRequests.labels(...v));
+
   const httpChild = children((v) => ({ requests: httpRequests.labels(...v), duration: httpDuration.labels(...v) }));
 
   return {
@@ -201,5 +252,10 @@ export function createMetrics(): Metrics {
     observeHeartbeatAck: (seconds) => ackSeries.observe(seconds),
     setSocketSource: (fn) => (sockets = fn),
     setActorSource: (fn) => (actors = fn),
+    busMeter: {
+      message: (direction) => busDirection([direction]).inc(),
+      request: (seconds, outcome) => busOutcome([outcome]).observe(seconds),
+    },
+    setClusterSource: (fn) => (cluster = fn),
   };
 }

@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import type { AgentDoc } from '../store/collections.js';
 import { AGENT_ACTOR_KIND, type AgentActorEvent } from '../actors/agent.js';
 import { yieldToLoop } from '../domain/time-slice.js';
+import type { ActorPlacement } from './ports.js';
 
 /** Actor events delivered per turn of the event loop (dropped ones are not counted). */
 const TELL_CHUNK = 128;
@@ -39,7 +40,40 @@ export class AgentActors {
   constructor(
     private readonly actors: ActorHost,
     private readonly log: Logger,
-  ) {}
+    /**
+     * Cluster mode: an agent's actor lives on the owner of its shard, which may not be the node
+     * holding its socket; events for it go there (`agent.tell`, docs/cluster.md "Placement").
+     */
+    private readonly placement?: ActorPlacement,
+  ) {
+    placement?.handle('agent.tell', (data) => {
+      const { did, event, status } = data as { did: string; event: AgentActorEvent; status: AgentDoc['status'] };
+      this.tell(did, event, status);
+      return null;
+    });
+    placement?.handle('agent.ensure', async (data) => {
+      const { did, status } = data as { did: string; status: AgentDoc['status'] };
+      await this.actorOf(did, status);
+      return null;
+    });
+  }
+
+  /** Whether the agent's actor lives on this node (always, in one process). */
+  isHere(did: string): boolean {
+    return !this.placement?.clustered || this.placement.isLocal(`${AGENT_ACTOR_KIND}:${did}`);
+  }
+
+  /** Makes sure the agent's actor exists (made with `status` when it is new), wherever it lives. */
+  async ensure(did: string, status: AgentDoc['status']): Promise<void> {
+    if (this.isHere(did)) {
+      await this.actorOf(did, status);
+      return;
+    }
+    // Elsewhere: not needed for what follows (a decision makes the actor where it lives when it is missing).
+    await this.placement!.run(`${AGENT_ACTOR_KIND}:${did}`, 'agent.ensure', { did, status }).catch((err: unknown) =>
+      this.log.warn({ err, did }, "an agent's actor could not be made on the node that holds its shard; it is made at its first decision"),
+    );
+  }
 
   /** Where the actor of `did` starts when it is made now (the kind's `input` reads it). */
   startStatus(did: string): AgentDoc['status'] {
@@ -136,7 +170,14 @@ export class AgentActors {
       // load. The events of one agent keep their order either way: a load completes, and its
       // events are handed over, before the next turn's delivery can find the actor in memory.
       const live = this.actors.getLive(AGENT_ACTOR_KIND, item.did);
-      if (live) {
+      if (!live && !this.isHere(item.did)) {
+        // Cluster mode: the actor lives on its shard's owner. One request per event, in order
+        // of sending; a lost one leaves the actor's connection state stale until the agent's next
+        // event (the socket itself is unaffected: docs/cluster.md).
+        this.placement!.run(`${AGENT_ACTOR_KIND}:${item.did}`, 'agent.tell', { did: item.did, event: item.event, status: item.status }).catch((err: unknown) =>
+          this.log.warn({ err, did: item.did, event: item.event.type }, "an agent actor's event could not reach the node that holds it"),
+        );
+      } else if (live) {
         try {
           live.send(item.event as never);
         } catch (err) {

@@ -18,6 +18,10 @@
  *   before its first attempt, its attempt count and next attempt time after each failure, and it
  *   is deleted once it succeeds or fails for good: the next start resumes whatever a stop or a
  *   crash left (at least once: an attempt cut short may be made again, with the same delivery id).
+ *   In a cluster each record is claimed by the node working on it (recorded claimed by the node
+ *   that posted the message; renewed every third of CLUSTER_LEASE_MS); a node that stops gives its
+ *   claims back, and the claims of a node that died run out after a lease, when another node
+ *   takes them over and resumes them.
  */
 import { newId } from '../domain/ids.js';
 import { z } from 'zod';
@@ -25,6 +29,7 @@ import { timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import { OutageLog } from '../integrations/outage-log.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
+import { WorkQueue } from '../cluster/claims.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../domain/errors.js';
 import { parseJsonBody } from '../domain/json-depth.js';
@@ -114,6 +119,8 @@ export const TEAMS_WARNING =
 
 interface Delivery {
   id: string;
+  /** Cluster mode: the claim this node holds on the delivery's record. */
+  claimToken?: string;
   bridgeId: string;
   service: ExternalService;
   /** The webhook body, fixed at the first attempt so every retry carries the same bytes and signature. */
@@ -152,14 +159,18 @@ export class BridgeService {
   private readonly channels: ChannelService;
   /** Steward's version, for the User-Agent of outgoing deliveries. */
   private readonly version: string;
+  /** Cluster mode: outgoing deliveries are claimed, so each is worked on by one node. */
+  private readonly claims: { queue: WorkQueue<BridgeOutboxDoc>; owner: string; claimMs: number } | undefined;
+  private claimTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { channels: ChannelService; version: string },
+    deps: { channels: ChannelService; version: string; claims?: { owner: string; claimMs: number } },
   ) {
     this.c = ctx.c;
     this.channels = deps.channels;
     this.version = deps.version;
+    if (deps.claims) this.claims = { ...deps.claims, queue: new WorkQueue({ items: ctx.c.bridgeOutbox, owner: deps.claims.owner, claimMs: deps.claims.claimMs }) };
     this.channels.onMessageCreated((e) => this.onMessage(e));
   }
 
@@ -180,15 +191,50 @@ export class BridgeService {
       // No window: records a run with one left behind are of no use any more.
       await this.sweep(true);
     }
+    if (this.claims) {
+      await this.claimLeft();
+      // Keeps this node's claims and takes over those of nodes that stopped keeping theirs.
+      const every = Math.max(100, Math.floor(this.claims.claimMs / 3));
+      this.claimTimer = setInterval(() => this.keepClaims().catch((err: unknown) => this.ctx.log.warn({ err }, 'keeping the claims of outgoing bridge deliveries failed')), every);
+      this.claimTimer.unref();
+      return;
+    }
     const left = await this.c.bridgeOutbox.find({}, { sort: { createdAt: 1, _id: 1 } });
     if (left.length > 0) this.ctx.log.info({ deliveries: left.length }, 'resuming outgoing bridge deliveries');
     for (const doc of left) this.enqueue(deliveryOf(doc));
   }
 
+  /**
+   * Cluster mode: claims the deliveries nobody works on (left by a stopped node, or by one whose
+   * claim ran out: it died, or lost the store) and resumes them here. At least once: a node too
+   * slow to keep its claim may see a delivery made again, with the same id and body.
+   */
+  private async claimLeft(): Promise<void> {
+    const claims = this.claims!;
+    let resumed = 0;
+    for (;;) {
+      if (this.stopped) return;
+      const got = await claims.queue.claim({}, { createdAt: 1, _id: 1 });
+      if (!got) break;
+      resumed++;
+      this.enqueue({ ...deliveryOf(got.item), claimToken: got.claim.token });
+    }
+    if (resumed > 0) this.ctx.log.info({ deliveries: resumed }, 'resuming outgoing bridge deliveries');
+  }
+
+  /** Pushes this node's claims on (one update for all), then takes over what others left. */
+  private async keepClaims(): Promise<void> {
+    const claims = this.claims!;
+    if (this.stopped) return;
+    await this.c.bridgeOutbox.updateMany({ claimedBy: claims.owner }, { $set: { claimedUntil: new Date(Date.now() + claims.claimMs).toISOString() } });
+    await this.claimLeft();
+  }
+
   /** Stops retries and aborts deliveries in flight; what is unfinished stays in `bridge_outbox` for the next start. */
-  stop(): void {
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.sweeper) clearInterval(this.sweeper);
+    if (this.claimTimer) clearInterval(this.claimTimer);
     for (const w of this.waits) {
       clearTimeout(w.timer);
       w.resolve();
@@ -199,6 +245,12 @@ export class BridgeService {
     for (const box of this.outboxes.values()) waiting += box.waiting.length + box.inflight;
     if (waiting > 0) this.ctx.log.info({ deliveries: waiting }, 'outgoing bridge deliveries unfinished at shutdown: the next start resumes them');
     this.outboxes.clear();
+    if (this.claims) {
+      // Given back, so another node resumes them at once.
+      await this.c.bridgeOutbox
+        .updateMany({ claimedBy: this.claims.owner }, { $set: { claimedBy: null, claimedUntil: null, claimToken: null } })
+        .catch((err: unknown) => this.ctx.log.warn({ err }, 'giving back outgoing bridge deliveries failed; their claims run out instead'));
+    }
   }
 
   private async sweep(all = false): Promise<void> {
@@ -460,10 +512,13 @@ export class BridgeService {
     const deliveries = bridges.map((bridge): Delivery => {
       const id = newId();
       const body = JSON.stringify(webhookPayload(id, bridge, e.channel, e, authorName));
-      return { id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0, createdAt, notBefore: 0 };
+      // Cluster mode: recorded as claimed by this node, which works on it at once.
+      const claimToken = this.claims ? newId() : undefined;
+      return { id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0, createdAt, notBefore: 0, ...(claimToken ? { claimToken } : {}) };
     });
     try {
-      await this.c.bridgeOutbox.insertMany(deliveries.map(outboxDoc));
+      const claimedUntil = this.claims ? new Date(Date.now() + this.claims.claimMs).toISOString() : null;
+      await this.c.bridgeOutbox.insertMany(deliveries.map((d) => (this.claims ? { ...outboxDoc(d), claimedBy: this.claims.owner, claimedUntil, claimToken: d.claimToken! } : outboxDoc(d))));
     } catch (err) {
       // Still attempted; only a restart before they finish would lose them.
       this.ctx.log.error({ err, channelId: e.channel._id }, 'recording outgoing bridge deliveries failed');
@@ -540,10 +595,20 @@ export class BridgeService {
       const waitMs = config.bridgeRetryBaseMs * 2 ** (d.attempt - 1);
       d.notBefore = Date.now() + waitMs;
       this.ctx.log.debug({ ...info, retryInMs: waitMs }, 'outgoing bridge delivery failed; will retry');
-      await this.c.bridgeOutbox
-        .updateOne({ _id: d.id }, { $set: { attempt: d.attempt, nextAttemptAt: new Date(d.notBefore).toISOString() } })
-        .catch((err: unknown) => this.ctx.log.error({ err, deliveryId: d.id }, 'recording an outgoing bridge delivery attempt failed'));
+      const recorded = await this.c.bridgeOutbox
+        .updateOne(this.recordOf(d), { $set: { attempt: d.attempt, nextAttemptAt: new Date(d.notBefore).toISOString() } })
+        .catch((err: unknown) => {
+          this.ctx.log.error({ err, deliveryId: d.id }, 'recording an outgoing bridge delivery attempt failed');
+          return null;
+        });
+      // Cluster mode: another node took it over (this one was too slow to keep its claim).
+      if (recorded?.matched === 0 && d.claimToken) return;
     }
+  }
+
+  /** The filter of a delivery's record: in a cluster, while this node's claim on it holds. */
+  private recordOf(d: Delivery): { _id: string; claimToken?: string } {
+    return d.claimToken ? { _id: d.id, claimToken: d.claimToken } : { _id: d.id };
   }
 
   /** Tells the bridge's outage log how a delivery went (an answer that is not a failure of the endpoint counts as working). */
@@ -575,7 +640,7 @@ export class BridgeService {
   /** Deletes the record of a delivery that is over (sent, failed for good, dropped, or its bridge gone). */
   private async finished(d: Delivery): Promise<void> {
     try {
-      await this.c.bridgeOutbox.deleteOne({ _id: d.id });
+      await this.c.bridgeOutbox.deleteOne(this.recordOf(d));
     } catch (err) {
       this.ctx.log.error({ err, deliveryId: d.id }, 'deleting a finished outgoing bridge delivery failed');
     }

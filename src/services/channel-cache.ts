@@ -13,7 +13,9 @@ const AGENT_NAME_TTL_MS = 60_000;
  * Read-through caches of channels, member lists and agent names. They stay true because every
  * write of a channel or its members goes through the channel service (channel documents through the
  * channel actor): each write updates or drops the entry, and bumps a generation so that a load
- * that started before the write does not store what it read.
+ * that started before the write does not store what it read. In a cluster, other nodes write too:
+ * each change is also reported to `changed` (which tells the other nodes), and what they report is
+ * dropped here with `forget`.
  */
 export class ChannelCache {
   private readonly channels = new Map<string, ChannelDoc>();
@@ -22,7 +24,29 @@ export class ChannelCache {
   private channelGen = 0;
   private memberGen = 0;
 
-  constructor(private readonly c: Collections) {}
+  constructor(
+    private readonly c: Collections,
+    /** Called after each change made here: `channel` (the channel and its members) or `members`. */
+    private readonly changed?: (what: 'channel' | 'members', channelId: string) => void,
+  ) {}
+
+  /** Drops what another node changed. */
+  forget(what: 'channel' | 'members', channelId: string): void {
+    if (what === 'channel') {
+      this.channelGen++;
+      this.channels.delete(channelId);
+    }
+    this.memberGen++;
+    this.members.delete(channelId);
+  }
+
+  /** Drops everything (after the bus was down: changes reported meanwhile were lost). */
+  clear(): void {
+    this.channelGen++;
+    this.memberGen++;
+    this.channels.clear();
+    this.members.clear();
+  }
 
   async channel(id: string): Promise<ChannelDoc | null> {
     const hit = this.channels.get(id);
@@ -36,12 +60,15 @@ export class ChannelCache {
   setChannel(doc: ChannelDoc): void {
     this.channelGen++;
     put(this.channels, doc._id, doc);
+    this.changed?.('channel', doc._id);
   }
 
   dropChannel(id: string): void {
     this.channelGen++;
     this.channels.delete(id);
-    this.dropMembers(id);
+    this.memberGen++;
+    this.members.delete(id);
+    this.changed?.('channel', id);
   }
 
   /** The channel's members by DID. */
@@ -62,6 +89,7 @@ export class ChannelCache {
   dropMembers(channelId: string): void {
     this.memberGen++;
     this.members.delete(channelId);
+    this.changed?.('members', channelId);
   }
 
   /** Agent members with their names. */

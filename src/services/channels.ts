@@ -29,7 +29,8 @@ import { channelRole, jsonObject, timestamp } from '../domain/views.js';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { ServiceCore } from './core.js';
-import type { AgentLink, FeedPublisher } from './ports.js';
+import type { AgentLink, FeedPublisher, PeerNodes } from './ports.js';
+import { removeActor } from './actor-commands.js';
 import type { Principal } from '../domain/principal.js';
 import { CHANNEL_ACTOR_KIND, channelMachine, type ChannelActorEvent, type ChannelCommand, type LoadedChannel } from '../actors/channel.js';
 import type { ChannelDoc, ChannelMemberDoc, ChannelMessageDoc, Collections, UserDoc, WorkspaceDoc } from '../store/collections.js';
@@ -42,6 +43,9 @@ import { ChannelCache, put } from './channel-cache.js';
 import { channelSlug } from '../domain/slugs.js';
 import { checkMetadata } from '../domain/messages.js';
 import { ChannelCounters } from './channel-counters.js';
+
+/** A channel actor's command as it travels (its reply is made where the actor lives). */
+type ChannelCommandEvent = ChannelActorEvent extends infer E ? (E extends { reply: unknown } ? Omit<E, 'reply'> : never) : never;
 
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
@@ -259,6 +263,9 @@ interface Writer {
 
 type AfterWrite = () => void;
 
+/** In a cluster, how often the channel caches are cleared (to drop an entry whose change message was lost). */
+const CLUSTER_CACHE_CLEAR_MS = 60_000;
+
 /** Reads of a failed batch's ids before giving up on knowing which messages were stored, and the pause after the first (growing). */
 const READ_BACK_ATTEMPTS = 3;
 const READ_BACK_PAUSE_MS = 100;
@@ -278,12 +285,25 @@ export class ChannelService {
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { agents: AgentLink; feed: FeedPublisher },
+    deps: { agents: AgentLink; feed: FeedPublisher; peers?: PeerNodes },
   ) {
     this.c = ctx.c;
     this.agents = deps.agents;
     this.feed = deps.feed;
-    this.cache = new ChannelCache(ctx.c);
+    const peers = deps.peers;
+    if (peers?.clustered) {
+      // Other nodes' caches drop what changed here. A lost message: their entry stays stale until
+      // their next clearing (every minute, and when their bus is back after an outage).
+      this.cache = new ChannelCache(ctx.c, (what, channelId) => peers.broadcast('channel-cache', { what, channelId }));
+      peers.onBroadcast('channel-cache', (data) => {
+        const { what, channelId } = data as { what: 'channel' | 'members'; channelId: string };
+        this.cache.forget(what, channelId);
+      });
+      peers.onResync(() => this.cache.clear());
+      setInterval(() => this.cache.clear(), CLUSTER_CACHE_CLEAR_MS).unref();
+    } else {
+      this.cache = new ChannelCache(ctx.c);
+    }
     this.counters = new ChannelCounters(ctx.c, ctx.log);
     ctx.actors.define(CHANNEL_ACTOR_KIND, {
       machine: channelMachine.provide({
@@ -297,6 +317,15 @@ export class ChannelService {
       }),
       input: (id) => ({ channelId: id }),
       deleteWhenDone: true,
+    });
+    // Cluster mode: commands from other nodes for the channels of this node's shards.
+    ctx.placement.handle('channel.command', (data) => {
+      const { channelId, event } = data as { channelId: string; event: ChannelCommandEvent };
+      return this.commandHere(channelId, event);
+    });
+    // A channel's message numbers are the owner's: a node that gives a shard up reads them again if it takes it back.
+    ctx.placement.onReleased((shard) => {
+      for (const channelId of [...this.seqs.keys()]) if (ctx.placement.shardOf(`${CHANNEL_ACTOR_KIND}:${channelId}`) === shard) this.seqs.delete(channelId);
     });
   }
 
@@ -509,7 +538,7 @@ export class ChannelService {
 
   /** Changes fields and/or the archive state, through the channel actor. */
   private async update(channelId: string, fields: ChannelFields, isArchived?: boolean): Promise<ChannelDoc> {
-    return this.command(channelId, (reply) => ({ type: 'UPDATE', fields, isArchived, reply })) as Promise<ChannelDoc>;
+    return this.command(channelId, { type: 'UPDATE', fields, isArchived }) as Promise<ChannelDoc>;
   }
 
   // -----------------------------------------------------------------------------------------------
@@ -644,12 +673,12 @@ export class ChannelService {
 
   /** Posts a message through the channel actor; resolves once it is stored. */
   async post(channelId: string, draft: MessageDraft): Promise<ChannelMessageDoc> {
-    return this.command(channelId, (reply) => ({ type: 'POST', draft, reply })) as Promise<ChannelMessageDoc>;
+    return this.command(channelId, { type: 'POST', draft }) as Promise<ChannelMessageDoc>;
   }
 
   /** Edits, deletes or reacts to a message through the channel actor. */
   private async change(channelId: string, change: MessageChange): Promise<ChannelMessageDoc> {
-    return this.command(channelId, (reply) => ({ type: 'CHANGE', change, reply })) as Promise<ChannelMessageDoc>;
+    return this.command(channelId, { type: 'CHANGE', change }) as Promise<ChannelMessageDoc>;
   }
 
   /**
@@ -733,9 +762,19 @@ export class ChannelService {
     throw new AppError(503, 'channel_unavailable', 'the channel could not be loaded; try again');
   }
 
-  private async command(channelId: string, make: (reply: { resolve(v: unknown): void; reject(e: unknown): void }) => ChannelActorEvent): Promise<unknown> {
+  /**
+   * Hands a command to the channel's actor, where it lives: here, or (cluster mode) on the owner
+   * of its shard, whose answer comes back over the bus (lost: 504, and the message may be stored;
+   * docs/cluster.md).
+   */
+  private async command(channelId: string, event: ChannelCommandEvent): Promise<unknown> {
+    if (!this.ctx.placement.clustered) return this.commandHere(channelId, event);
+    return this.ctx.placement.run(`${CHANNEL_ACTOR_KIND}:${channelId}`, 'channel.command', { channelId, event });
+  }
+
+  private async commandHere(channelId: string, event: ChannelCommandEvent): Promise<unknown> {
     const actor = await this.actor(channelId);
-    return new Promise((resolve, reject) => actor.send(make({ resolve, reject })));
+    return new Promise((resolve, reject) => actor.send({ ...event, reply: { resolve, reject } } as ChannelActorEvent));
   }
 
   private enqueue(channelId: string, command: ChannelCommand): void {
@@ -1092,7 +1131,7 @@ export class ChannelService {
     await c.channels.deleteOne({ _id: channelId });
     this.cache.dropChannel(channelId);
     this.seqs.delete(channelId);
-    await this.ctx.actors.remove(CHANNEL_ACTOR_KIND, channelId);
+    await removeActor(this.ctx, CHANNEL_ACTOR_KIND, channelId);
     const bridgeIds = (await c.bridges.find({ channelId }, { projection: { _id: 1 } })).map((b) => b._id);
     await Promise.all([
       c.channelMembers.deleteMany({ channelId }),

@@ -11,12 +11,15 @@ import type { SecretBox } from '../domain/secrets.js';
 import type { ServerIdentity } from './server-identity.js';
 import type { Sessions } from './sessions.js';
 import type { AuditLog } from './audit.js';
+import type { ActorPlacement } from './ports.js';
 
 export interface ServiceCore {
   readonly config: Config;
   readonly log: Logger;
   readonly c: Collections;
   readonly actors: ActorHost;
+  /** Where each actor lives and how a command reaches it (every actor is here in one process). */
+  readonly placement: ActorPlacement;
   readonly secrets: SecretBox;
   readonly identity: ServerIdentity;
   readonly sessions: Sessions;

@@ -43,6 +43,7 @@ import type { PolicyService } from './policies.js';
 import type { ServiceCore } from './core.js';
 import type { AgentActors } from './agent-actors.js';
 import type { AgentLink, AgentPresence, FeedPublisher } from './ports.js';
+import { removeActor } from './actor-commands.js';
 
 /** What the gateway learns when a registration is decided. */
 export type Decision = { status: 'approved' } | { status: 'rejected'; reason: string };
@@ -80,6 +81,8 @@ export class FleetService {
   private readonly feed: FeedPublisher | undefined;
   /** The default workspace as it was at start (its id never changes): where unplaced agents go. */
   private readonly defaultWorkspace: WorkspaceDoc;
+  /** Cluster mode: other nodes write lastSeen too. */
+  private readonly clustered: boolean;
 
   constructor(
     private readonly ctx: ServiceCore,
@@ -91,6 +94,7 @@ export class FleetService {
     this.agents = deps.agents;
     this.presence = deps.presence;
     this.defaultWorkspace = deps.defaultWorkspace;
+    this.clustered = ctx.config.cluster !== undefined;
     const onError = (err: unknown, what: string) => ctx.log.error({ err }, `fleet: ${what} failed`);
     this.certificates = new CertificateStore(ctx.c, onError);
     this.agentSessions = new AgentSessions(ctx.c, ctx.config.sessionTtlMs, (m) => ctx.identity.sign(m));
@@ -113,16 +117,39 @@ export class FleetService {
       writeDelayMs: ctx.config.agentActorWriteDelayMs,
     });
     // A process that stopped without closing its sockets (a crash) left online snapshots behind.
-    const online = await ctx.actors.restoreAll(AGENT_ACTOR_KIND, (p) => {
-      const value = (p as { value?: { active?: { connection?: string } } }).value;
-      return value?.active?.connection === 'online';
+    // In a cluster the same is done for each shard this node takes (its owner may have died).
+    if (!ctx.placement.clustered) await this.settleOnline();
+    else ctx.placement.onAcquired((shard) => this.settleOnline(shard));
+    ctx.placement.handle('agent.decide', async (data) => {
+      const { registrationId, event, target } = data as { registrationId: string; event: AgentActorEvent; target: 'active' | 'rejected' };
+      const reg = await ctx.c.registrations.findById(registrationId);
+      if (!reg) throw notFound(`no registration ${registrationId}`);
+      if (reg.status !== 'pending') throw conflict(`registration ${registrationId} is already ${reg.status}`, 'already_decided');
+      await this.decideHere(reg, event, target);
+      return null;
     });
-    for (const did of online) await ctx.actors.send(AGENT_ACTOR_KIND, did, { type: 'DISCONNECTED' });
     this.lastSeenTimer = setInterval(
       () => this.writeLastSeen().catch((err: unknown) => ctx.log.error({ err }, 'writing lastSeen failed')),
       ctx.config.agentLastSeenWriteMs,
     );
     this.lastSeenTimer.unref();
+  }
+
+  /**
+   * Agent actors stored as online whose agent is connected nowhere are told they are offline (all
+   * of them at start in one process; in a cluster those of a shard this node takes).
+   */
+  private async settleOnline(shard?: number): Promise<void> {
+    const { ctx } = this;
+    const online = await ctx.actors.restoreAll(
+      AGENT_ACTOR_KIND,
+      (p) => {
+        const value = (p as { value?: { active?: { connection?: string } } }).value;
+        return value?.active?.connection === 'online';
+      },
+      shard,
+    );
+    for (const did of online) if (shard === undefined || !this.agents.isOnline(did)) await ctx.actors.send(AGENT_ACTOR_KIND, did, { type: 'DISCONNECTED' });
   }
 
   async stop(): Promise<void> {
@@ -147,7 +174,7 @@ export class FleetService {
     const outcome = await createRegistration(this.ctx.c, input, origin, this.defaultWorkspace, this.pending);
     if (outcome.created) {
       const { agent, registration } = outcome;
-      await this.agentActors.actorOf(agent._id, 'pending');
+      await this.agentActors.ensure(agent._id, 'pending');
       this.emitChanged(agent._id);
       this.ctx.log.info(
         { agent: agent.name, agentDid: agent._id, registrationId: registration._id, requestedCapabilities: agent.requestedCapabilities },
@@ -235,6 +262,14 @@ export class FleetService {
    * pending (409).
    */
   private async decide(reg: RegistrationDoc, event: AgentActorEvent, target: 'active' | 'rejected'): Promise<void> {
+    if (!this.ctx.placement.clustered) return this.decideHere(reg, event, target);
+    // Cluster mode: on the node that holds the agent's actor (this one too, through the placement,
+    // so a release of the shard waits for it). Lost there or back: 504, and the registration's
+    // status (one conditional update) says whether the decision was made.
+    await this.ctx.placement.run(`${AGENT_ACTOR_KIND}:${reg.agentDid}`, 'agent.decide', { registrationId: reg._id, event, target }, DECISION_TIMEOUT_MS + 1000);
+  }
+
+  private async decideHere(reg: RegistrationDoc, event: AgentActorEvent, target: 'active' | 'rejected'): Promise<void> {
     const actor = await this.agentActors.actorOf(reg.agentDid, 'pending');
     const before = actor.getSnapshot() as { value: unknown; status: string };
     if (before.value !== 'pending' || before.status !== 'active') {
@@ -252,7 +287,7 @@ export class FleetService {
       const check = (snap: { value: unknown; status: string }) => {
         const value = snap.value;
         if (target === 'rejected' ? value === 'rejected' : typeof value === 'object' && value !== null && 'active' in value) finish();
-        else if (value === 'pending') finish(new AppError(503, 'decision_failed', 'the decision could not be recorded; try again'));
+        else if (value === 'pending') this.undecided(reg._id).then(finish, finish);
       };
       sub = actor.subscribe({ next: check, error: (err: unknown) => finish(err) });
       actor.send(event);
@@ -261,17 +296,30 @@ export class FleetService {
     await this.ctx.actors.persist(AGENT_ACTOR_KIND, reg.agentDid);
   }
 
+  /**
+   * The registration is decided by one conditional update (`status: pending` → decided), made
+   * first: of two decisions racing — two nodes of a cluster, or a retry — exactly one matches, and
+   * the other changes nothing and fails (its actor goes back to pending; `decide` answers 409).
+   */
+  /** Why a decision went back to pending: another decision won (409), or it could not be recorded (503). */
+  private async undecided(registrationId: string): Promise<AppError> {
+    const now = await this.ctx.c.registrations.findById(registrationId).catch(() => null);
+    if (now && now.status !== 'pending') return conflict(`registration ${registrationId} is already ${now.status}`, 'already_decided');
+    return new AppError(503, 'decision_failed', 'the decision could not be recorded; try again');
+  }
+
   private async recordApproval(input: ApprovalInput): Promise<void> {
     const { c } = this.ctx;
     const reg = await pendingRegistrationOf(c, input.did);
     if (!reg) throw new Error(`no pending registration for ${input.did}`);
     const decidedAt = new Date().toISOString();
-    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'active', capabilities: input.capabilities } });
-    await addAgentToWorkspace(c, input.did, reg.workspaceId, true);
-    await c.registrations.updateOne(
+    const r = await c.registrations.updateOne(
       { _id: reg._id, status: 'pending' },
       { $set: { status: 'approved', approvedCapabilities: input.capabilities, decidedAt, decidedBy: input.by } },
     );
+    if (r.matched === 0) throw new Error(`registration ${reg._id} was decided meanwhile`);
+    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'active', capabilities: input.capabilities } });
+    await addAgentToWorkspace(c, input.did, reg.workspaceId, true);
     this.pending.release(input.did);
   }
 
@@ -280,11 +328,12 @@ export class FleetService {
     const reg = await pendingRegistrationOf(c, input.did);
     if (!reg) throw new Error(`no pending registration for ${input.did}`);
     const decidedAt = new Date().toISOString();
-    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'rejected' } });
-    await c.registrations.updateOne(
+    const r = await c.registrations.updateOne(
       { _id: reg._id, status: 'pending' },
       { $set: { status: 'rejected', reason: input.reason, decidedAt, decidedBy: input.by } },
     );
+    if (r.matched === 0) throw new Error(`registration ${reg._id} was decided meanwhile`);
+    await c.agents.updateOne({ _id: input.did }, { $set: { status: 'rejected' } });
     this.pending.release(input.did);
   }
 
@@ -370,7 +419,7 @@ export class FleetService {
       c.grants.deleteMany({ agentDid: did }),
     ]);
     this.pending.release(did);
-    await ctx.actors.remove(AGENT_ACTOR_KIND, did);
+    await removeActor(ctx, AGENT_ACTOR_KIND, did);
     for (const fn of this.deletedHooks) {
       try {
         await fn(agent);
@@ -433,7 +482,8 @@ export class FleetService {
       for (let i = from; i < to; i++) {
         const value = at(i);
         values.push(value ?? '');
-        if (value !== undefined) ops.push({ filter: { _id: dids[i]! }, update: { $set: { lastSeen: value } } });
+        // In a cluster an agent may have moved on to another node, which writes a later value: never go back.
+        if (value !== undefined) ops.push({ filter: { _id: dids[i]! }, update: this.clustered ? { $max: { lastSeen: value } } : { $set: { lastSeen: value } } });
       }
       try {
         await this.ctx.c.agents.bulkUpdate(ops);

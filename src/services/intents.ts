@@ -8,7 +8,8 @@
  * agents (src/services/grants.ts). The agent then applies its own four gates (policy, §6).
  *
  * Outcomes: the agent's answer (200), agent offline (409), no answer within the timeout (504),
- * agent disconnected before answering (502). Every intent is audited with its action and outcome,
+ * agent disconnected before answering (502), in a cluster the node holding the agent's socket
+ * unreachable (503). Every intent is audited with its action and outcome,
  * never its parameters (they may hold secrets); so is every one refused before it was sent (no
  * such agent, no role, no grant), with the reason. Workflows send their agent steps through
  * `send` too, with the same checks.
@@ -116,5 +117,7 @@ function answerOf(outcome: IntentOutcome, timeoutMs: number): IntentResult {
       throw new AppError(504, 'intent_timeout', `the agent did not answer within ${timeoutMs} ms`);
     case 'disconnected':
       throw new AppError(502, 'agent_disconnected', 'the agent disconnected before answering');
+    case 'unavailable':
+      throw new AppError(503, 'cluster_unavailable', "the node holding the agent's connection cannot be reached now; try again", 1);
   }
 }

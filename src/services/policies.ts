@@ -12,12 +12,21 @@
  * one query (the workspace's primary memberships), never one store round trip per agent.
  * Offline agents get the new terms when they next connect (the gateway compares their stored
  * certificate with `termsOf`).
+ *
+ * In a cluster every node keeps the same cache and re-certifies its own connected agents: a
+ * change is stored, then gathered from every other node (`policy.changed`: each applies it to its
+ * cache, re-certifies its agents whose terms changed, and answers their DIDs), so `sentTo` is the
+ * union of what every node sent within the gather's deadline (CLUSTER_REQUEST_TIMEOUT_MS). A node
+ * that did not answer in time (or missed the message) catches up at its next refresh (every
+ * minute, and when its bus is back after an outage): it re-reads the policies and re-certifies
+ * its agents for each change it finds; its agents that reconnect meanwhile get the new terms at
+ * their handshake, which compares their certificate's terms with `termsOf`.
  */
 import { z } from 'zod';
 import { newId } from '../domain/ids.js';
 import { capabilityList, timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
-import type { AgentCertification } from './ports.js';
+import type { AgentCertification, PeerNodes } from './ports.js';
 import type { AgentDoc, PolicyDoc } from '../store/collections.js';
 import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
@@ -72,24 +81,82 @@ export interface NewPolicy {
   expiresAt?: string | null;
 }
 
+/** How often a node of a cluster re-reads the policies (to catch a change whose message it missed). */
+const CLUSTER_REFRESH_MS = 60_000;
+
 export class PolicyService {
-  private readonly byAgent = new Map<string, PolicyDoc[]>();
-  private readonly byWorkspace = new Map<string, PolicyDoc[]>();
+  private byAgent = new Map<string, PolicyDoc[]>();
+  private byWorkspace = new Map<string, PolicyDoc[]>();
   /** The unexpired policies that have an expiry (the fleet summary counts those expiring soon). */
   private readonly expiring = new Map<string, PolicyDoc>();
   /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
   version = 0;
+  private refreshTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly ctx: ServiceCore,
     private readonly certification: AgentCertification,
-  ) {}
+    private readonly peers?: PeerNodes,
+  ) {
+    if (peers?.clustered) {
+      peers.onGather('policy.changed', (data) => this.changedElsewhere(data as { op: 'create' | 'delete'; policy: PolicyDoc }));
+      peers.onBroadcast('policy.agent-forgotten', (data) => this.forgetLocally((data as { did: string }).did));
+      peers.onResync(() => this.refresh());
+    }
+  }
 
-  /** Loads the unexpired policies into memory. */
+  /** Loads the unexpired policies into memory (in a cluster, and re-reads them every minute). */
   async load(): Promise<void> {
+    for (const p of await this.unexpired()) this.index(p);
+    if (this.peers?.clustered) {
+      this.refreshTimer = setInterval(() => this.refresh().catch((err: unknown) => this.ctx.log.error({ err }, 're-reading the policies failed')), CLUSTER_REFRESH_MS);
+      this.refreshTimer.unref();
+    }
+  }
+
+  stop(): void {
+    if (this.refreshTimer) clearInterval(this.refreshTimer);
+  }
+
+  private unexpired(): Promise<PolicyDoc[]> {
     const now = new Date().toISOString();
-    const docs = await this.ctx.c.policies.find({ $or: [{ expiresAt: null }, { expiresAt: { $gt: now } }] });
+    return this.ctx.c.policies.find({ $or: [{ expiresAt: null }, { expiresAt: { $gt: now } }] });
+  }
+
+  /**
+   * Cluster mode: re-reads the policies and re-certifies this node's agents for every policy that
+   * came or went without this node hearing of it.
+   */
+  async refresh(): Promise<void> {
+    const docs = await this.unexpired();
+    const before = new Map<string, PolicyDoc>();
+    for (const list of [...this.byAgent.values(), ...this.byWorkspace.values()]) for (const p of list) before.set(p._id, p);
+    const after = new Map(docs.map((p) => [p._id, p]));
+    const changed = [...docs.filter((p) => !before.has(p._id)), ...[...before.values()].filter((p) => !after.has(p._id))];
+    if (changed.length === 0) return;
+    this.byAgent = new Map();
+    this.byWorkspace = new Map();
+    this.expiring.clear();
     for (const p of docs) this.index(p);
+    this.version++;
+    for (const p of changed) await this.reissueFor(p);
+  }
+
+  /** A policy created or deleted on another node: into this node's cache, and this node's agents re-certified. */
+  private async changedElsewhere(change: { op: 'create' | 'delete'; policy: PolicyDoc }): Promise<string[]> {
+    const { op, policy } = change;
+    this.unindex(policy);
+    if (op === 'create') this.index(policy);
+    this.version++;
+    return this.reissueFor(policy);
+  }
+
+  /** This node's re-certifications, and (in a cluster) every other node's: the union of their DIDs. */
+  private async reissueEverywhere(op: 'create' | 'delete', policy: PolicyDoc): Promise<string[]> {
+    const here = this.reissueFor(policy);
+    if (!this.peers?.clustered) return here;
+    const [mine, elsewhere] = await Promise.all([here, this.peers.gather<string[]>('policy.changed', { op, policy })]);
+    return [...new Set([...mine, ...elsewhere.answers.flat()])];
   }
 
   /** Whether any unexpired workspace-scoped policy exists (else an agent's workspace cannot matter). */
@@ -139,7 +206,7 @@ export class PolicyService {
     await c.policies.insertOne(policy);
     this.index(policy);
     this.version++;
-    const sentTo = await this.reissueFor(policy);
+    const sentTo = await this.reissueEverywhere('create', policy);
     await this.ctx.audit.record(by, {
       action: 'policy.create',
       targetType: 'policy',
@@ -156,7 +223,7 @@ export class PolicyService {
     await c.policies.deleteOne({ _id: id });
     this.unindex(policy);
     this.version++;
-    const sentTo = await this.reissueFor(policy);
+    const sentTo = await this.reissueEverywhere('delete', policy);
     await this.ctx.audit.record(by, {
       action: 'policy.delete',
       targetType: 'policy',
@@ -169,9 +236,15 @@ export class PolicyService {
   /** Deletes an agent's agent-scoped policies (the agent is being deleted: nobody is re-certified). */
   async forgetAgent(agentDid: string): Promise<number> {
     const n = await this.ctx.c.policies.deleteMany({ agentDid });
+    this.forgetLocally(agentDid);
+    // Lost: the other nodes drop them at their next refresh (an agent that no longer exists is certified by none).
+    if (this.peers?.clustered) this.peers.broadcast('policy.agent-forgotten', { did: agentDid });
+    return n;
+  }
+
+  private forgetLocally(agentDid: string): void {
     for (const p of this.byAgent.get(agentDid) ?? []) this.expiring.delete(p._id);
     if (this.byAgent.delete(agentDid)) this.version++;
-    return n;
   }
 
   async get(id: string): Promise<PolicyDoc> {

@@ -11,6 +11,7 @@ import type { CertificateTerms } from '../domain/certificate.js';
 import type { PushFrame } from '../domain/agent-protocol.js';
 
 export type { PushFrame };
+import type { Fence } from '../cluster/fence.js';
 
 // -------------------------------------------------------------------------------------------------
 // Reaching connected agents
@@ -40,8 +41,11 @@ export interface IntentResult {
   error?: string;
 }
 
-/** What became of an intent: the agent's answer, or why there is none. */
-export type IntentOutcome = { answered: IntentResult } | { failed: 'offline' | 'timeout' | 'disconnected' };
+/**
+ * What became of an intent: the agent's answer, or why there is none (`unavailable`: in a
+ * cluster, the node holding the agent's socket could not be reached).
+ */
+export type IntentOutcome = { answered: IntentResult } | { failed: 'offline' | 'timeout' | 'disconnected' | 'unavailable' };
 
 export interface AgentLink {
   /** Whether the agent has an authenticated, ready socket now. */
@@ -106,6 +110,11 @@ export interface HeartbeatSink {
   record(peer: HeartbeatPeer, seq: number, promptTokens: number, completionTokens: number): void;
   /** The highest seq of the agent whose delta is stored (a heartbeat at or below it is not counted again); null when none. */
   lastStoredSeq(did: string): number | null;
+  /**
+   * In a cluster, reads the agent's last stored seq from the store before `lastStoredSeq` is asked
+   * (another node may have stored its latest heartbeats); null when there is nothing to read.
+   */
+  refreshStoredSeq?(did: string): Promise<void> | null;
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -133,4 +142,52 @@ export interface FeedPublisher {
   hasSubscribers(topic: string): boolean;
   /** Sends `frame` to every subscriber of `topic` within `audience`; nothing when there is none. */
   publish(topic: string, frame: object, audience?: FeedAudience): void;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The other nodes of a cluster (none in one process: docs/cluster.md)
+
+/**
+ * Broadcasts and scatter/gather among the nodes (src/cluster/peers.ts). In one process there are
+ * no peers (`clustered` false): broadcasts reach nobody and gathers answer at once with nothing,
+ * so a service checks `clustered` before building what only other nodes would read. Delivery is
+ * at most once: what must survive is in the store before a broadcast, and each caller says what
+ * a lost message means for its path.
+ */
+export interface PeerNodes {
+  readonly clustered: boolean;
+  /** Sends `data` to every other node's `onBroadcast(topic)` handlers; false when the bus is down. */
+  broadcast(topic: string, data: unknown): boolean;
+  onBroadcast(topic: string, handler: (data: unknown) => unknown): void;
+  /** Asks every other live node at once; the answers that came by the deadline, and the nodes that gave none. */
+  gather<T>(topic: string, data: unknown, deadlineMs?: number): Promise<{ answers: T[]; missing: string[] }>;
+  onGather(topic: string, handler: (data: unknown) => unknown): void;
+  /** Runs after the bus is back from an outage: re-read what broadcasts keep fresh. */
+  onResync(fn: () => unknown): void;
+}
+
+/**
+ * Where actors live (src/cluster/placement.ts): in a cluster each actor lives on the node that
+ * owns its shard, and a command for it runs there (`run`: here at once when it is this node's,
+ * else a request on the shard's subject, retried while the shard changes hands). In one process
+ * every actor is here and `run` calls the handler directly.
+ */
+export interface ActorPlacement {
+  readonly clustered: boolean;
+  /** Whether the actor `key` (`<kind>:<id>`) lives on this node now. */
+  isLocal(key: string): boolean;
+  /** Runs command `op` for the actor `key` where it lives; its answer, or the AppError it failed with. */
+  run<T>(key: string, op: string, data: unknown, timeoutMs?: number): Promise<T>;
+  /** Answers `op` for the actors that live here. */
+  handle(op: string, fn: (data: unknown) => unknown): void;
+  /** The shard of an actor key. */
+  shardOf(key: string): number;
+  /** Runs once a shard is this node's (restore its actors, resume their work); awaited before the shard's commands are served. */
+  onAcquired(fn: (shard: number) => Promise<void> | void): void;
+  /** Runs once a shard is no longer this node's, before its actors are dropped: stop the work done for them here. */
+  onReleased(fn: (shard: number) => Promise<void> | void): void;
+  /** The fence to write an owned document of the actor `key` under (null in one process, or when not owned). */
+  fenceFor(key: string): Fence | null;
+  /** A fenced write was refused (StaleEpochError): this node stops acting for `shard`. */
+  stale(shard: number): void;
 }

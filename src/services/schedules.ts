@@ -9,6 +9,13 @@
  * Schedules are stored and re-armed at every start. Firings that fell while the server was down
  * are not made up: the next firing is the next time the expression names after the start.
  *
+ * In a cluster every node arms every schedule, and each firing is claimed in the store keyed by
+ * the time the expression named (`FiringClaims`): the node whose claim succeeds starts the run,
+ * the others skip it. At most once: a node that dies between its claim and the run's start loses
+ * that firing. A schedule created or deleted on one node is announced (`schedule.changed`); a
+ * lost announcement is caught up within a minute (every node re-reads the schedules), and after
+ * an outage of the bus.
+  *
  * Creating and deleting need the workspace admin role (or global admin) in the workflow's
  * workspace, as editing the workflow does; a schedule is visible to whoever sees its workflow.
  */
@@ -25,6 +32,17 @@ import { atLeast } from '../domain/permissions.js';
 import { memberRole, resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import type { WorkflowService } from './workflows.js';
 import type { WorkflowRuns } from './workflow-runs.js';
+import type { PeerNodes } from './ports.js';
+
+/** Decides which node runs a firing (src/cluster/claims.ts, FiringClaims). */
+export interface FiringClaimer {
+  claim(scheduleId: string, fireTime: Date): Promise<boolean>;
+  sweep(): Promise<number>;
+}
+
+/** In a cluster: how often the schedules are re-read (a missed announcement), and old claims swept. */
+const CLUSTER_RESYNC_MS = 60_000;
+const CLAIM_SWEEP_MS = 6 * 3600_000;
 
 /** A cron schedule of a workflow. */
 export const ScheduleView = z
@@ -72,17 +90,24 @@ export class ScheduleService {
 
   private readonly workflows: WorkflowService;
   private readonly runs: WorkflowRuns;
+  private readonly peers: PeerNodes | undefined;
+  private readonly firings: FiringClaimer | undefined;
+  private readonly timers: NodeJS.Timeout[] = [];
 
   /** A deleted workflow takes its schedules along. */
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { workflows: WorkflowService; runs: WorkflowRuns },
+    deps: { workflows: WorkflowService; runs: WorkflowRuns; peers?: PeerNodes; firings?: FiringClaimer },
   ) {
     this.c = ctx.c;
     this.log = ctx.log;
     this.workflows = deps.workflows;
     this.runs = deps.runs;
+    this.peers = deps.peers?.clustered ? deps.peers : undefined;
+    this.firings = deps.firings;
     this.workflows.onWorkflowDeleted((wf) => this.removeAllOf(wf));
+    this.peers?.onBroadcast('schedule.changed', (data) => this.changedElsewhere((data as { id: string }).id));
+    this.peers?.onResync(() => this.resync());
   }
 
   // --- the routes' operations --------------------------------------------------------------------
@@ -134,10 +159,39 @@ export class ScheduleService {
   async start(): Promise<void> {
     for (const doc of await this.c.workflowSchedules.find({})) this.arm(doc);
     if (this.tasks.size > 0) this.log.info({ schedules: this.tasks.size }, 'workflow schedules armed');
+    if (this.peers) {
+      const every = (ms: number, fn: () => Promise<unknown>, what: string) => {
+        const t = setInterval(() => fn().catch((err: unknown) => this.log.warn({ err }, what)), ms);
+        t.unref();
+        this.timers.push(t);
+      };
+      every(CLUSTER_RESYNC_MS, () => this.resync(), 're-reading the schedules failed');
+      if (this.firings) every(CLAIM_SWEEP_MS, () => this.firings!.sweep(), 'sweeping old firing claims failed');
+    }
+  }
+
+  /** Cluster mode: arms the schedules created elsewhere, disarms those deleted elsewhere. */
+  async resync(): Promise<void> {
+    const docs = await this.c.workflowSchedules.find({});
+    const stored = new Set(docs.map((d) => d._id));
+    for (const doc of docs) this.arm(doc);
+    for (const id of [...this.tasks.keys()]) if (!stored.has(id)) await this.disarm(id);
+  }
+
+  private async changedElsewhere(id: string): Promise<void> {
+    const doc = await this.c.workflowSchedules.findById(id);
+    if (doc) this.arm(doc);
+    else await this.disarm(id);
+  }
+
+  /** Tells the other nodes to arm or disarm it (lost: they catch up at their next re-read). */
+  private announce(id: string): void {
+    this.peers?.broadcast('schedule.changed', { id });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
     for (const task of this.tasks.values()) await task.destroy();
     this.tasks.clear();
     await Promise.allSettled([...this.firing]);
@@ -177,6 +231,7 @@ export class ScheduleService {
     };
     await this.c.workflowSchedules.insertOne(doc);
     this.arm(doc);
+    this.announce(doc._id);
     await this.ctx.audit.record(by, {
       action: 'schedule.create',
       targetType: 'schedule',
@@ -189,6 +244,7 @@ export class ScheduleService {
   private async remove(doc: WorkflowScheduleDoc, by: UserPrincipal | 'system'): Promise<void> {
     await this.disarm(doc._id);
     await this.c.workflowSchedules.deleteOne({ _id: doc._id });
+    this.announce(doc._id);
     await this.ctx.audit.record(by, { action: 'schedule.delete', targetType: 'schedule', target: doc._id, details: { workflowId: doc.workflowId } });
   }
 
@@ -196,6 +252,7 @@ export class ScheduleService {
     const docs = await this.c.workflowSchedules.find({ workflowId: wf._id });
     for (const d of docs) await this.disarm(d._id);
     await this.c.workflowSchedules.deleteMany({ workflowId: wf._id });
+    for (const d of docs) this.announce(d._id);
     return docs.length;
   }
 
@@ -209,8 +266,8 @@ export class ScheduleService {
     const log = this.log;
     const task = cron.schedule(
       doc.cron,
-      () => {
-        const p: Promise<void> = this.fire(doc._id).then(
+      (run) => {
+        const p: Promise<void> = this.fire(doc._id, run.date).then(
           () => {
             this.firing.delete(p);
           },
@@ -241,10 +298,15 @@ export class ScheduleService {
     await task?.destroy();
   }
 
-  /** One firing: a run of the workflow with the schedule's params, as the schedule's creator. */
-  private async fire(id: string): Promise<void> {
+  /**
+   * One firing: a run of the workflow with the schedule's params, as the schedule's creator. In a
+   * cluster, only on the node whose claim of this firing (`fireTime`, the time the expression
+   * named: the same on every node) succeeds.
+   */
+  private async fire(id: string, fireTime: Date): Promise<void> {
     if (this.stopped) return;
     try {
+      if (this.firings && !(await this.firings.claim(id, fireTime))) return;
       const doc = await this.c.workflowSchedules.findById(id);
       if (!doc) return;
       const wf = await this.c.workflows.findById(doc.workflowId);
@@ -267,7 +329,7 @@ export class ScheduleService {
         action: 'workflow.run',
         targetType: 'workflow',
         target: wf._id,
-        details: { runId, scheduleId: id, actingAs: user.did },
+        details: { runId, scheduleId: id, actingAs: user.did, fireTime: fireTime.toISOString() },
       });
     } catch (err) {
       if (!this.stopped) this.log.error({ err, scheduleId: id }, 'a scheduled workflow run could not start');

@@ -53,6 +53,21 @@
  *
  * GET /api/stats/tokens reads the global aggregate plus the ledger documents not yet folded into
  * it (bounded by the roll-up interval), so it is exact and cheap whatever the fleet size.
+ *
+ * In a cluster every node writes the ledger for the heartbeats its sockets receive, and one node at
+ * a time rolls it up: the holder of the `token-rollup` lease (a NamedLease; it stops counting
+ * itself holder before its lease ends, so a holder that pauses does not fold beside the next).
+ * What changes:
+ * - an agent may move between nodes, so its last stored seq is read from the store at its
+ *   handshake (`refreshStoredSeq`: its usage document's `lastSeq` and its unfolded ledger entries,
+ *   found by the ledger documents' `dids`), and a roll-up raises `lastSeq` with `$max` of the seqs
+ *   it folds (a node's own marks may be behind another's);
+ * - ledger ids are time-ordered by each node's clock: the holder folds only documents older than
+ *   CLUSTER_LEASE_MS (clocks agree within the margin, a write lands well within that), deletes
+ *   exactly the documents it folded, and, when clean, counts in the global totals any document it
+ *   finds even below the global `rolledUpTo` (one that landed late);
+ * - a node completing a failed ledger write (which may have landed and been folded by the holder
+ *   meanwhile) writes again only the entries whose seq the store does not hold yet, under new ids.
  */
 import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
@@ -143,6 +158,23 @@ export const utcMonth = (d: Date) => d.toISOString().slice(0, 7);
 /** An agent's workspaces (for folding its usage into theirs), as the fleet summary keeps them. */
 export type WorkspacesOf = (did: string) => readonly string[];
 
+/** The lease under which one node of a cluster rolls the ledger up (a NamedLease). */
+export interface RollupLease {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  held(): { epoch: number } | null;
+  onAcquired(listener: (epoch: number) => void): () => void;
+}
+
+export interface TokenClusterOptions {
+  lease: RollupLease;
+  /** Ledger documents younger than this are left to the next roll-up (CLUSTER_LEASE_MS). */
+  settleMs: number;
+}
+
+/** Handshakes whose stored seq is read in one query. */
+const SEQ_READ_BATCH = 500;
+
 export class TokenUsage implements HeartbeatSink {
   /** The time that dates heartbeats (their UTC day) and the daily prune; tests replace it. */
   clock: () => number = Date.now;
@@ -177,12 +209,73 @@ export class TokenUsage implements HeartbeatSink {
   /** Per agent whose heartbeats are stored: its highest stored seq (and its roll-up `$set`). */
   private readonly marks = new Map<string, AgentMark>();
 
+  /** Cluster mode: DIDs whose stored seq is to be read, and who waits for it. */
+  private seqReads: Map<string, Array<() => void>> | null = null;
+
   constructor(
     private readonly ctx: ServiceCore,
     /** Observes the time from a heartbeat's arrival to its ack (seconds): the heartbeat-ack metric. */
     private readonly observeAck: (seconds: number) => void = () => undefined,
     private readonly workspacesOf: WorkspacesOf = () => [],
+    /** Cluster mode: the roll-up's lease, and how old a ledger document must be to be folded. */
+    private readonly cluster?: TokenClusterOptions,
   ) {}
+
+  /**
+   * Cluster mode: reads the agent's last stored seq from the store (another node may have stored
+   * its latest heartbeats), batched with the other handshakes of the moment; resolves once it is
+   * noted. Null in one process, where this process stored every one of them.
+   */
+  refreshStoredSeq(did: string): Promise<void> | null {
+    if (!this.cluster) return null;
+    return new Promise<void>((resolve) => {
+      if (!this.seqReads) {
+        this.seqReads = new Map();
+        setImmediate(() => {
+          const reads = this.seqReads!;
+          this.seqReads = null;
+          this.readSeqs(reads).catch((err: unknown) => this.ctx.log.error({ err }, 'reading stored heartbeat seqs failed'));
+        });
+      }
+      let waiting = this.seqReads.get(did);
+      if (!waiting) this.seqReads.set(did, (waiting = []));
+      waiting.push(resolve);
+    });
+  }
+
+  private async readSeqs(reads: Map<string, Array<() => void>>): Promise<void> {
+    const dids = [...reads.keys()];
+    try {
+      for (let i = 0; i < dids.length; i += SEQ_READ_BATCH) {
+        const stored = await this.storedSeqs(dids.slice(i, i + SEQ_READ_BATCH));
+        for (const [did, seq] of stored) this.noteStored(did, seq);
+      }
+    } catch (err) {
+      // The handshake goes on with what this node knows: a heartbeat stored by another node may then be counted twice.
+      this.ctx.log.warn({ err, agents: dids.length }, 'reading stored heartbeat seqs failed');
+    } finally {
+      for (const waiting of reads.values()) for (const resolve of waiting) resolve();
+    }
+  }
+
+  /** The highest stored seq of each of `dids` (those with one): folded (`lastSeq`) or in the ledger. */
+  private async storedSeqs(dids: string[]): Promise<Map<string, number>> {
+    const { c } = this.ctx;
+    const wanted = new Set(dids);
+    const out = new Map<string, number>();
+    const raise = (did: string, seq: number) => {
+      if (seq >= 0 && seq > (out.get(did) ?? -1)) out.set(did, seq);
+    };
+    for (const doc of await c.tokenUsage.find({ _id: { $in: dids } }, { projection: { lastSeq: 1 } })) {
+      if (typeof doc.lastSeq === 'number') raise(doc._id, doc.lastSeq);
+    }
+    for (const doc of await c.tokenLedger.find({ dids: { $in: dids } }, { projection: { entries: 1 } })) {
+      forEachEntry(doc.entries, (did, _p, _c, seq) => {
+        if (wanted.has(did)) raise(did, seq);
+      });
+    }
+    return out;
+  }
 
   /** The highest heartbeat seq of the agent whose delta is stored, or null when none is. */
   lastStoredSeq(did: string): number | null {
@@ -195,8 +288,15 @@ export class TokenUsage implements HeartbeatSink {
    */
   async start(): Promise<void> {
     await this.loadStored();
+    if (this.cluster) {
+      // Whoever held the roll-up before may have stopped half-way: a new holder's first roll-up recovers.
+      this.cluster.lease.onAcquired(() => (this.clean = false));
+      await this.cluster.lease.start();
+    }
     // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
-    if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
+    if (this.cluster) {
+      if (this.cluster.lease.held()) await this.rollup();
+    } else if ((await this.ctx.c.tokenLedger.count({})) === 0) this.clean = true;
     else await this.rollup();
     this.rollupTimer = setInterval(() => this.rollup().catch((err: unknown) => this.ctx.log.error({ err }, 'token roll-up failed')), this.ctx.config.tokenRollupIntervalMs);
     this.rollupTimer.unref();
@@ -212,6 +312,7 @@ export class TokenUsage implements HeartbeatSink {
     this.scheduled = false;
     await this.drain();
     await this.rollup();
+    await this.cluster?.lease.stop();
   }
 
   /**
@@ -367,13 +468,16 @@ export class TokenUsage implements HeartbeatSink {
         entries: '',
       };
       const text = new LineText();
+      const dids = this.cluster ? new Set<string>() : null;
       for (let j = i; j < Math.min(counted.length, i + LEDGER_DOC_MAX); j++) {
         const e = counted[j]!;
         text.entry(e.peer.did!, e.p, e.c, e.seq);
+        dids?.add(e.peer.did!);
         doc.promptTokens += e.p; // at most 2,000 deltas of at most 10^12: exact
         doc.completionTokens += e.c;
       }
       doc.entries = text.done();
+      if (dids) doc.dids = [...dids];
       docs.push(doc);
     }
     return docs;
@@ -390,7 +494,15 @@ export class TokenUsage implements HeartbeatSink {
     try {
       const ids = write.docs.map((d) => d._id);
       const landed = new Set((await ledger.find({ _id: { $in: ids } }, { projection: { _id: 1 } })).map((d) => d._id));
-      const missing = write.docs.filter((d) => !landed.has(d._id));
+      let missing = write.docs.filter((d) => !landed.has(d._id));
+      if (this.cluster && missing.length > 0) {
+        // What landed may have been folded (and deleted) by the roll-up's holder since, and the
+        // agent may have sent it again to another node: only seqs the store does not hold go in,
+        // under new ids (the old ones may sort below what the holder folded).
+        missing = await this.stillMissing(missing);
+        write.docs = [...write.docs.filter((d) => landed.has(d._id)), ...missing];
+        if (missing.length > 0 && (this.unsettledFrom === null || missing[0]!._id < this.unsettledFrom)) this.unsettledFrom = missing[0]!._id;
+      }
       if (missing.length > 0) await ledger.insertMany(missing);
       this.ctx.log.info({ documents: write.docs.length, landed: landed.size }, 'a failed token-ledger write is complete');
     } catch (err) {
@@ -402,6 +514,17 @@ export class TokenUsage implements HeartbeatSink {
     this.settled(write);
     this.acknowledge(write.entries, 0);
     return true;
+  }
+
+  /** Cluster mode: the entries of `docs` whose seq the store does not hold yet, in new ledger documents. */
+  private async stillMissing(docs: TokenLedgerDoc[]): Promise<TokenLedgerDoc[]> {
+    const entries: Array<{ did: string; p: number; c: number; seq: number }> = [];
+    for (const doc of docs) forEachEntry(doc.entries, (did, p, c, seq) => entries.push({ did, p, c, seq }));
+    const stored = await this.storedSeqs([...new Set(entries.map((e) => e.did))]);
+    const left = entries.filter((e) => e.seq < 0 || e.seq > (stored.get(e.did) ?? -1));
+    if (left.length === 0) return [];
+    const peers = left.map((e) => ({ peer: { did: e.did, alive: true, ackHeartbeat: () => undefined }, seq: e.seq, p: e.p, c: e.c, at: 0 }));
+    return this.ledgerDocs(peers);
   }
 
   /** A write is stored in full: its seqs are noted, and roll-ups may fold its documents. */
@@ -456,7 +579,9 @@ export class TokenUsage implements HeartbeatSink {
   // -------------------------------------------------------------------------------------------
   // 2. Roll-up
 
+  /** Folds the ledger (in a cluster, only on the holder of the roll-up's lease). */
   rollup(): Promise<void> {
+    if (this.cluster && !this.cluster.lease.held()) return this.rolling ?? Promise.resolve();
     this.rolling ??= this.doRollup()
       .catch((err: unknown) => {
         this.clean = false;
@@ -473,8 +598,12 @@ export class TokenUsage implements HeartbeatSink {
     const use = performance.eventLoopUtilization();
     const paced = !this.stopping && performance.eventLoopUtilization(use, this.loopUse).utilization > ROLLUP_PACED_ABOVE;
     this.loopUse = use;
+    const cluster = this.cluster;
+    // Cluster mode: documents younger than the settle time may still be overtaken by older ones from other nodes.
+    const filter = cluster ? { _id: { $lt: ledgerIdPrefix(Date.now() - cluster.settleMs, 0) } } : {};
     for (;;) {
-      let ledger = await c.tokenLedger.find({}, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
+      if (cluster && !cluster.lease.held()) return;
+      let ledger = await c.tokenLedger.find(filter, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
       // Only documents of settled writes: a failed write's documents are read back when it is
       // completed, so they stay in the ledger until then (as does everything written after). A
       // write sets unsettledFrom before it starts and clears it once stored, so whatever this read
@@ -497,6 +626,8 @@ export class TokenUsage implements HeartbeatSink {
       const done = this.clean ? null : await this.agentProgress(ledger, slice);
       // (Loops that await go by index: iterating across an await allocates a result per step.)
       const sums = new Map<string, DaySums>();
+      /** Cluster mode: the highest seq folded per agent (its `lastSeq` is raised to it). */
+      const seqs = cluster ? new Map<string, number>() : null;
       for (let i = 0; i < ledger.length; i++) {
         await slice.yieldIfDue();
         const doc = ledger[i]!;
@@ -504,7 +635,8 @@ export class TokenUsage implements HeartbeatSink {
         if (!day) sums.set(doc.day, (day = { index: new Map(), prompt: [], completion: [], billions: null }));
         const sum = day;
         const { index, prompt, completion } = day;
-        forEachEntry(doc.entries, (did, p, cc) => {
+        forEachEntry(doc.entries, (did, p, cc, seq) => {
+          if (seqs && seq > (seqs.get(did) ?? -1)) seqs.set(did, seq);
           const from = done?.get(did);
           if (from !== undefined && doc._id <= from) return;
           let at = index.get(did);
@@ -537,12 +669,18 @@ export class TokenUsage implements HeartbeatSink {
         }
         if (!counted) continue;
         // The agent's last stored seq goes in the same update as its increments (its mark: see AgentMark).
-        const mark = this.marks.get(did);
-        if (mark) {
-          mark.rolledUpTo = last;
-          mark.updatedAt = now;
+        if (seqs) {
+          // Cluster mode: another node may have stored later seqs than this node's mark knows.
+          const seq = seqs.get(did);
+          ops.push({ filter: { _id: did }, update: { $inc: inc, $set, ...(seq !== undefined && seq >= 0 ? { $max: { lastSeq: seq } } : {}) }, upsert: true });
+        } else {
+          const mark = this.marks.get(did);
+          if (mark) {
+            mark.rolledUpTo = last;
+            mark.updatedAt = now;
+          }
+          ops.push({ filter: { _id: did }, update: { $inc: inc, $set: mark ?? $set }, upsert: true });
         }
-        ops.push({ filter: { _id: did }, update: { $inc: inc, $set: mark ?? $set }, upsert: true });
         if (ops.length >= UPDATE_CHUNK) {
           await c.tokenUsage.bulkUpdate(ops);
           ops = [];
@@ -556,7 +694,8 @@ export class TokenUsage implements HeartbeatSink {
       const byDay = new Map<string, CountSums>();
       for (let i = 0; i < ledger.length; i++) {
         const doc = ledger[i]!;
-        if (doc._id <= globalDone) continue;
+        // Folded before a failure (recovering); in a cluster, a clean roll-up counts a document that landed late too.
+        if (doc._id <= globalDone && !(cluster && this.clean)) continue;
         let sums = byDay.get(doc.day);
         if (!sums) byDay.set(doc.day, (sums = countSums()));
         sums.prompt.add(doc.promptTokens);
@@ -582,7 +721,9 @@ export class TokenUsage implements HeartbeatSink {
         { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
         { upsert: true },
       );
-      await c.tokenLedger.deleteMany({ _id: { $lte: last } });
+      // In a cluster, exactly what was folded: another node's document may have landed below `last` meanwhile.
+      await (cluster ? c.tokenLedger.deleteMany({ _id: { $in: ledger.map((d) => d._id) } }) : c.tokenLedger.deleteMany({ _id: { $lte: last } }));
+      if (seqs) for (const [did, seq] of seqs) this.noteStored(did, seq);
       this.clean = true;
       this.stats.rollups++;
       if (ledger.length < ROLLUP_BATCH) break;

@@ -24,6 +24,8 @@ import { newId } from '../domain/ids.js';
 import { jsonObject, pageFields, timestamp } from '../domain/views.js';
 import type { Actor } from 'xstate';
 import type { ServiceCore } from './core.js';
+import { inspectActor, removeActor } from './actor-commands.js';
+import { StaleEpochError, claimDocument, fencedUpdateOne } from '../cluster/fence.js';
 import type { Logger } from '../log.js';
 import type { AgentLink, FeedPublisher } from './ports.js';
 import type { RunFrame } from '../domain/feed-frames.js';
@@ -328,6 +330,30 @@ export class WorkflowRuns {
         return input;
       },
     });
+    // Cluster mode: a run lives (and its steps execute) on the node that owns its shard.
+    const p = ctx.placement;
+    p.handle('run.start', async (data) => {
+      const { input } = data as { input: WorkflowRunInput };
+      await this.startHere(input);
+      return null;
+    });
+    p.handle('run.cancel', (data) => {
+      const { runId, by } = data as { runId: string; by: string };
+      return this.cancelHere(runId, by);
+    });
+    p.handle('run.cancelQuietly', async (data) => {
+      const { runId, by } = data as { runId: string; by: string };
+      await this.cancelQuietlyHere(runId, by);
+      return null;
+    });
+    if (p.clustered) {
+      p.onAcquired((shard) => this.resume(shard));
+      p.onReleased((shard) => this.leave(shard));
+    }
+  }
+
+  private keyOf(runId: string): string {
+    return `${WORKFLOW_RUN_KIND}:${runId}`;
   }
 
 
@@ -337,9 +363,19 @@ export class WorkflowRuns {
    * shutdown.
    */
   async start(): Promise<void> {
-    const ids = await this.ctx.actors.restoreAll(WORKFLOW_RUN_KIND);
+    // In a cluster, each shard's runs resume on the node that takes it (resume(shard)).
+    if (!this.ctx.placement.clustered) await this.resume();
+  }
+
+  /** Resumes the running runs (of one shard, in a cluster) and fixes the records of runs that ended unrecorded. */
+  private async resume(shard?: number): Promise<void> {
+    const ids = await this.ctx.actors.restoreAll(WORKFLOW_RUN_KIND, undefined, shard);
     const at = this.nowIso();
     for (const id of ids) {
+      // Cluster mode: the run's record is stamped with this owner's fence before it acts, so an
+      // earlier owner's late write of the run's end is refused.
+      const fence = this.ctx.placement.fenceFor(this.keyOf(id));
+      if (fence) await claimDocument(this.c.workflowRuns, id, fence);
       const actor = await this.actorOf(id);
       const snap = actor.getSnapshot();
       if (snap.status !== 'active') continue;
@@ -353,6 +389,7 @@ export class WorkflowRuns {
     const restored = new Set(ids);
     for (const doc of await this.c.workflowRuns.find({ status: 'running' })) {
       if (restored.has(doc._id)) continue;
+      if (shard !== undefined && this.ctx.placement.shardOf(this.keyOf(doc._id)) !== shard) continue;
       const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, doc._id);
       const run = inspected?.context as WorkflowRunContext | undefined;
       if (run && run.status !== 'running') {
@@ -380,6 +417,16 @@ export class WorkflowRuns {
       } catch (err) {
         this.log.error({ err, runId: change.runId }, 'run status listener failed');
       }
+    }
+  }
+
+  /** The shard is no longer this node's: its runs' attempts and timers stop here (the next owner resumes them). */
+  private leave(shard: number): void {
+    for (const [runId, e] of [...this.executions]) {
+      if (this.ctx.placement.shardOf(this.keyOf(runId)) !== shard) continue;
+      for (const f of e.inflight.values()) f.abort.abort();
+      for (const cancel of e.timers.values()) cancel();
+      this.executions.delete(runId);
     }
   }
 
@@ -423,26 +470,36 @@ export class WorkflowRuns {
       startedBy,
     });
     this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'running', at: null });
+    try {
+      if (!this.ctx.placement.clustered) await this.startHere(input);
+      else await this.ctx.placement.run(this.keyOf(runId), 'run.start', { input });
+    } catch (err) {
+      // A request that timed out may have started it on its node: that node's record stands then.
+      const failedAt = this.nowIso();
+      await this.c.workflowRuns.updateOne({ _id: runId, status: 'running' }, { $set: { status: 'failed', completedAt: failedAt, error: 'the run could not start' } });
+      this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'failed', at: failedAt });
+      throw err;
+    }
+    return { runId, status: 'running' };
+  }
+
+  /** Makes the run's actor here (this node owns its shard); its first steps start just after. */
+  private async startHere(input: WorkflowRunInput): Promise<void> {
+    const { runId } = input;
     this.inputs.set(runId, input);
     try {
       await this.actorOf(runId);
-    } catch (err) {
-      const failedAt = this.nowIso();
-      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: 'failed', completedAt: failedAt, error: 'the run could not start' } });
-      this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'failed', at: failedAt });
-      throw err;
     } finally {
       this.inputs.delete(runId);
     }
     this.publishRun(input, input, true);
     // The answer goes out before any step runs.
     setImmediate(() => this.deliver(runId, { type: 'START', at: this.nowIso() }));
-    return { runId, status: 'running' };
   }
 
   /** The run as its actor holds it (live or from its snapshot); null when there is none. */
   async getRun(runId: string): Promise<RunView | null> {
-    const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, runId);
+    const inspected = await inspectActor(this.ctx, WORKFLOW_RUN_KIND, runId);
     if (inspected?.context) return toRunView(inspected.context as WorkflowRunContext);
     const doc = await this.c.workflowRuns.findById(runId);
     if (!doc) return null;
@@ -463,7 +520,7 @@ export class WorkflowRuns {
 
   /** A run's timeline from its actor (live or stored); null when the run has no snapshot. */
   async timeline(runId: string): Promise<TimelineView | null> {
-    const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, runId);
+    const inspected = await inspectActor(this.ctx, WORKFLOW_RUN_KIND, runId);
     return inspected?.context ? toTimeline(inspected.context as WorkflowRunContext) : null;
   }
 
@@ -499,6 +556,12 @@ export class WorkflowRuns {
 
   /** Cancels a running run; 409 when it has already ended. */
   async cancelRun(runId: string, by: UserPrincipal): Promise<RunView> {
+    const view = !this.ctx.placement.clustered ? await this.cancelHere(runId, by.did) : await this.ctx.placement.run<RunView>(this.keyOf(runId), 'run.cancel', { runId, by: by.did });
+    await this.ctx.audit.record(by, { action: 'workflow.run.cancel', targetType: 'workflow_run', target: runId, details: { workflowId: view.workflowId } });
+    return view;
+  }
+
+  private async cancelHere(runId: string, by: string): Promise<RunView> {
     if (!(await this.ctx.actors.exists(WORKFLOW_RUN_KIND, runId))) {
       const doc = await this.c.workflowRuns.findById(runId);
       throw conflict(`the run has already ended (${doc?.status ?? 'unknown'})`, 'run_ended');
@@ -508,12 +571,20 @@ export class WorkflowRuns {
     if (snap.status !== 'active' || snap.context.status !== 'running') {
       throw conflict(`the run has already ended (${snap.context.status})`, 'run_ended');
     }
-    actor.send({ type: 'CANCEL', at: this.nowIso(), by: by.did });
-    await this.ctx.audit.record(by, { action: 'workflow.run.cancel', targetType: 'workflow_run', target: runId, details: { workflowId: snap.context.workflowId } });
+    actor.send({ type: 'CANCEL', at: this.nowIso(), by });
     return toRunView(actor.getSnapshot().context);
   }
 
   private async cancelQuietly(runId: string, by: string): Promise<void> {
+    try {
+      if (!this.ctx.placement.clustered) await this.cancelQuietlyHere(runId, by);
+      else await this.ctx.placement.run(this.keyOf(runId), 'run.cancelQuietly', { runId, by });
+    } catch (err) {
+      this.log.warn({ err, runId }, 'could not cancel a workflow run');
+    }
+  }
+
+  private async cancelQuietlyHere(runId: string, by: string): Promise<void> {
     try {
       if (!(await this.ctx.actors.exists(WORKFLOW_RUN_KIND, runId))) return;
       const actor = await this.actorOf(runId);
@@ -535,7 +606,7 @@ export class WorkflowRuns {
   }
 
   async forgetRuns(wf: WorkflowDoc, runIds: readonly string[]): Promise<void> {
-    for (const id of runIds) await this.ctx.actors.remove(WORKFLOW_RUN_KIND, id);
+    for (const id of runIds) await removeActor(this.ctx, WORKFLOW_RUN_KIND, id);
     await this.c.workflowRuns.deleteMany({ workflowId: wf._id });
   }
 
@@ -655,10 +726,20 @@ export class WorkflowRuns {
       for (const cancel of e.timers.values()) cancel();
       this.executions.delete(runId);
     }
+    const update = { $set: { status: cmd.status, completedAt: cmd.completedAt, error: cmd.error } };
     try {
-      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: cmd.status, completedAt: cmd.completedAt, error: cmd.error } });
+      // Cluster mode: the record is the run's owned document, written under its shard's fence.
+      const fence = this.ctx.placement.fenceFor(this.keyOf(runId));
+      if (fence) await fencedUpdateOne(this.c.workflowRuns, runId, update, fence);
+      else if (!this.ctx.placement.clustered) await this.c.workflowRuns.updateOne({ _id: runId }, update);
+      else this.log.warn({ runId }, "a workflow run ended on a node that no longer owns it; its new owner's record stands");
       this.statusChanged({ runId, workspaceId: null, status: cmd.status, at: cmd.completedAt });
     } catch (err) {
+      if (err instanceof StaleEpochError) {
+        this.log.warn({ runId, err: err.message }, "a workflow run's end was refused: another node owns the run now");
+        this.ctx.placement.stale(err.fence.shard);
+        return;
+      }
       this.log.error({ err, runId }, 'could not record the end of a workflow run (fixed at the next start)');
     }
   }

@@ -63,3 +63,15 @@ export interface LeaseDoc {
 }
 
 export type ClusterClaimDoc = FiringClaimDoc | LeaseDoc;
+
+/**
+ * Where an agent is connected (cluster mode): the node holding its ready socket, with that
+ * node's incarnation (`node` is `<nodeId>/<incarnation>`), so an entry left by a node that died
+ * reads as offline once that node's lease has ended (src/ws/agent/cluster-link.ts).
+ */
+export interface AgentPresenceDoc {
+  _id: string; // the agent's DID
+  node: string;
+  /** When the socket became ready (ms since the epoch, by the holding node's clock): the newer of two entries wins. */
+  since: number;
+}

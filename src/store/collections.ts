@@ -7,7 +7,7 @@ import type { Collection, Store } from './types.js';
 import type { Capability } from '../domain/capabilities.js';
 import type { ChannelRole, GlobalRole, WorkspaceRole } from '../domain/roles.js';
 import type { Policy } from '../domain/policy.js';
-import type { ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
+import type { AgentPresenceDoc, ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
 
 // The vocabulary the documents use is the domain's; re-exported for readers of the documents.
 export type { Capability } from '../domain/capabilities.js';
@@ -345,6 +345,8 @@ export interface TokenLedgerDoc {
    * JSON must escape, so the embedded store writes it as it is.
    */
   entries: string;
+  /** Cluster mode: the agents the entries name, so a node finds an agent's unfolded seqs at its handshake. */
+  dids?: string[];
 }
 
 /**
@@ -542,6 +544,10 @@ export interface BridgeOutboxDoc {
   attempt: number;
   createdAt: string;
   nextAttemptAt: string;
+  /** Cluster mode: the node working on it, until when, and the claim's token (src/cluster/claims.ts, WorkQueue). */
+  claimedBy?: string | null;
+  claimedUntil?: string | null;
+  claimToken?: string | null;
 }
 
 /**
@@ -584,6 +590,8 @@ export interface WorkflowRunDoc {
   completedAt: string | null;
   error: string | null;
   startedBy: WorkflowRunStarter;
+  /** Cluster mode: the fence of the node that recorded the run's end (src/cluster/fence.ts). */
+  fence?: { shard: number; epoch: number };
 }
 
 /** A cron schedule of a workflow (interface §4.10 rule 4). `params` is JSON text. */
@@ -639,10 +647,11 @@ export interface Collections {
   workflows: Collection<WorkflowDoc>;
   workflowRuns: Collection<WorkflowRunDoc>;
   workflowSchedules: Collection<WorkflowScheduleDoc>;
-  /** Cluster mode (src/cluster/docs.ts). */
+  /** Cluster mode (src/store/cluster-docs.ts). */
   clusterNodes: Collection<ClusterNodeDoc>;
   clusterShards: Collection<ClusterShardDoc | EpochCounterDoc>;
   clusterClaims: Collection<ClusterClaimDoc>;
+  agentPresence: Collection<AgentPresenceDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -686,6 +695,7 @@ export function collections(store: Store): Collections {
     clusterNodes: store.collection('cluster_nodes'),
     clusterShards: store.collection('cluster_shards'),
     clusterClaims: store.collection('cluster_claims'),
+    agentPresence: store.collection('agent_presence'),
   };
 }
 
@@ -752,11 +762,17 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
 }
 
 /** The indexes of the cluster collections, made only in cluster mode (a single node never uses them). */
-export async function ensureClusterIndexes(c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims'>): Promise<void> {
+export async function ensureClusterIndexes(
+  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'> & Partial<Pick<Collections, 'tokenLedger'>>,
+  kind: Store['kind'] = 'embedded',
+): Promise<void> {
   await Promise.all([
+    // A handshake looks up the agent's unfolded ledger entries (the embedded store scans its few documents).
+    kind === 'mongodb' ? c.tokenLedger?.createIndex({ fields: { dids: 1 } }) : undefined,
     c.clusterNodes.createIndex({ fields: { leaseUntil: 1 } }),
     c.clusterShards.createIndex({ fields: { owner: 1 } }),
     c.clusterShards.createIndex({ fields: { leaseUntil: 1 } }),
     c.clusterClaims.createIndex({ fields: { expiresAt: 1 } }),
+    c.agentPresence.createIndex({ fields: { node: 1 } }),
   ]);
 }

@@ -54,6 +54,8 @@ export interface Update {
   $set?: Record<string, unknown>;
   $unset?: Record<string, true | 1 | ''>;
   $inc?: Record<string, number>;
+  /** Sets each field to the value given when that is greater than the stored one (or nothing is stored), in MongoDB's order of values. */
+  $max?: Record<string, unknown>;
   $push?: Record<string, unknown>;
   /** Removes array elements equal to the value (or matching a field-condition object). */
   $pull?: Record<string, unknown>;

@@ -197,6 +197,7 @@ export class Feed {
         const conn = ws.getUserData().conn;
         conn.closed = true;
         conn.ws = null;
+        if (conn.channels) this.deps.topics.left([...conn.channels.values()]);
         for (const channelId of conn.channels?.keys() ?? []) this.forgetChannel(conn, channelId);
         for (const topic of conn.topics?.keys() ?? []) this.forgetTopic(conn, topic);
         conn.batcher?.stop();
@@ -265,13 +266,13 @@ export class Feed {
       if (conn.closed) return;
       if (!uwsTopic) return this.refuse(conn, 'not_found', `no channel ${frame.channelId}`);
       if (subscribe) {
-        conn.ws?.subscribe(uwsTopic);
+        this.subscribe(conn, uwsTopic);
         (conn.channels ??= new Map()).set(frame.channelId, uwsTopic);
         let subs = this.channelSubs.get(frame.channelId);
         if (!subs) this.channelSubs.set(frame.channelId, (subs = new Set()));
         subs.add(conn);
       } else {
-        conn.ws?.unsubscribe(uwsTopic);
+        this.unsubscribe(conn, uwsTopic);
         this.forgetChannel(conn, frame.channelId);
       }
       return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', channelId: frame.channelId });
@@ -384,7 +385,7 @@ export class Feed {
       const topic = conn.channels?.get(channelId);
       const still = await access(conn.user, channelId).catch(() => null);
       if (still || conn.closed || !topic) continue;
-      conn.ws?.unsubscribe(topic);
+      this.unsubscribe(conn, topic);
       this.forgetChannel(conn, channelId);
       this.send(conn, { type: 'unsubscribed', channelId, reason: 'access_lost' });
     }
@@ -395,6 +396,15 @@ export class Feed {
     await this.recheckTopics(did);
     const channels = [...this.channelSubs].filter(([, subs]) => [...subs].some((conn) => conn.user?.did === did)).map(([id]) => id);
     for (const channelId of channels) await this.recheckChannel(channelId, did);
+  }
+
+  /** A channel's uWS topic (FeedTopics tells a cluster's relay how many follow it here). */
+  private subscribe(conn: FeedConn, topic: string): void {
+    if (conn.ws) this.deps.topics.subscribe(conn.ws, topic);
+  }
+
+  private unsubscribe(conn: FeedConn, topic: string): void {
+    if (conn.ws) this.deps.topics.unsubscribe(conn.ws, topic);
   }
 
   private forgetChannel(conn: FeedConn, channelId: string): void {

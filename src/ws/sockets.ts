@@ -20,6 +20,17 @@ export class SocketRegistry {
     return out;
   }
 
+  /** Ends every socket of one kind with the given close code. */
+  endKind(kind: string, code: number, reason: string): void {
+    for (const ws of [...(this.byKind.get(kind) ?? [])]) {
+      try {
+        ws.end(code, reason);
+      } catch {
+        // already closed
+      }
+    }
+  }
+
   /** Ends every socket with the given close code. */
   endAll(code: number, reason: string): void {
     for (const set of this.byKind.values()) {

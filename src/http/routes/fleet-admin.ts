@@ -3,7 +3,9 @@
  *
  *   GET /api/stats/tokens          {allTime, daily, monthly}, each {promptTokens, completionTokens} (§4.13)
  *   GET /api/admin/actors          live actors: {actors: [{kind, id, state, status, since}], total, page,
- *                                  pageSize, totalPages, kinds: [{kind, count}]}; ?kind= ?state= ?prefix=
+ *                                  pageSize, totalPages, kinds: [{kind, count}]}; ?kind= ?state= ?prefix=; in a
+ *                                  cluster every node's, each with its `node` (`missingNodes`: the
+ *                                  nodes that did not answer in time)
  *   GET /api/admin/actors/kinds/:kind/definition
  *                                  {kind, definition}: the kind's machine (XState's `machine.toJSON()`)
  *   GET /api/admin/actors/:id      one actor's state, context (secrets left out), since and recent
@@ -42,7 +44,7 @@ export function fleetAdminRoutes({ tokens, inspector }: { tokens: TokenUsage; in
         pageSize: q.int(1, 100).default(20),
       }),
       responses: { 200: actorListView },
-      handler: (r) => ({ body: inspector.list(r.query) }),
+      handler: async (r) => ({ body: await inspector.list(r.query) }),
     }),
     route({
       method: 'GET',

@@ -16,6 +16,8 @@ export interface SystemDeps {
   metrics: Metrics;
   /** Every route of the server (for the OpenAPI document). */
   routes(): readonly RouteDef[];
+  /** Cluster mode: this node's bus, lease and shards (src/cluster/node.ts status()). */
+  cluster?: () => { nodeId: string; bus: string; member: boolean; nodes: number; ownedShards: number; shards: number };
 }
 
 export function systemRoutes(ctx: SystemDeps): RouteDef[] {
@@ -37,16 +39,29 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
       method: 'GET',
       path: '/readyz',
       auth: 'public',
-      summary: 'Readiness: the store is reachable (503 otherwise)',
+      summary: 'Readiness: the store is reachable, and in a cluster the bus is connected and the node a member (503 otherwise)',
       tags: ['system'],
-      responses: { 200: z.strictObject({ status: z.literal('ready'), store: z.enum(['embedded', 'mongodb']) }) },
+      responses: {
+        200: z.strictObject({
+          status: z.literal('ready'),
+          store: z.enum(['embedded', 'mongodb']),
+          cluster: z.strictObject({ nodeId: z.string(), bus: z.string(), nodes: z.number(), ownedShards: z.number(), shards: z.number() }).optional(),
+        }),
+      },
       handler: async () => {
         try {
           await withTimeout(ctx.store.ping(), 2000);
         } catch {
           throw new AppError(503, 'not_ready', 'the store is not reachable');
         }
-        return { body: { status: 'ready', store: ctx.store.kind } };
+        if (!ctx.cluster) return { body: { status: 'ready', store: ctx.store.kind } };
+        // A node cut off from NATS cannot reach the sockets and actors of the others: a load
+        // balancer sends new connections elsewhere until it is back.
+        const st = ctx.cluster();
+        if (st.bus !== 'connected') throw new AppError(503, 'not_ready', `the cluster bus is ${st.bus}; this node owns ${st.ownedShards} of ${st.shards} shards`);
+        if (!st.member) throw new AppError(503, 'not_ready', "this node's cluster lease is not fresh (the store is slow or unreachable)");
+        const { nodeId, bus, nodes, ownedShards, shards } = st;
+        return { body: { status: 'ready', store: ctx.store.kind, cluster: { nodeId, bus, nodes, ownedShards, shards } } };
       },
     }),
     route({

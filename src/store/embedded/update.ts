@@ -6,7 +6,7 @@ import { nanoid } from 'nanoid';
 import { InvalidQueryError, type Filter } from '../types.js';
 import { collectEqualities, compileCondition, compileFilter, isElementCondition, operand } from './filter.js';
 import { comparePaths, getPath, isArrayIndex, isPathPrefix, splitPath, splitUpdatePath } from './paths.js';
-import { cloneStored, cloneValue, describe, isPlainObject, own, valuesEqual, type Obj, type StoredDoc } from './values.js';
+import { cloneStored, cloneValue, compareValues, describe, isPlainObject, own, valuesEqual, type Obj, type StoredDoc } from './values.js';
 
 /**
  * The child at `key`, private to the update being built: one the update did not create (not in
@@ -89,8 +89,8 @@ function unsetPath(doc: Obj, parts: readonly string[], fresh?: Set<object>): voi
   }
 }
 
-type UpdateOperator = '$set' | '$unset' | '$inc' | '$push' | '$pull' | '$addToSet' | '$setOnInsert';
-const UPDATE_OPERATORS = new Set<string>(['$set', '$unset', '$inc', '$push', '$pull', '$addToSet', '$setOnInsert']);
+type UpdateOperator = '$set' | '$unset' | '$inc' | '$max' | '$push' | '$pull' | '$addToSet' | '$setOnInsert';
+const UPDATE_OPERATORS = new Set<string>(['$set', '$unset', '$inc', '$max', '$push', '$pull', '$addToSet', '$setOnInsert']);
 
 interface UpdateStep {
   op: UpdateOperator;
@@ -208,6 +208,11 @@ export function applyUpdate(doc: Obj, plan: UpdatePlan, isInsert: boolean): Obj 
           throw new InvalidQueryError(`Cannot apply $inc to a value of non-numeric type (${step.path}: ${describe(cur)})`);
         }
         set(step.parts, (cur ?? 0) + (step.value as number));
+        break;
+      }
+      case '$max': {
+        const cur = getPath(out, step.parts);
+        if (cur === undefined || compareValues(step.value, cur) > 0) set(step.parts, cloneValue(step.value));
         break;
       }
       case '$push': {

@@ -15,6 +15,21 @@ interface PendingIntent {
   settle(outcome: IntentOutcome): void;
 }
 
+/**
+ * What a cluster needs to know of this process's sockets (src/ws/agent/cluster-link.ts): which
+ * agents hold a socket here (to route to them) and which are ready (their presence). None in one process.
+ */
+export interface ConnectionObserver {
+  /** `did` has an authenticated socket here now (whatever its phase). */
+  held(did: string): void;
+  /** `did` no longer has a socket here. */
+  released(did: string): void;
+  /** `did`'s socket here is ready (online). */
+  online(did: string): void;
+  /** `did` went offline here. */
+  offline(did: string): void;
+}
+
 export class AgentConnections implements AgentLink, AgentPresence {
   /**
    * The newest authenticated connection of each agent, whatever its phase (waiting for approval,
@@ -28,7 +43,14 @@ export class AgentConnections implements AgentLink, AgentPresence {
   /** Agents whose socket closed recently: their actor learns it after the grace period (flap damping). */
   private readonly leaving = new Map<string, { timer: NodeJS.Timeout; serial: string | null }>();
 
+  private observer: ConnectionObserver | undefined;
+
   constructor(private readonly log: Logger) {}
+
+  /** Cluster mode: reports which agents hold a socket here, and which are online. */
+  observe(observer: ConnectionObserver): void {
+    this.observer = observer;
+  }
 
   // -------------------------------------------------------------------------------------------
   // The ports
@@ -63,7 +85,9 @@ export class AgentConnections implements AgentLink, AgentPresence {
       if (conn.phase === Phase.Ready) {
         this.online--;
         this.agentGone(did);
+        this.observer?.offline(did);
       }
+      this.observer?.released(did);
       conn.end(code, reason);
     }
     const left = this.leaving.get(did);
@@ -134,6 +158,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const old = this.conns.get(did);
     if (old && old !== conn) old.end(replacedCode, 'replaced by a newer connection');
     this.conns.set(did, conn);
+    if (!old) this.observer?.held(did);
   }
 
   /**
@@ -146,6 +171,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     conn.phase = Phase.Ready;
     this.online++;
     this.presenceChanged(did, true);
+    this.observer?.online(did);
     let pending: Array<Promise<unknown>> | null = null;
     for (const l of this.readyListeners) {
       try {
@@ -166,9 +192,11 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const did = conn.did;
     if (!did || this.conns.get(did) !== conn) return false;
     this.conns.delete(did);
+    this.observer?.released(did);
     if (!wasReady) return false;
     this.online--;
     this.agentGone(did);
+    this.observer?.offline(did);
     return true;
   }
 

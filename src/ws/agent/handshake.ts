@@ -154,6 +154,11 @@ export class Handshake {
     conn.send({ type: 'registration', status: 'pending', registrationId });
   }
 
+  /** A registration decided on another node of a cluster, for an agent whose socket waits here. */
+  decided(did: string, decision: Decision): void {
+    this.onDecision(did, decision).catch((err: unknown) => this.deps.log.error({ err, did }, 'answering a registration decision failed'));
+  }
+
   private async onDecision(did: string, decision: Decision): Promise<void> {
     const conn = this.deps.connections.current(did);
     if (!conn || conn.phase !== Phase.WaitApproval) return;
@@ -224,8 +229,11 @@ export class Handshake {
     const did = conn.did!;
     const first = conn.phase === Phase.AwaitAccept;
     const greeting = first ? this.becomeReady(conn, cert) : null;
+    // In a cluster the agent's last heartbeats may have been stored by another node.
+    const refreshing = first ? (heartbeats.refreshStoredSeq?.(did) ?? null) : null;
     const session = await fleet.agentSessions.sessionOf(did);
     if (greeting) await greeting;
+    if (refreshing) await refreshing;
     if (isClosed(conn)) return;
     const rest: Omit<ReadyFrame, 'type' | 'agentId' | 'certificate'> = {
       serverSignature: offer.issued.serverSignature,

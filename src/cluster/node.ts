@@ -1,0 +1,204 @@
+/**
+ * One node of a cluster as the server runs it: its bus, its membership, its shards, where its
+ * actors live (placement.ts) and its peers (peers.ts), started and stopped in the order the
+ * composition root needs:
+ *
+ *   start:  cluster indexes → membership (the node's lease) → peers (its subject) → … the
+ *           services are built and started … → shards (ownership; actors restored per shard)
+ *   stop:   shards released (their actors written out first, so others take them at once) →
+ *           membership (the node's document removed) → bus
+ *
+ * It also keeps the list of live nodes fresh (read every third of the lease), which the peers'
+ * gathers and the agents' presence use.
+ */
+import { ensureClusterIndexes, type Collections } from '../store/collections.js';
+import type { ClusterNodeDoc } from '../store/cluster-docs.js';
+import type { Store } from '../store/types.js';
+import type { Bus, BusLog } from './bus.js';
+import { systemClock, type Clock, type Timer } from './clock.js';
+import { Membership, type ClusterLog } from './membership.js';
+import { Peers } from './peers.js';
+import { ShardPlacement } from './placement.js';
+import { ShardManager } from './shards.js';
+import { clusterSubjects, type Subjects } from './subjects.js';
+
+export interface ClusterNodeOptions {
+  bus: Bus;
+  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence' | 'tokenLedger'>;
+  storeKind: Store['kind'];
+  nodeId: string;
+  clusterName: string;
+  shardCount: number;
+  leaseMs: number;
+  marginMs: number;
+  /** Deadline of a command to another node and of a gather. */
+  requestTimeoutMs: number;
+  log: ClusterLog & BusLog;
+  clock?: Clock;
+  meta?: Record<string, string>;
+}
+
+/** A node's `<id>/<incarnation>`: names one process, so what a dead process left is told apart from its successor's. */
+export const nodeKeyOf = (n: Pick<ClusterNodeDoc, '_id' | 'incarnation'>) => `${n._id}/${n.incarnation}`;
+
+export interface ClusterStatus {
+  nodeId: string;
+  bus: Bus['status'];
+  /** Whether this node's lease is fresh. */
+  member: boolean;
+  nodes: number;
+  ownedShards: number;
+  shards: number;
+}
+
+export class ClusterNode {
+  readonly subjects: Subjects;
+  readonly membership: Membership;
+  readonly shards: ShardManager;
+  readonly peers: Peers;
+  readonly placement: ShardPlacement;
+  readonly bus: Bus;
+  readonly nodeId: string;
+  private readonly clock: Clock;
+  private live: ClusterNodeDoc[] = [];
+  private liveKeySet = new Set<string>();
+  private readonly liveListeners = new Set<(live: ReadonlySet<string>, left: string[]) => void>();
+  private refreshTimer: Timer | undefined;
+  private running = false;
+
+  constructor(private readonly o: ClusterNodeOptions) {
+    this.bus = o.bus;
+    this.nodeId = o.nodeId;
+    this.clock = o.clock ?? systemClock;
+    this.subjects = clusterSubjects(o.clusterName);
+    this.membership = new Membership({
+      nodes: o.c.clusterNodes,
+      nodeId: o.nodeId,
+      shards: o.shardCount,
+      leaseMs: o.leaseMs,
+      marginMs: o.marginMs,
+      log: o.log,
+      clock: this.clock,
+      meta: o.meta,
+    });
+    let placement: ShardPlacement | undefined;
+    this.shards = new ShardManager({
+      shards: o.c.clusterShards,
+      membership: this.membership,
+      shardCount: o.shardCount,
+      leaseMs: o.leaseMs,
+      marginMs: o.marginMs,
+      log: o.log,
+      clock: this.clock,
+      beforeRelease: (shard) => placement!.beforeRelease(shard),
+    });
+    this.placement = placement = new ShardPlacement({ bus: o.bus, subjects: this.subjects, shards: this.shards, log: o.log, timeoutMs: o.requestTimeoutMs });
+    this.peers = new Peers({
+      bus: o.bus,
+      subjects: this.subjects,
+      nodeId: o.nodeId,
+      nodeKey: this.nodeKey,
+      liveNodeIds: () => this.live.map((n) => n._id),
+      log: o.log,
+      gatherTimeoutMs: o.requestTimeoutMs,
+    });
+  }
+
+  /** `<nodeId>/<incarnation>` of this process. */
+  get nodeKey(): string {
+    return `${this.nodeId}/${this.membership.incarnation}`;
+  }
+
+  get leaseMs(): number {
+    return this.o.leaseMs;
+  }
+
+  get marginMs(): number {
+    return this.o.marginMs;
+  }
+
+  /** Indexes, the node's lease (waiting out a previous process with the same id), its subject. */
+  async start(): Promise<void> {
+    await ensureClusterIndexes(this.o.c, this.o.storeKind);
+    await this.membership.start();
+    this.running = true;
+    await this.refreshLive();
+    this.peers.start();
+    this.scheduleRefresh();
+  }
+
+  /** Takes this node's share of the shards (their actors are restored as each is taken). */
+  async startShards(): Promise<void> {
+    await this.shards.start();
+  }
+
+  /** Gives every shard back, after writing its actors out, so the other nodes take them at once. */
+  async stopShards(): Promise<void> {
+    this.placement.stopServing();
+    await this.shards.stop();
+  }
+
+  /** Leaves the cluster: the node's document goes, then the bus is drained and closed. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.refreshTimer?.cancel();
+    this.peers.stop();
+    await this.membership.stop().catch((err: unknown) => this.o.log.warn({ err }, 'removing this node from the cluster failed; its lease will run out'));
+    await this.bus.close();
+  }
+
+  /** Ids of the nodes whose leases run, as last read (this one included). */
+  liveNodeIds(): string[] {
+    return this.live.map((n) => n._id);
+  }
+
+  /** `<id>/<incarnation>` of the live nodes, as last read. */
+  liveKeys(): ReadonlySet<string> {
+    return this.liveKeySet;
+  }
+
+  /** Calls `fn` when the live nodes change, with the keys of the nodes that left. */
+  onLiveChange(fn: (live: ReadonlySet<string>, left: string[]) => void): void {
+    this.liveListeners.add(fn);
+  }
+
+  status(): ClusterStatus {
+    return {
+      nodeId: this.nodeId,
+      bus: this.bus.status,
+      member: this.membership.isAlive(),
+      nodes: this.live.length,
+      ownedShards: this.shards.ownedShards().size,
+      shards: this.o.shardCount,
+    };
+  }
+
+  /** Reads the live nodes now (also done every third of the lease). */
+  async refreshLive(): Promise<void> {
+    let live: ClusterNodeDoc[];
+    try {
+      live = await this.membership.liveNodes();
+    } catch (err) {
+      this.o.log.warn({ err }, 'reading the live nodes failed; keeping the last list');
+      return;
+    }
+    const keys = new Set(live.map(nodeKeyOf));
+    const left = [...this.liveKeySet].filter((k) => !keys.has(k));
+    const joined = [...keys].some((k) => !this.liveKeySet.has(k));
+    this.live = live;
+    this.liveKeySet = keys;
+    if (left.length === 0 && !joined) return;
+    for (const fn of this.liveListeners) {
+      try {
+        fn(keys, left);
+      } catch (err) {
+        this.o.log.error({ err }, 'a live-nodes listener failed');
+      }
+    }
+  }
+
+  private scheduleRefresh(): void {
+    if (!this.running) return;
+    this.refreshTimer = this.clock.after(Math.floor(this.o.leaseMs / 3), () => this.refreshLive().then(() => this.scheduleRefresh()));
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * The other nodes of a cluster as the services see them (the PeerNodes port of
+ * src/services/ports.ts): one-way broadcasts to every node, a scatter/gather that asks every
+ * other live node and collects what comes back by a deadline, and a hook for what must be re-read
+ * after the bus was down (messages sent meanwhile are lost).
+ *
+ * Broadcasts travel on `bcast.<topic>` (each node hears its own and skips it); gathers are
+ * requests on each live node's `node.<id>` subject, sent in parallel. A node that does not answer
+ * by the deadline (gone, slow, partitioned) is listed in `missing`: the caller says what that
+ * means for its path (docs/cluster.md, "When NATS loses a message").
+ */
+import { BusError, type Bus, type BusLog, type BusStatus, type Unsubscribe } from './bus.js';
+import { BusRemoteError, call, serve } from './rpc.js';
+import type { Subjects } from './subjects.js';
+
+/** What a gather brings back: the answers that came in time, and the nodes that did not answer. */
+export interface Gathered<T> {
+  answers: T[];
+  missing: string[];
+}
+
+type Handler = (data: unknown) => unknown;
+
+export interface PeersOptions {
+  bus: Bus;
+  subjects: Subjects;
+  /** This node's id and `<id>/<incarnation>` key. */
+  nodeId: string;
+  nodeKey: string;
+  /** The ids of the nodes whose leases run now (this one included), as last read. */
+  liveNodeIds(): readonly string[];
+  log: BusLog;
+  /** The default deadline of a gather. */
+  gatherTimeoutMs: number;
+}
+
+export class Peers {
+  readonly clustered = true;
+  private readonly broadcastHandlers = new Map<string, Handler[]>();
+  private readonly gatherHandlers = new Map<string, Handler>();
+  private readonly resync: Array<() => unknown> = [];
+  private readonly subs: Unsubscribe[] = [];
+  private lastStatus: BusStatus;
+  private stopStatus: (() => void) | undefined;
+
+  constructor(private readonly o: PeersOptions) {
+    this.lastStatus = o.bus.status;
+  }
+
+  /** Listens on this node's subject and follows the bus's status (for resync). */
+  start(): void {
+    const { bus, subjects, log } = this.o;
+    this.subs.push(
+      serve(
+        bus,
+        subjects.node(this.o.nodeId),
+        async (data) => {
+          const { topic, data: payload } = (data ?? {}) as { topic?: string; data?: unknown };
+          const handler = topic === undefined ? undefined : this.gatherHandlers.get(topic);
+          if (!handler) throw new BusRemoteError('', 'unknown_topic', `no handler for ${String(topic)}`);
+          return handler(payload);
+        },
+        { log, describe: (err) => (err instanceof BusRemoteError ? { code: err.code, message: err.message } : { code: 'internal', message: 'the node failed to answer' }) },
+      ),
+    );
+    this.stopStatus = bus.onStatus((status) => {
+      const was = this.lastStatus;
+      this.lastStatus = status;
+      if (status === 'connected' && was !== 'connected') this.runResync();
+    });
+  }
+
+  stop(): void {
+    for (const unsubscribe of this.subs.splice(0)) unsubscribe();
+    this.stopStatus?.();
+  }
+
+  /**
+   * Sends `data` to every other node's `onBroadcast(topic)` handlers. False when it was not sent
+   * (the bus is down): the other nodes then catch up at their resync or periodic refresh.
+   */
+  broadcast(topic: string, data: unknown): boolean {
+    try {
+      return this.o.bus.publish(this.o.subjects.bcast(topic), { from: this.o.nodeKey, data });
+    } catch (err) {
+      this.o.log.error({ err, topic }, 'a broadcast could not be sent');
+      return false;
+    }
+  }
+
+  onBroadcast(topic: string, handler: (data: unknown) => unknown): void {
+    let list = this.broadcastHandlers.get(topic);
+    if (!list) {
+      this.broadcastHandlers.set(topic, (list = []));
+      const handlers = list;
+      this.subs.push(
+        this.o.bus.subscribe(this.o.subjects.bcast(topic), async (msg) => {
+          const { from, data } = (msg.data ?? {}) as { from?: string; data?: unknown };
+          if (from === this.o.nodeKey) return;
+          for (const h of handlers) {
+            try {
+              await h(data);
+            } catch (err) {
+              this.o.log.error({ err, topic }, 'a broadcast handler failed');
+            }
+          }
+        }),
+      );
+    }
+    list.push(handler);
+  }
+
+  /**
+   * Asks every other live node's `onGather(topic)` handler, in parallel, and resolves with the
+   * answers that came within `deadlineMs` and the nodes that gave none (not answering, failing,
+   * or unreachable because the bus is down).
+   */
+  async gather<T>(topic: string, data: unknown, deadlineMs = this.o.gatherTimeoutMs): Promise<Gathered<T>> {
+    const others = this.o.liveNodeIds().filter((id) => id !== this.o.nodeId);
+    const answers: T[] = [];
+    const missing: string[] = [];
+    await Promise.all(
+      others.map(async (id) => {
+        try {
+          answers.push((await call(this.o.bus, this.o.subjects.node(id), { topic, data }, { timeoutMs: deadlineMs })) as T);
+        } catch (err) {
+          missing.push(id);
+          if (!(err instanceof BusError)) throw err;
+          this.o.log.warn({ node: id, topic, err: err.message }, 'a node did not answer a gather in time');
+        }
+      }),
+    );
+    return { answers, missing };
+  }
+
+  onGather(topic: string, handler: (data: unknown) => unknown): void {
+    this.gatherHandlers.set(topic, handler);
+  }
+
+  /** Runs `fn` each time the bus is back after being down (broadcasts sent meanwhile were lost). */
+  onResync(fn: () => unknown): void {
+    this.resync.push(fn);
+  }
+
+  private runResync(): void {
+    for (const fn of this.resync) {
+      Promise.resolve()
+        .then(fn)
+        .catch((err: unknown) => this.o.log.error({ err }, 'catching up after the bus was down failed'));
+    }
+  }
+}
+
+/** The peers of a single process: there are none; broadcasts and gathers reach nobody. */
+export class NoPeers {
+  readonly clustered = false;
+  broadcast(): boolean {
+    return true;
+  }
+  onBroadcast(): void {}
+  async gather<T>(): Promise<Gathered<T>> {
+    return { answers: [], missing: [] };
+  }
+  onGather(): void {}
+  onResync(): void {}
+}
