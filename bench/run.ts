@@ -7,6 +7,9 @@
  *   npm run bench -- recert --agents 10000          (b) a workspace policy re-certifying N agents
  *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
+ *   npm run bench -- cluster --agents 2000          cluster mode: each cross-node path against its
+ *                                                   single-node twin, and per-operation costs
+ *                                                   (bench/cluster.ts, its options there)
  *
  * Options (or environment): --agents N (BENCH_AGENTS, default 500), --loadgens K (BENCH_LOADGENS,
  * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
@@ -32,6 +35,7 @@ import { startProc, type Proc } from './proc.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
+import { benchCluster } from './cluster.js';
 
 
 const N = flag('agents', 'BENCH_AGENTS', 500);
@@ -335,7 +339,7 @@ async function benchHeartbeat(): Promise<void> {
   await teardown(s);
 }
 
-const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat };
+const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat, cluster: benchCluster };
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(
   `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +
