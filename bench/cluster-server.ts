@@ -50,6 +50,8 @@ let shared: Store | undefined;
 const dirs: string[] = [];
 /** Calls of every collection method by both nodes, `collection.method` → count. */
 const ops = new Map<string, number>();
+/** The same, a batch (an array argument: bulkUpdate, insertMany) counted once per document in it, as MongoDB counts them. */
+let docOps = 0;
 
 const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
@@ -67,6 +69,7 @@ function counted(store: Store): Store {
             const key = `${name}.${String(method)}`;
             return (...args: unknown[]) => {
               ops.set(key, (ops.get(key) ?? 0) + 1);
+              docOps += Array.isArray(args[0]) ? args[0].length : 1;
               return (v as (...a: unknown[]) => unknown).apply(c, args);
             };
           },
@@ -166,7 +169,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
       case 'memory':
         return reply(id, memory());
       case 'storeOps':
-        return reply(id, { total: [...ops.values()].reduce((a, n) => a + n, 0), byOp: Object.fromEntries(ops) });
+        return reply(id, { total: [...ops.values()].reduce((a, n) => a + n, 0), docs: docOps, byOp: Object.fromEntries(ops) });
       case 'nats': {
         if (!nats) return reply(id, { subscriptions: 0, mem: 0 });
         const varz = (await (await fetch(`http://127.0.0.1:${monitorPort}/varz`)).json()) as { subscriptions: number; mem: number; in_msgs: number; out_msgs: number };

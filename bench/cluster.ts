@@ -71,13 +71,13 @@ interface Recert {
 
 interface ModeResult {
   mode: Mode;
-  handshake: { ms: number; ready: number; cpuUs: number; storeOps: number; natsSubs: number; natsMemBytes: number; rssBytes: number };
-  reconnect: { ms: number; ready: number; cpuUs: number; storeOps: number; topOps: string };
+  handshake: { ms: number; ready: number; cpuUs: number; storeOps: number; storeDocs: number; natsSubs: number; natsMemBytes: number; rssBytes: number };
+  reconnect: { ms: number; ready: number; cpuUs: number; storeOps: number; storeDocs: number; topOps: string };
   intent: Map<Placement, Latencies>;
   mention: Map<Placement, Latencies>;
   recert: Map<Placement, Recert>;
   feed: Map<Placement, Latencies & { received: number; expected: number }>;
-  heartbeat: { acked: number; perSecond: number; cpuUs: number; storeOpsPerAck: number; ack: Latencies };
+  heartbeat: { acked: number; perSecond: number; cpuUs: number; storeOpsPerAck: number; storeDocsPerAck: number; ack: Latencies };
   bus?: { nats: Latencies & { cpuUs: number }; local: Latencies & { cpuUs: number } };
   /** The idle server's own work, taken off each phase's costs. */
   idle: { cpuPct: number; opsPerSecond: number };
@@ -142,7 +142,7 @@ async function runMode(mode: Mode): Promise<ModeResult> {
     const mark = async () => ({
       at: Date.now(),
       cpu: await server.call<NodeJS.CpuUsage>({ cmd: 'cpu' }),
-      ops: await server.call<{ total: number; byOp: Record<string, number> }>({ cmd: 'storeOps' }),
+      ops: await server.call<{ total: number; docs: number; byOp: Record<string, number> }>({ cmd: 'storeOps' }),
       nats: await server.call<{ subscriptions: number; mem: number }>({ cmd: 'nats' }),
     });
     type Mark = Awaited<ReturnType<typeof mark>>;
@@ -153,12 +153,14 @@ async function runMode(mode: Mode): Promise<ModeResult> {
       await new Promise((r) => setTimeout(r, 1000));
       idleMarks.push(await mark());
     }
-    const windows = idleMarks.slice(1).map((m, i) => ({ ms: m.at - idleMarks[i]!.at, cpu: cpuUs(idleMarks[i]!.cpu, m.cpu), ops: m.ops.total - idleMarks[i]!.ops.total }));
+    const windows = idleMarks.slice(1).map((m, i) => ({ ms: m.at - idleMarks[i]!.at, cpu: cpuUs(idleMarks[i]!.cpu, m.cpu), ops: m.ops.total - idleMarks[i]!.ops.total, docs: m.ops.docs - idleMarks[i]!.ops.docs }));
     const idleCpuPerMs = Math.min(...windows.map((w) => w.cpu / w.ms));
     const idleOpsPerMs = Math.min(...windows.map((w) => w.ops / w.ms));
+    const idleDocsPerMs = Math.min(...windows.map((w) => w.docs / w.ms));
     const cost = (a: Mark, b: Mark, per: number) => ({
       cpuUs: Math.max(0, cpuUs(a.cpu, b.cpu) - idleCpuPerMs * (b.at - a.at)) / per,
       ops: Math.max(0, b.ops.total - a.ops.total - idleOpsPerMs * (b.at - a.at)) / per,
+      docs: Math.max(0, b.ops.docs - a.ops.docs - idleDocsPerMs * (b.at - a.at)) / per,
     });
     const mem0 = await server.call<{ rss: number }>({ cmd: 'memory' });
     const h0 = await mark();
@@ -172,6 +174,7 @@ async function runMode(mode: Mode): Promise<ModeResult> {
       ready: connected.reduce((a, r) => a + r.ready, 0),
       cpuUs: cost(h0, h1, N).cpuUs,
       storeOps: cost(h0, h1, N).ops,
+      storeDocs: cost(h0, h1, N).docs,
       natsSubs: (h1.nats.subscriptions - h0.nats.subscriptions) / N,
       natsMemBytes: (h1.nats.mem - h0.nats.mem) / N,
       rssBytes: (mem1.rss - mem0.rss) / N,
@@ -191,6 +194,7 @@ async function runMode(mode: Mode): Promise<ModeResult> {
       ready: rec.reduce((a, r) => a + r.ready, 0),
       cpuUs: cost(r0, r1, N).cpuUs,
       storeOps: cost(r0, r1, N).ops,
+      storeDocs: cost(r0, r1, N).docs,
       topOps: opsDelta.slice(0, 8).map(([k, v]) => `${k} ${fmt(v, 2)}`).join(', '),
     };
 
@@ -295,6 +299,7 @@ async function runMode(mode: Mode): Promise<ModeResult> {
       perSecond: acked / HB_SECONDS,
       cpuUs: cost(b0, b1, Math.max(1, acked)).cpuUs,
       storeOpsPerAck: cost(b0, b1, Math.max(1, acked)).ops,
+      storeDocsPerAck: cost(b0, b1, Math.max(1, acked)).docs,
       ack: lat(hb.flatMap((r) => r.latencies)),
     };
 
@@ -361,23 +366,23 @@ export async function benchCluster(): Promise<void> {
 
   const both = (label: string, f: (r: ModeResult) => string): Array<[string, string]> => [[`${label}: one node / cluster`, `${f(single)} / ${f(cluster)}`]];
   table('cluster: per-operation costs (server process CPU; both cluster nodes share the process)', [
-    ...both('the idle server (taken off every figure below): CPU / store operations per second', (r) => `${fmt(r.idle.cpuPct, 2)} % / ${fmt(r.idle.opsPerSecond, 1)}`),
+    ...both('the idle server (taken off every figure below): CPU / store calls per second', (r) => `${fmt(r.idle.cpuPct, 2)} % / ${fmt(r.idle.opsPerSecond, 1)}`),
     ...both(`first handshake of ${N} agents, wall time (all ready)`, (r) => `${r.handshake.ms} ms (${r.handshake.ready})`),
     ...both('  CPU per handshake', (r) => us(r.handshake.cpuUs)),
-    ...both('  store operations per handshake', (r) => fmt(r.handshake.storeOps, 2)),
+    ...both('  store calls per handshake (documents, a batch counted per document)', (r) => `${fmt(r.handshake.storeOps, 2)} (${fmt(r.handshake.storeDocs, 2)})`),
     ...both('  RSS per held agent after a full collection (indicative at this size)', (r) => `${fmt(r.handshake.rssBytes / 1024, 2)} KiB`),
     ['  NATS subscriptions per held agent (cluster)', fmt(cluster.handshake.natsSubs, 2)],
     ['  nats-server memory per held agent (cluster; its own accounting, indicative)', `${fmt(cluster.handshake.natsMemBytes, 0)} B`],
     ...both(`reconnection of all ${N} at once, wall time (all ready)`, (r) => `${r.reconnect.ms} ms (${r.reconnect.ready})`),
     ...both('  CPU per reconnection', (r) => us(r.reconnect.cpuUs)),
-    ...both('  store operations per reconnection', (r) => fmt(r.reconnect.storeOps, 2)),
-    ['  the most frequent, per reconnection (one node)', single.reconnect.topOps || 'none'],
-    ['  the most frequent, per reconnection (cluster)', cluster.reconnect.topOps || 'none'],
+    ...both('  store calls per reconnection (documents, a batch counted per document)', (r) => `${fmt(r.reconnect.storeOps, 2)} (${fmt(r.reconnect.storeDocs, 2)})`),
+    ['  the most frequent calls, per reconnection (one node)', single.reconnect.topOps || 'none'],
+    ['  the most frequent calls, per reconnection (cluster)', cluster.reconnect.topOps || 'none'],
     ...both(`re-certification CPU per agent (policy POST at the agents' node)`, (r) => us((r.recert.get(r.mode === 'single' ? one : a)?.cpuUsPerAgent) ?? NaN)),
     ['  the same, POST at the other node (cluster)', us(cluster.recert.get(b)?.cpuUsPerAgent ?? NaN)],
     ...both(`heartbeats acknowledged per second (target ${RATE})`, (r) => fmt(r.heartbeat.perSecond, 0)),
     ...both('  CPU per heartbeat', (r) => us(r.heartbeat.cpuUs)),
-    ...both('  store operations per heartbeat', (r) => fmt(r.heartbeat.storeOpsPerAck, 3)),
+    ...both('  store calls per heartbeat (documents)', (r) => `${fmt(r.heartbeat.storeOpsPerAck, 3)} (${fmt(r.heartbeat.storeDocsPerAck, 3)})`),
     ...both('  ack latency p50 / p99', (r) => ms(r.heartbeat.ack)),
     ['bus hop alone, request/reply with 256 B, p50 / p99: NATS (two connections through nats-server)', cluster.bus ? `${ms(cluster.bus.nats)}, ${us(cluster.bus.nats.cpuUs)} CPU (both ends, one process)` : 'n/a'],
     ['  in-process bus (one node)', cluster.bus ? `${ms(cluster.bus.local)}, ${us(cluster.bus.local.cpuUs)} CPU` : 'n/a'],
