@@ -281,8 +281,11 @@ process.on('message', async (m: { id: number } & Cmd) => {
       return reply(id, { sent, acked, latencies, loop });
     }
     case 'watchPolicy': {
-      // '*' waits for any policy (the id is not known before the POST answers).
-      const matches = (c: Client) => (m.policyId === '*' ? c.policyId !== null : c.policyId === m.policyId);
+      // '*' waits for any policy (the id is not known before the POST answers); '!' for a
+      // certificate under another policy than each client holds now, or under none (a policy
+      // created, then deleted again).
+      const before = new Map(clients.map((c) => [c, c.policyId]));
+      const matches = (c: Client) => (m.policyId === '*' ? c.policyId !== null : m.policyId === '!' ? c.policyId !== before.get(c) : c.policyId === m.policyId);
       const pending = new Set(clients.filter((c) => !matches(c)));
       if (pending.size === 0) return reply(id, { lastAt: 0, missing: 0 });
       let lastAt = 0;

@@ -9,6 +9,9 @@
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
  *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
  *   npm run bench -- dashboard --agents 10000        (f) the dashboard's reads with N agents connected
+ *   npm run bench -- cluster --agents 2000          cluster mode: each cross-node path against its
+ *                                                   single-node twin, and per-operation costs
+ *                                                   (bench/cluster.ts, its options there)
  *
  * Options (or environment): --agents N (BENCH_AGENTS, default 500), --loadgens K (BENCH_LOADGENS,
  * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
@@ -36,6 +39,7 @@ import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } fr
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
+import { benchCluster } from './cluster.js';
 
 
 const N = flag('agents', 'BENCH_AGENTS', 500);
@@ -479,6 +483,7 @@ const benches: Record<string, () => Promise<void>> = {
   heartbeat: benchHeartbeat,
   feed: benchFeed,
   dashboard: benchDashboard,
+  cluster: benchCluster,
 };
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(

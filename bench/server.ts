@@ -6,18 +6,16 @@
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { nanoid } from 'nanoid';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { fleetOf } from '../src/app/handle.js';
-import type { AgentDoc, WorkspaceAgentDoc } from '../src/store/collections.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import type { MetricValueWithName } from 'prom-client';
 import { profileCommand } from './profiler.js';
-import { benchKey } from './keys.js';
+import { ownerAndWorkspace, preregister } from './fleet-setup.js';
 import { readRunQueueWaitMs } from './machine.js';
 import { percentile } from './report.js';
 
@@ -97,40 +95,12 @@ process.on('message', async (raw: { id: number } & Msg) => {
           ackMs?.push(seconds * 1000);
           observe(seconds);
         };
-        const ownerDoc = await steward.ctx.c.users.findOne({ isOwner: true });
-        const token = (await steward.ctx.sessions.create('user', ownerDoc!._id)).token;
-        const ws = { _id: nanoid(), name: 'Bench', slug: 'bench', color: '#000000', description: '', isDefault: false, createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(), createdBy: null };
-        await steward.ctx.c.workspaces.insertOne(ws);
-        return reply(id, { port: steward.port, token, workspaceId: ws._id, memory: memory() });
+        const { token, workspaceId } = await ownerAndWorkspace(steward);
+        return reply(id, { port: steward.port, token, workspaceId, memory: memory() });
       }
       case 'preregister': {
-        const c = steward!.ctx.c;
         const started = Date.now();
-        const now = new Date().toISOString();
-        for (let from = 0; from < raw.count; from += 2000) {
-          const agents: AgentDoc[] = [];
-          const members: WorkspaceAgentDoc[] = [];
-          for (let i = from; i < Math.min(raw.count, from + 2000); i++) {
-            const k = benchKey(raw.seed, i);
-            agents.push({
-              _id: k.did,
-              name: `bench-${i}`,
-              publicKey: k.publicKey,
-              version: '1.0.0',
-              status: 'active',
-              capabilities: ['api_call', 'file_access'],
-              requestedCapabilities: ['api_call', 'file_access'],
-              registeredAt: now,
-              lastSeen: null,
-            });
-            members.push({ _id: nanoid(), workspaceId: raw.workspaceId, agentDid: k.did, isPrimary: true, joinedAt: now });
-          }
-          await c.agents.insertMany(agents);
-          await c.workspaceAgents.insertMany(members);
-          // Written behind the fleet's back: the summary's counters are told, as registration would.
-          const summary = fleetOf(steward!.ctx).summary;
-          await Promise.all(agents.map((a) => summary.agentChanged(a._id)));
-        }
+        await preregister(steward!, raw.seed, raw.count, raw.workspaceId);
         return reply(id, { ms: Date.now() - started, memory: memory() });
       }
       case 'memory':
