@@ -1,8 +1,7 @@
 /**
  * People: workspaces with their members and roles; the user directory (admin level) with its
  * filters, unclaimed users and their claim QR; invitations (owners); grants of a user.
- * There is no list of open invitations in the interface yet: the ones made here are shown until
- * the page is left.
+ * Open invitations are listed by the server and revoked by id.
  */
 import { useState } from 'preact/hooks';
 import * as people from '../api/people';
@@ -429,19 +428,56 @@ function Directory() {
   );
 }
 
-interface Made {
-  token: string;
-  email: string;
-  name: string;
-  role: GlobalRole;
-  at: string;
-  revoked?: boolean;
+/** The open invitations (GET /api/invitations, never their tokens), revoked by id. */
+function PendingInvitations({ onError }: { onError: (err: unknown) => void }) {
+  const page = Math.max(1, Number(qp('ipage', '1')) || 1);
+  const list = useLoad(() => people.listInvitations({ page, pageSize: 20 }), [page]);
+  const d = list.data;
+  return (
+    <section class="panel">
+      <h3>Open invitations</h3>
+      <ErrorNote error={list.error} />
+      {!d ? (
+        list.loading && <Loading />
+      ) : d.invitations.length === 0 ? (
+        <Empty title="No invitation is open.">Invite someone by email with the form.</Empty>
+      ) : (
+        <>
+          <ul class="list">
+            {d.invitations.map((m) => (
+              <li key={m.id} class="row" data-invitation={m.email}>
+                <span>
+                  {m.email} as {m.role} · made <Time iso={m.createdAt} /> · expires <Time iso={m.expiresAt} />
+                </span>
+                <Action
+                  kind="danger"
+                  label={`Revoke the invitation of ${m.email}`}
+                  onRun={async () => {
+                    try {
+                      await people.revokeInvitationById(m.id);
+                      list.reload();
+                    } catch (err) {
+                      onError(err);
+                    }
+                  }}
+                >
+                  Revoke
+                </Action>
+              </li>
+            ))}
+          </ul>
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="invitations" onPage={(p) => setQuery({ ipage: p > 1 ? p : null })} />
+        </>
+      )}
+    </section>
+  );
 }
 
 function Invitations() {
   const [form, setForm] = useState({ email: '', name: '', role: 'member' as GlobalRole });
   const [errors, setErrors] = useState<Record<string, string>>({});
-  const [made, setMade] = useState<Made[]>([]);
+  /** Invitations made on this page: a new one re-reads the list. */
+  const [made, setMade] = useState(0);
   const [link, setLink] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
   const invite = async () => {
@@ -452,8 +488,8 @@ function Invitations() {
     if (Object.keys(e).length) return;
     setError(null);
     try {
-      const r = await people.inviteByEmail({ email: form.email.trim(), name: form.name.trim(), role: form.role });
-      setMade([{ token: r.token, email: form.email.trim(), name: form.name.trim(), role: form.role, at: new Date().toISOString() }, ...made]);
+      await people.inviteByEmail({ email: form.email.trim(), name: form.name.trim(), role: form.role });
+      setMade((n) => n + 1);
       setForm({ ...form, email: '', name: '' });
     } catch (err) {
       setError(err);
@@ -498,38 +534,7 @@ function Invitations() {
         </Action>
         {link && <Copyable text={link} label="Invite link" />}
       </section>
-      <section class="panel">
-        <h3>Invitations made here</h3>
-        <p class="muted">Steward does not list open invitations yet; the ones you make on this page are shown until you leave it, and can be revoked.</p>
-        {made.length === 0 ? (
-          <p class="muted">None yet.</p>
-        ) : (
-          <ul class="list">
-            {made.map((m) => (
-              <li key={m.token} class="row">
-                <span>
-                  {m.name} &lt;{m.email}&gt; as {m.role} · <Time iso={m.at} /> {m.revoked && <Badge kind="off">revoked</Badge>}
-                </span>
-                {!m.revoked && (
-                  <Action
-                    kind="danger"
-                    onRun={async () => {
-                      try {
-                        await people.revokeInvitation(m.token);
-                        setMade(made.map((x) => (x.token === m.token ? { ...x, revoked: true } : x)));
-                      } catch (err) {
-                        setError(err);
-                      }
-                    }}
-                  >
-                    Revoke
-                  </Action>
-                )}
-              </li>
-            ))}
-          </ul>
-        )}
-      </section>
+      <PendingInvitations key={made} onError={setError} />
     </div>
   );
 }
