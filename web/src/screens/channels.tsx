@@ -2,15 +2,17 @@
  * Channels: the channels of a workspace (and the global ones), a channel's messages live through
  * the feed, threads, reactions, edits and deletions, @mentions completed from the names of the
  * workspace's agents and people, members, and bridges (a webhook's secret is shown once, when it
- * is made).
+ * is made). Top-level messages show their reply counts; the list marks channels with unread
+ * messages, and viewing a channel marks it read.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import * as ch from '../api/channels';
 import type { Bridge, Channel, ChannelMember, Message } from '../api/channels';
 import { describeError } from '../api/http';
 import { listMembers, listWorkspaceAgents, myWorkspaces } from '../api/workspaces';
+import { signal } from '@preact/signals';
 import { feed } from '../app/feed';
-import { useLoad } from '../app/hooks';
+import { useLoad, usePoll } from '../app/hooks';
 import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
@@ -18,6 +20,9 @@ import { shortDid } from '../crypto/did';
 import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Tabs, Time, val } from '../ui/kit';
 
 const QUICK_REACTIONS = ['👍', '🎉', '👀', '✅'];
+
+/** Unread messages per channel id (GET /api/me/unread), lowered as channels are read here. */
+const unread = signal<Record<string, number>>({});
 
 interface Person {
   did: string;
@@ -113,6 +118,16 @@ function MessageItem({ m, me, names, canModerate, onReply, channelId, onChanged 
           {onReply && (
             <button type="button" class="quiet" onClick={onReply}>
               Reply in thread
+            </button>
+          )}
+          {onReply && (m.replyCount ?? 0) > 0 && (
+            <button type="button" class="quiet replies" onClick={onReply}>
+              {m.replyCount} {m.replyCount === 1 ? 'reply' : 'replies'}
+              {m.lastReplyAt && (
+                <>
+                  , last <Time iso={m.lastReplyAt} />
+                </>
+              )}
             </button>
           )}
           {mine && !editing && (
@@ -244,6 +259,8 @@ function Conversation({ channel, members, directory }: { channel: Channel; membe
     return feed.subscribe({ channelId: channel.id }, (f) => {
       const m = f.message as Message | undefined;
       if (!m) return;
+      if (f.type === 'message.created' && m.threadId !== null)
+        setMessages((list) => (list ? list.map((x) => (x.id === m.threadId ? { ...x, replyCount: (x.replyCount ?? 0) + 1, lastReplyAt: m.createdAt } : x)) : list));
       if (m.threadId === null) setMessages((list) => (list ? upsert(list, m) : list));
       else setThread((list) => (list && list[0]?.id === m.threadId ? [list[0]!, ...upsert(list.slice(1), m)] : list));
       if (m.threadId === null) setThread((list) => (list && list[0]?.id === m.id ? [m, ...list.slice(1)] : list));
@@ -258,6 +275,16 @@ function Conversation({ channel, members, directory }: { channel: Channel; membe
       setError,
     );
   }, [channel.id, threadId, messages === null]);
+
+  // Viewing the channel reads it up to its newest top-level message.
+  const newest = messages?.[messages.length - 1]?.id;
+  useEffect(() => {
+    if (!newest || !mine) return;
+    ch.markRead(channel.id, newest).then(
+      (r) => (unread.value = { ...unread.value, [channel.id]: r.unread }),
+      () => undefined,
+    );
+  }, [channel.id, newest, !!mine]);
 
   const older = async () => {
     try {
@@ -741,6 +768,13 @@ export default function Channels({ params }: ScreenProps) {
   const archived = qp('archived') === '1';
   const list = useLoad(() => (ws ? ch.listChannels(ws.id, archived) : Promise.resolve({ channels: [] as Channel[] })), [ws?.id, archived]);
   const [creating, setCreating] = useState(false);
+  const readUnread = () =>
+    ch.myUnread().then(
+      (r) => (unread.value = Object.fromEntries(r.channels.map((c) => [c.channelId, c.unread]))),
+      () => undefined,
+    );
+  useEffect(() => void readUnread(), [ws?.id]);
+  usePoll(() => void readUnread(), 60_000);
   return (
     <section>
       <h1>Channels</h1>
@@ -768,7 +802,14 @@ export default function Channels({ params }: ScreenProps) {
               {list.data.channels.map((c) => (
                 <li key={c.id}>
                   <a href={`/channels/${c.id}${ws ? `?ws=${ws.slug}` : ''}`} class={params.id === c.id ? 'active' : ''} aria-current={params.id === c.id ? 'page' : undefined}>
-                    # {c.name} {c.workspaceId === null && <Badge>global</Badge>} <span class="muted">{c.messageCount ?? ''}</span>
+                    <span class={unread.value[c.id] ? 'unread' : ''}># {c.name}</span> {c.workspaceId === null && <Badge>global</Badge>}{' '}
+                    {unread.value[c.id] ? (
+                      <span class="badge count" aria-label={`${unread.value[c.id]} unread`}>
+                        {unread.value[c.id]}
+                      </span>
+                    ) : (
+                      <span class="muted">{c.messageCount ?? ''}</span>
+                    )}
                   </a>
                 </li>
               ))}
