@@ -129,9 +129,9 @@ test('runs are cancelled from the list of all runs, each with its outcome', asyn
   await page.locator(`tr[data-run="${two}"]`).waitFor();
   await page.getByRole('checkbox', { name: new RegExp(`Select run ${one}`) }).check();
   await page.getByRole('checkbox', { name: new RegExp(`Select run ${two}`) }).check();
+  await screenshot(page, 'runs');
   await page.getByRole('button', { name: 'Cancel 2 selected' }).click();
   await page.getByTestId('cancel-results').getByText('2 of 2 cancelled.').waitFor();
-  await screenshot(page, 'runs');
   for (const id of [one, two]) assert.is((await api('GET', `/api/workflows/${workflowId}/runs/${id}`)).body.status, 'cancelled');
   // The list follows the runs topic: cancelled runs leave the running filter.
   await page.locator(`tr[data-run="${one}"]`).waitFor({ state: 'detached' });

@@ -68,6 +68,12 @@ export function stateText(v: StateValue | null | undefined): string {
 
 const CHAR = 7.2;
 
+/** XState's internal event names in short: `xstate.done.actor.0.agent.approving` is `done: approving`. */
+export function eventText(event: string): string {
+  const m = /^xstate\.(done|error)\.(?:actor|state)\.(?:\d+\.)?(.+)$/.exec(event);
+  return m ? `${m[1]}: ${m[2]!.split('.').pop()}` : event;
+}
+
 export function StateChart({ definition, state, lastEvent, label }: { definition: StateNodeDef; state: StateValue | null | undefined; lastEvent?: string; label: string }) {
   const { states, transitions } = flatten(definition);
   const lit = new Set(activePaths(state));
@@ -75,7 +81,7 @@ export function StateChart({ definition, state, lastEvent, label }: { definition
   g.setGraph({ rankdir: 'LR', nodesep: 20, ranksep: 60, edgesep: 12, marginx: 12, marginy: 12 });
   for (const s of states) g.setNode(s.path, { width: Math.max(80, s.name.length * CHAR + 24), height: 34 });
   for (const s of states) if (s.parent) g.setEdge(s.parent, s.path, { width: 0, height: 0, contains: true }, `contains:${s.path}`);
-  for (const t of transitions) g.setEdge(t.from, t.to, { width: t.event.length * 6.4 + 8, height: 14, labelpos: 'c', event: t.event }, `${t.event}:${t.from}:${t.to}`);
+  for (const t of transitions) g.setEdge(t.from, t.to, { width: eventText(t.event).length * 6.4 + 8, height: 14, labelpos: 'c', event: t.event }, `${t.event}:${t.from}:${t.to}`);
   layout(g);
   const info = g.graph();
   const width = Math.ceil(info.width ?? 100);
@@ -95,9 +101,10 @@ export function StateChart({ definition, state, lastEvent, label }: { definition
           const hot = edge.event === lastEvent && lit.has(e.w);
           return (
             <g key={e.name} class={hot ? 'transition hot' : 'transition'}>
+              <title>{edge.event}</title>
               <path class="edge" d={d} marker-end="url(#state-arrow)" />
               <text x={edge.x} y={(edge.y ?? 0) + 4} text-anchor="middle" class="event">
-                {edge.event}
+                {eventText(edge.event ?? '')}
               </text>
             </g>
           );
