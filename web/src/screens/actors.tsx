@@ -8,7 +8,7 @@ import { listActors, type StateValue } from '../api/fleet';
 import { useLoad, useSoon } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { useTopic } from '../app/topics';
-import { Empty, ErrorNote, Field, Loading, Pager, Time, val } from '../ui/kit';
+import { Empty, ErrorNote, Field, Loading, Pager, Table, Time, val } from '../ui/kit';
 import { stateText } from '../ui/state-chart';
 
 export const actorHref = (kind: string, id: string) => `/actors/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
@@ -75,39 +75,26 @@ export default function Actors() {
         <Empty title="No actor matches.">{kind || state || prefix ? 'Change or clear the filters above.' : 'Actors appear as agents register, channels are used and workflows run.'}</Empty>
       ) : (
         <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Kind</th>
-                  <th>Id</th>
-                  <th>State</th>
-                  <th>Status</th>
-                  <th>In this state since</th>
+          <Table head={['Kind', 'Id', 'State', 'Status', 'In this state since']}>
+            {d.actors.map((x) => {
+              const l = live[`${x.kind}:${x.id}`];
+              return (
+                <tr key={`${x.kind}:${x.id}`} data-actor={x.id}>
+                  <td>{x.kind}</td>
+                  <td>
+                    <a href={actorHref(x.kind, x.id)}>
+                      <code>{x.id}</code>
+                    </a>
+                  </td>
+                  <td>{stateText(l?.[0] ?? x.state)}</td>
+                  <td>{x.status}</td>
+                  <td>
+                    <Time iso={l?.[1] ?? x.since} />
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {d.actors.map((x) => {
-                  const l = live[`${x.kind}:${x.id}`];
-                  return (
-                    <tr key={`${x.kind}:${x.id}`} data-actor={x.id}>
-                      <td>{x.kind}</td>
-                      <td>
-                        <a href={actorHref(x.kind, x.id)}>
-                          <code>{x.id}</code>
-                        </a>
-                      </td>
-                      <td>{stateText(l?.[0] ?? x.state)}</td>
-                      <td>{x.status}</td>
-                      <td>
-                        <Time iso={l?.[1] ?? x.since} />
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+              );
+            })}
+          </Table>
           <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="actors" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}

@@ -20,7 +20,7 @@ import { access } from '../app/session';
 import { checkCertificate, type CertificateChecks } from '../crypto/certificate';
 import { ActorView } from '../ui/actor-view';
 import { TokenChart } from '../ui/token-chart';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Notice, Swatch, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Notice, Swatch, Table, Tabs, Time, val } from '../ui/kit';
 
 function Limits({ limits }: { limits: ResourceLimits | null }) {
   if (!limits) return <span class="muted">no limits</span>;
@@ -224,13 +224,10 @@ function LlmTab({ agent }: { agent: AgentDetail }) {
             <Action
               kind="danger"
               onRun={async () => {
-                try {
-                  await agents.deleteLlmConfig(agent.id);
-                  config.reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await agents.deleteLlmConfig(agent.id);
+                config.reload();
               }}
+              onError={setError}
             >
               Remove (agent falls back to its environment)
             </Action>
@@ -313,36 +310,23 @@ function SkillsTab({ agent }: { agent: AgentDetail }) {
   const all = sets.data.flatMap((s) => s.skills.map((k) => ({ ...k, ws: s.w })));
   if (all.length === 0) return <Empty title="This agent gets no skills.">Skills are added per workspace under Skills.</Empty>;
   return (
-    <div class="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th>Skill</th>
-            <th>Workspace</th>
-            <th>Version</th>
-            <th>Required</th>
-            <th>Config in effect</th>
-          </tr>
-        </thead>
-        <tbody>
-          {all.map((k) => (
-            <tr key={`${k.ws.id}:${k.id}`}>
-              <td>
-                {k.name}
-                <br />
-                <span class="muted">{k.description}</span>
-              </td>
-              <td>{k.ws.name}</td>
-              <td>{k.version ?? '—'}</td>
-              <td>{k.isRequired ? 'yes' : 'no'}</td>
-              <td>
-                <Json value={k.config} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <Table head={['Skill', 'Workspace', 'Version', 'Required', 'Config in effect']}>
+      {all.map((k) => (
+        <tr key={`${k.ws.id}:${k.id}`}>
+          <td>
+            {k.name}
+            <br />
+            <span class="muted">{k.description}</span>
+          </td>
+          <td>{k.ws.name}</td>
+          <td>{k.version ?? '—'}</td>
+          <td>{k.isRequired ? 'yes' : 'no'}</td>
+          <td>
+            <Json value={k.config} />
+          </td>
+        </tr>
+      ))}
+    </Table>
   );
 }
 
@@ -433,34 +417,22 @@ function IntentsTab({ agent }: { agent: AgentDetail }) {
           audit.data && audit.data.entries.length > 0 ? (
             <>
               <h3>From the activity log</h3>
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th>When</th>
-                      <th>By</th>
-                      <th>Action</th>
-                      <th>Outcome</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {audit.data.entries.map((e) => (
-                      <tr key={e.id}>
-                        <td>
-                          <Time iso={e.at} />
-                        </td>
-                        <td>
-                          <Did did={e.actor} />
-                        </td>
-                        <td>
-                          <code>{String(e.details?.action ?? '')}</code>
-                        </td>
-                        <td>{String(e.details?.outcome ?? '')}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table head={['When', 'By', 'Action', 'Outcome']}>
+                {audit.data.entries.map((e) => (
+                  <tr key={e.id}>
+                    <td>
+                      <Time iso={e.at} />
+                    </td>
+                    <td>
+                      <Did did={e.actor} />
+                    </td>
+                    <td>
+                      <code>{String(e.details?.action ?? '')}</code>
+                    </td>
+                    <td>{String(e.details?.outcome ?? '')}</td>
+                  </tr>
+                ))}
+              </Table>
             </>
           ) : (
             audit.data && sent.length === 0 && <Empty title="No intents yet." />

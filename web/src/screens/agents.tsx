@@ -8,7 +8,7 @@ import { myWorkspaces } from '../api/workspaces';
 import { CAPABILITIES } from '../api/types';
 import { useLoad, usePoll } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
-import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val } from '../ui/kit';
+import { Badge, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Pager, Swatch, Time, val } from '../ui/kit';
 
 const PAGE_SIZES = [20, 50, 100];
 
@@ -71,11 +71,7 @@ export default function Agents() {
         <Field label="Workspace">
           <select value={workspace} onChange={(e) => setQuery({ workspace: val(e) || null, page: null })}>
             <option value="">All visible</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.slug}>
-                {w.name}
-              </option>
-            ))}
+            <NamedOptions items={workspaces.data?.workspaces} />
           </select>
         </Field>
         <Field label="Has capability">

@@ -17,7 +17,7 @@ import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { shortDid } from '../crypto/did';
-import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Tabs, Time, val } from '../ui/kit';
 
 const QUICK_REACTIONS = ['👍', '🎉', '👀', '✅'];
 
@@ -411,13 +411,10 @@ function Members({ channel, members, directory, reload }: { channel: Channel; me
                       kind="danger"
                       onRun={async () => {
                         setError(null);
-                        try {
-                          await ch.removeChannelMember(channel.id, m.memberDid);
-                          reload();
-                        } catch (err) {
-                          setError(err);
-                        }
+                        await ch.removeChannelMember(channel.id, m.memberDid);
+                        reload();
                       }}
+                      onError={setError}
                     >
                       {m.memberDid === a.did ? 'Leave' : 'Remove'}
                     </Action>
@@ -456,14 +453,11 @@ function Members({ channel, members, directory, reload }: { channel: Channel; me
                 const p = directory.find((x) => x.did === who);
                 if (!p) return;
                 setError(null);
-                try {
-                  await ch.addChannelMember(channel.id, p.did, p.kind, role);
-                  setWho('');
-                  reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await ch.addChannelMember(channel.id, p.did, p.kind, role);
+                setWho('');
+                reload();
               }}
+              onError={setError}
             >
               Add
             </Action>
@@ -559,13 +553,10 @@ function Bridges({ channel, isOwner }: { channel: Channel; isOwner: boolean }) {
                       <div class="actions">
                         <Action
                           onRun={async () => {
-                            try {
-                              await ch.updateBridge(channel.id, b.id, { isSyncEnabled: !b.isSyncEnabled });
-                              list.reload();
-                            } catch (err) {
-                              setError(err);
-                            }
+                            await ch.updateBridge(channel.id, b.id, { isSyncEnabled: !b.isSyncEnabled });
+                            list.reload();
                           }}
+                          onError={setError}
                         >
                           {b.isSyncEnabled ? 'Disable' : 'Enable'}
                         </Action>
@@ -573,13 +564,10 @@ function Bridges({ channel, isOwner }: { channel: Channel; isOwner: boolean }) {
                           kind="danger"
                           onRun={async () => {
                             if (!confirm('Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.')) return;
-                            try {
-                              await ch.deleteBridge(channel.id, b.id);
-                              list.reload();
-                            } catch (err) {
-                              setError(err);
-                            }
+                            await ch.deleteBridge(channel.id, b.id);
+                            list.reload();
                           }}
+                          onError={setError}
                         >
                           Delete
                         </Action>
@@ -668,13 +656,10 @@ function ChannelView({ id }: { id: string }) {
         {!mine && channel.isPublic && !channel.isArchived && (
           <Action
             onRun={async () => {
-              try {
-                await ch.addChannelMember(channel.id, a.did, 'user');
-                detail.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await ch.addChannelMember(channel.id, a.did, 'user');
+              detail.reload();
             }}
+            onError={setError}
           >
             Join
           </Action>
@@ -682,13 +667,10 @@ function ChannelView({ id }: { id: string }) {
         {isOwner && (
           <Action
             onRun={async () => {
-              try {
-                await ch.updateChannel(channel.id, { isArchived: !channel.isArchived });
-                detail.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await ch.updateChannel(channel.id, { isArchived: !channel.isArchived });
+              detail.reload();
             }}
+            onError={setError}
           >
             {channel.isArchived ? 'Reopen' : 'Archive'}
           </Action>
@@ -745,14 +727,11 @@ function NewChannel({ workspaceId, onCreated }: { workspaceId: string; onCreated
             if (!name.trim()) return setNameError('Give the channel a name.');
             setNameError(null);
             setError(null);
-            try {
-              const r = await ch.createChannel({ name: name.trim(), isPublic, ...(global ? {} : { workspaceId }) });
-              setName('');
-              onCreated(r.channel);
-            } catch (err) {
-              setError(err);
-            }
+            const r = await ch.createChannel({ name: name.trim(), isPublic, ...(global ? {} : { workspaceId }) });
+            setName('');
+            onCreated(r.channel);
           }}
+          onError={setError}
         >
           Create
         </Action>
@@ -783,11 +762,7 @@ export default function Channels({ params }: ScreenProps) {
         <nav aria-label="Channels">
           <Field label="Workspace">
             <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-              {workspaces.data?.workspaces.map((w) => (
-                <option key={w.id} value={w.slug}>
-                  {w.name}
-                </option>
-              ))}
+              <NamedOptions items={workspaces.data?.workspaces} />
             </select>
           </Field>
           <label class="check">

@@ -5,7 +5,7 @@ import { grantWorkspaceModel, listWorkspaceModels, listWorkspaces, revokeWorkspa
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, Empty, ErrorNote, Field, Loading, Time, val } from '../ui/kit';
+import { Action, Badge, Empty, ErrorNote, Field, Loading, NamedOptions, Time, val } from '../ui/kit';
 
 function Registry() {
   const list = useLoad(() => listModels(), []);
@@ -74,13 +74,10 @@ function Registry() {
                     <div class="actions">
                       <Action
                         onRun={async () => {
-                          try {
-                            await updateModel(m.id, { status: m.status === 'active' ? 'inactive' : 'active' });
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
+                          await updateModel(m.id, { status: m.status === 'active' ? 'inactive' : 'active' });
+                          list.reload();
                         }}
+                        onError={setError}
                       >
                         {m.status === 'active' ? 'Deactivate' : 'Activate'}
                       </Action>
@@ -88,13 +85,10 @@ function Registry() {
                         kind="danger"
                         onRun={async () => {
                           if (!confirm(`Delete ${m.name}? Workspaces lose their access to it.`)) return;
-                          try {
-                            await deleteModel(m.id);
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
+                          await deleteModel(m.id);
+                          list.reload();
                         }}
+                        onError={setError}
                       >
                         Delete
                       </Action>
@@ -154,11 +148,7 @@ function WorkspaceAccess() {
       <h2>Workspace model access</h2>
       <Field label="Workspace">
         <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-          {adminOf.map((w) => (
-            <option key={w.id} value={w.slug}>
-              {w.name}
-            </option>
-          ))}
+          <NamedOptions items={adminOf} />
         </select>
       </Field>
       <ErrorNote error={granted.error ?? error} />
@@ -172,13 +162,10 @@ function WorkspaceAccess() {
               <Action
                 kind="danger"
                 onRun={async () => {
-                  try {
-                    await revokeWorkspaceModel(ws!.id, m.id);
-                    granted.reload();
-                  } catch (err) {
-                    setError(err);
-                  }
+                  await revokeWorkspaceModel(ws!.id, m.id);
+                  granted.reload();
                 }}
+                onError={setError}
               >
                 Revoke
               </Action>
@@ -191,25 +178,18 @@ function WorkspaceAccess() {
           <Field label="Grant a model">
             <select value={pick} onChange={(e) => setPick(val(e))}>
               <option value="">Choose…</option>
-              {available.map((m) => (
-                <option key={m.id} value={m.id}>
-                  {m.name}
-                </option>
-              ))}
+              <NamedOptions items={available} by="id" />
             </select>
           </Field>
           <Action
             kind="primary"
             disabled={!pick}
             onRun={async () => {
-              try {
-                await grantWorkspaceModel(ws.id, pick);
-                setPick('');
-                granted.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await grantWorkspaceModel(ws.id, pick);
+              setPick('');
+              granted.reload();
             }}
+            onError={setError}
           >
             Grant
           </Action>

@@ -10,7 +10,7 @@ import { fleetSummary, listActors, tokenSeries, type ActorItem } from '../api/fl
 import { lookupNames } from '../api/people';
 import { useLoad, usePoll, useSoon } from '../app/hooks';
 import { useTopic } from '../app/topics';
-import { ErrorNote, Loading, relative } from '../ui/kit';
+import { ErrorNote, Loading, relative, Table } from '../ui/kit';
 import { TokenChart } from '../ui/token-chart';
 
 type AgentStatus = 'online' | 'offline' | 'pending' | 'rejected';
@@ -129,28 +129,17 @@ export default function Overview() {
       {s && s.workspaces.length > 0 && (
         <>
           <h2>Workspaces</h2>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Workspace</th>
-                  <th>Agents</th>
-                  <th>Online</th>
-                </tr>
-              </thead>
-              <tbody>
-                {s.workspaces.map((w) => (
-                  <tr key={w.id}>
-                    <td>
-                      <a href={`/agents?workspace=${encodeURIComponent(w.slug)}`}>{w.name}</a>
-                    </td>
-                    <td>{w.total.toLocaleString()}</td>
-                    <td>{w.online.toLocaleString()}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table head={['Workspace', 'Agents', 'Online']}>
+            {s.workspaces.map((w) => (
+              <tr key={w.id}>
+                <td>
+                  <a href={`/agents?workspace=${encodeURIComponent(w.slug)}`}>{w.name}</a>
+                </td>
+                <td>{w.total.toLocaleString()}</td>
+                <td>{w.online.toLocaleString()}</td>
+              </tr>
+            ))}
+          </Table>
         </>
       )}
       <h2>Tokens per day</h2>

@@ -11,7 +11,7 @@ import * as wsApi from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Swatch, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Options, Pager, Swatch, Tabs, Time, val } from '../ui/kit';
 
 function Workspaces() {
   const a = access.value!;
@@ -52,15 +52,12 @@ function Workspaces() {
               kind="primary"
               disabled={!newWs.name.trim()}
               onRun={async () => {
-                try {
-                  const r = await wsApi.createWorkspace({ name: newWs.name.trim(), color: newWs.color });
-                  setNewWs({ ...newWs, name: '' });
-                  list.reload();
-                  setQuery({ ws: r.workspace.slug });
-                } catch (err) {
-                  setError(err);
-                }
+                const r = await wsApi.createWorkspace({ name: newWs.name.trim(), color: newWs.color });
+                setNewWs({ ...newWs, name: '' });
+                list.reload();
+                setQuery({ ws: r.workspace.slug });
               }}
+              onError={setError}
             >
               Create
             </Action>
@@ -114,11 +111,7 @@ function Workspaces() {
                                 }
                               }}
                             >
-                              {WORKSPACE_ROLES.map((r) => (
-                                <option key={r} value={r}>
-                                  {r}
-                                </option>
-                              ))}
+                              <Options values={WORKSPACE_ROLES} />
                             </select>
                           ) : (
                             m.role
@@ -133,13 +126,10 @@ function Workspaces() {
                               kind="danger"
                               onRun={async () => {
                                 if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
-                                try {
-                                  await wsApi.removeMember(current.id, m.did ?? m.userId);
-                                  members.reload();
-                                } catch (err) {
-                                  setError(err);
-                                }
+                                await wsApi.removeMember(current.id, m.did ?? m.userId);
+                                members.reload();
                               }}
+                              onError={setError}
                             >
                               {m.did === a.did ? 'Leave' : 'Remove'}
                             </Action>
@@ -160,25 +150,18 @@ function Workspaces() {
                   </Field>
                   <Field label="Role">
                     <select value={newMember.role} onChange={(e) => setNewMember({ ...newMember, role: val(e) as WorkspaceRole })}>
-                      {WORKSPACE_ROLES.map((r) => (
-                        <option key={r} value={r}>
-                          {r}
-                        </option>
-                      ))}
+                      <Options values={WORKSPACE_ROLES} />
                     </select>
                   </Field>
                   <Action
                     kind="primary"
                     disabled={!newMember.did}
                     onRun={async () => {
-                      try {
-                        await wsApi.addMember(current.id, newMember.did, newMember.role);
-                        setNewMember({ ...newMember, did: '' });
-                        members.reload();
-                      } catch (err) {
-                        setError(err);
-                      }
+                      await wsApi.addMember(current.id, newMember.did, newMember.role);
+                      setNewMember({ ...newMember, did: '' });
+                      members.reload();
                     }}
+                    onError={setError}
                   >
                     Add
                   </Action>
@@ -221,13 +204,10 @@ function Grants({ user, onClose }: { user: User; onClose: () => void }) {
               <Action
                 kind="danger"
                 onRun={async () => {
-                  try {
-                    await people.revokeGrant(ref, g.id);
-                    list.reload();
-                  } catch (err) {
-                    setError(err);
-                  }
+                  await people.revokeGrant(ref, g.id);
+                  list.reload();
                 }}
+                onError={setError}
               >
                 Revoke
               </Action>
@@ -252,14 +232,11 @@ function Grants({ user, onClose }: { user: User; onClose: () => void }) {
                 if (agentDid && !agentDid.startsWith('did:')) return setFormError('The agent is named by its DID.');
                 if (expires && new Date(expires).getTime() <= Date.now()) return setFormError('The expiry must be in the future.');
                 setFormError(null);
-                try {
-                  await people.createGrant(ref, { agentDid: agentDid || null, capabilities: caps, ...(expires ? { expiresAt: new Date(expires).toISOString() } : {}) });
-                  setCaps([]);
-                  list.reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await people.createGrant(ref, { agentDid: agentDid || null, capabilities: caps, ...(expires ? { expiresAt: new Date(expires).toISOString() } : {}) });
+                setCaps([]);
+                list.reload();
               }}
+              onError={setError}
             >
               Grant
             </Action>
@@ -295,11 +272,7 @@ function Directory() {
         <Field label="Role">
           <select value={role} onChange={(e) => setQuery({ role: val(e) || null, page: null })}>
             <option value="">Any</option>
-            {GLOBAL_ROLES.map((r) => (
-              <option key={r} value={r}>
-                {r}
-              </option>
-            ))}
+            <Options values={GLOBAL_ROLES} />
           </select>
         </Field>
         <Field label="Account">
@@ -372,13 +345,10 @@ function Directory() {
                           <Action
                             onRun={async () => {
                               setError(null);
-                              try {
-                                const r = await people.sendQr(u.id, false);
-                                setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
-                              } catch (err) {
-                                setError(err);
-                              }
+                              const r = await people.sendQr(u.id, false);
+                              setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
                             }}
+                            onError={setError}
                           >
                             Claim QR
                           </Action>
@@ -387,13 +357,10 @@ function Directory() {
                           <Action
                             onRun={async () => {
                               setError(null);
-                              try {
-                                const r = await people.sendQr(u.id, true);
-                                setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
-                              } catch (err) {
-                                setError(err);
-                              }
+                              const r = await people.sendQr(u.id, true);
+                              setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
                             }}
+                            onError={setError}
                           >
                             Mail claim link
                           </Action>
@@ -403,13 +370,10 @@ function Directory() {
                             kind="danger"
                             onRun={async () => {
                               if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
-                              try {
-                                await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
-                                list.reload();
-                              } catch (err) {
-                                setError(err);
-                              }
+                              await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
+                              list.reload();
                             }}
+                            onError={setError}
                           >
                             Delete
                           </Action>
@@ -453,13 +417,10 @@ function PendingInvitations({ onError }: { onError: (err: unknown) => void }) {
                   kind="danger"
                   label={`Revoke the invitation of ${m.email}`}
                   onRun={async () => {
-                    try {
-                      await people.revokeInvitationById(m.id);
-                      list.reload();
-                    } catch (err) {
-                      onError(err);
-                    }
+                    await people.revokeInvitationById(m.id);
+                    list.reload();
                   }}
+                  onError={onError}
                 >
                   Revoke
                 </Action>
@@ -508,11 +469,7 @@ function Invitations() {
         </Field>
         <Field label="Role">
           <select value={form.role} onChange={(e) => setForm({ ...form, role: val(e) as GlobalRole })}>
-            {GLOBAL_ROLES.map((r) => (
-              <option key={r} value={r}>
-                {r}
-              </option>
-            ))}
+            <Options values={GLOBAL_ROLES} />
           </select>
         </Field>
         <ErrorNote error={error} />
@@ -523,12 +480,9 @@ function Invitations() {
         <p class="muted">Whoever claims this link becomes a new member of the default workspace. It works for CLAIM_TTL_MINUTES (30 minutes by default).</p>
         <Action
           onRun={async () => {
-            try {
-              setLink((await people.inviteLink()).connectionString);
-            } catch (err) {
-              setError(err);
-            }
+            setLink((await people.inviteLink()).connectionString);
           }}
+          onError={setError}
         >
           Make an invite link
         </Action>

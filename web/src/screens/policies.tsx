@@ -10,7 +10,7 @@ import { CAPABILITIES, type Capability, type ResourceLimits } from '../api/types
 import { listWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
-import { Action, Badge, CapabilityChecks, Did, Empty, ErrorNote, Field, Loading, Notice, Time, val } from '../ui/kit';
+import { Action, Badge, CapabilityChecks, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Time, val } from '../ui/kit';
 
 function SentTo({ what, sentTo }: { what: string; sentTo: string[] }) {
   return (
@@ -132,11 +132,7 @@ function CreatePolicy({ onCreated }: { onCreated: (what: string, sentTo: string[
         <Field label="Workspace" error={errors.workspace}>
           <select value={workspaceId} onChange={(e) => setWorkspaceId(val(e))}>
             <option value="">Choose…</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.id}>
-                {w.name}
-              </option>
-            ))}
+            <NamedOptions items={workspaces.data?.workspaces} by="id" />
           </select>
         </Field>
       )}
@@ -244,14 +240,11 @@ export default function Policies() {
                         onRun={async () => {
                           if (!confirm('Revoke this policy? Connected agents it applies to get a new certificate at once.')) return;
                           setError(null);
-                          try {
-                            const r = await revokePolicy(p.id);
-                            setResult({ what: 'Policy revoked.', sentTo: r.sentTo });
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
+                          const r = await revokePolicy(p.id);
+                          setResult({ what: 'Policy revoked.', sentTo: r.sentTo });
+                          list.reload();
                         }}
+                        onError={setError}
                       >
                         Revoke
                       </Action>

@@ -126,13 +126,10 @@ export default function RunScreen({ params }: ScreenProps) {
               kind="danger"
               onRun={async () => {
                 setError(null);
-                try {
-                  await wf.cancelRun(workflowId, runId);
-                  timeline.reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await wf.cancelRun(workflowId, runId);
+                timeline.reload();
               }}
+              onError={setError}
             >
               Cancel the run
             </Action>

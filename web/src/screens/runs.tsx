@@ -10,7 +10,7 @@ import { useLoad, useSoon } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
 import { useTopic } from '../app/topics';
-import { Action, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Time, val } from '../ui/kit';
+import { Action, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Pager, Time, val } from '../ui/kit';
 import { RunBadge, RunStatusFilter, runHref } from '../ui/runs';
 
 const OUTCOME_TEXT: Record<CancelOutcome, string> = {
@@ -57,11 +57,7 @@ export default function Runs() {
         <Field label="Workspace">
           <select value={workspace} onChange={(e) => setQuery({ workspace: val(e) || null, page: null })}>
             <option value="">All visible</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.slug}>
-                {w.name}
-              </option>
-            ))}
+            <NamedOptions items={workspaces.data?.workspaces} />
           </select>
         </Field>
         <Field label="Started after">
@@ -83,15 +79,12 @@ export default function Runs() {
             disabled={selected.size === 0}
             onRun={async () => {
               setError(null);
-              try {
-                const r = await cancelRuns([...selected]);
-                setOutcomes(Object.fromEntries(r.results.map((x) => [x.runId, x.outcome])));
-                setSelected(new Set());
-                list.reload();
-              } catch (err) {
-                setError(err);
-              }
+              const r = await cancelRuns([...selected]);
+              setOutcomes(Object.fromEntries(r.results.map((x) => [x.runId, x.outcome])));
+              setSelected(new Set());
+              list.reload();
             }}
+            onError={setError}
           >
             Cancel {selected.size || ''} selected
           </Action>

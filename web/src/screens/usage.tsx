@@ -9,7 +9,7 @@ import { myWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Empty, ErrorNote, Field, Loading, val } from '../ui/kit';
+import { Empty, ErrorNote, Field, Loading, NamedOptions, val } from '../ui/kit';
 import { TokenChart, tokenText } from '../ui/token-chart';
 
 function Top({ by, granularity }: { by: 'agent' | 'workspace'; granularity: Granularity }) {
@@ -75,11 +75,7 @@ export default function Usage() {
         {scope === 'workspace' && (
           <Field label="Workspace">
             <select value={id} onChange={(e) => setQuery({ id: val(e) || null })}>
-              {workspaces.data?.workspaces.map((w) => (
-                <option key={w.id} value={w.slug}>
-                  {w.name}
-                </option>
-              ))}
+              <NamedOptions items={workspaces.data?.workspaces} />
             </select>
           </Field>
         )}

@@ -12,10 +12,10 @@ import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { Dag } from '../ui/dag';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Pager, Tabs, Time, val } from '../ui/kit';
+import { RunBadge, RunStatusFilter, runHref, statusKind } from '../ui/runs';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Pager, Table, Tabs, Time, val } from '../ui/kit';
 import { checkDefinition } from './workflow-check';
 
-const statusKind = (s: string) => (s === 'completed' ? 'ok' : s === 'failed' ? 'danger' : s === 'running' ? '' : 'off');
 
 function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: string; mayRun: boolean }) {
   const run = useLoad(() => wf.getRun(workflow.id, runId), [workflow.id, runId]);
@@ -29,18 +29,15 @@ function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: st
     <div class="panel">
       <div class="row">
         <h3>
-          Run <code>{r.runId}</code> <Badge kind={statusKind(r.status)}>{r.status}</Badge>
+          Run <code>{r.runId}</code> <RunBadge status={r.status} />
         </h3>
         {mayRun && r.status === 'running' && (
           <Action
             kind="danger"
             onRun={async () => {
-              try {
-                run.set(await wf.cancelRun(workflow.id, r.runId));
-              } catch (err) {
-                setError(err);
-              }
+              run.set(await wf.cancelRun(workflow.id, r.runId));
             }}
+            onError={setError}
           >
             Cancel the run
           </Action>
@@ -55,45 +52,35 @@ function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: st
           </>
         )}
       </p>
+      <p>
+        <a href={runHref(workflow.id, r.runId)}>The run's timeline</a>: each step's attempts over time.
+      </p>
       {r.error && <div class="note error">{r.error}</div>}
       <ErrorNote error={error} />
       <Dag steps={workflow.definition.steps} status={status} label={`Steps of run ${r.runId} by status`} />
-      <div class="table-wrap">
-        <table>
-          <thead>
-            <tr>
-              <th>Step</th>
-              <th>Status</th>
-              <th>Attempts</th>
-              <th>Duration</th>
-              <th>Output or error</th>
+      <Table head={['Step', 'Status', 'Attempts', 'Duration', 'Output or error']}>
+        {workflow.definition.steps.map((s) => {
+          const st = r.steps[s.id];
+          return (
+            <tr key={s.id}>
+              <td>
+                {s.name} <code>{s.id}</code>
+              </td>
+              <td>
+                <Badge kind={statusKind(st?.status ?? '')}>{st?.status ?? '—'}</Badge>
+                {st?.retryAt && (
+                  <div class="muted">
+                    next attempt <Time iso={st.retryAt} />
+                  </div>
+                )}
+              </td>
+              <td>{st?.attempts ?? 0}</td>
+              <td>{st?.durationMs != null ? `${(st.durationMs / 1000).toFixed(2)} s` : '—'}</td>
+              <td>{st?.error ? <span class="unverified">{st.error}</span> : st?.output != null ? <Json value={st.output} /> : '—'}</td>
             </tr>
-          </thead>
-          <tbody>
-            {workflow.definition.steps.map((s) => {
-              const st = r.steps[s.id];
-              return (
-                <tr key={s.id}>
-                  <td>
-                    {s.name} <code>{s.id}</code>
-                  </td>
-                  <td>
-                    <Badge kind={statusKind(st?.status ?? '')}>{st?.status ?? '—'}</Badge>
-                    {st?.retryAt && (
-                      <div class="muted">
-                        next attempt <Time iso={st.retryAt} />
-                      </div>
-                    )}
-                  </td>
-                  <td>{st?.attempts ?? 0}</td>
-                  <td>{st?.durationMs != null ? `${(st.durationMs / 1000).toFixed(2)} s` : '—'}</td>
-                  <td>{st?.error ? <span class="unverified">{st.error}</span> : st?.output != null ? <Json value={st.output} /> : '—'}</td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
+          );
+        })}
+      </Table>
     </div>
   );
 }
@@ -142,16 +129,7 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
       <ErrorNote error={runs.error ?? error} />
       {selected && <RunView key={selected} workflow={workflow} runId={selected} mayRun={mayRun} />}
       <div class="toolbar">
-        <Field label="Status">
-          <select value={status} onChange={(e) => setQuery({ status: val(e) || null, page: null })}>
-            <option value="">Any</option>
-            {['running', 'completed', 'failed', 'cancelled'].map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </Field>
+        <RunStatusFilter value={status} onChange={(v) => setQuery({ status: v, page: null })} />
       </div>
       {!runs.data ? (
         runs.loading && <Loading />
@@ -159,38 +137,26 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
         <Empty title="No run yet.">{mayRun ? 'Start one above.' : 'Operators and up start runs.'}</Empty>
       ) : (
         <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Run</th>
-                  <th>Status</th>
-                  <th>Started</th>
-                  <th>Ended</th>
-                </tr>
-              </thead>
-              <tbody>
-                {runs.data.runs.map((r) => (
-                  <tr key={r.runId}>
-                    <td>
-                      <a href={`/workflows/${workflow.id}?tab=runs&run=${r.runId}`}>
-                        <code>{r.runId}</code>
-                      </a>
-                    </td>
-                    <td>
-                      <Badge kind={statusKind(r.status)}>{r.status}</Badge>
-                    </td>
-                    <td>
-                      <Time iso={r.startedAt} />
-                    </td>
-                    <td>
-                      <Time iso={r.completedAt} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table head={['Run', 'Status', 'Started', 'Ended']}>
+            {runs.data.runs.map((r) => (
+              <tr key={r.runId}>
+                <td>
+                  <a href={`/workflows/${workflow.id}?tab=runs&run=${r.runId}`}>
+                    <code>{r.runId}</code>
+                  </a>
+                </td>
+                <td>
+                  <RunBadge status={r.status} />
+                </td>
+                <td>
+                  <Time iso={r.startedAt} />
+                </td>
+                <td>
+                  <Time iso={r.completedAt} />
+                </td>
+              </tr>
+            ))}
+          </Table>
           <Pager page={runs.data.page} totalPages={runs.data.totalPages} total={runs.data.total} noun="runs" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
@@ -238,13 +204,10 @@ function Schedules({ workflow, mayEdit }: { workflow: wf.Workflow; mayEdit: bool
                       <Action
                         kind="danger"
                         onRun={async () => {
-                          try {
-                            await wf.deleteSchedule(s.id);
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
+                          await wf.deleteSchedule(s.id);
+                          list.reload();
                         }}
+                        onError={setError}
                       >
                         Delete
                       </Action>
@@ -331,14 +294,11 @@ function Definition({ workflow, mayEdit, onSaved }: { workflow: wf.Workflow; may
               setProblems(c.problems);
               if (!c.definition) return;
               setError(null);
-              try {
-                const r = await wf.patchWorkflow(workflow.id, { definition: c.definition });
-                onSaved(r.workflow);
-                setSaved(true);
-              } catch (err) {
-                setError(err);
-              }
+              const r = await wf.patchWorkflow(workflow.id, { definition: c.definition });
+              onSaved(r.workflow);
+              setSaved(true);
             }}
+            onError={setError}
           >
             Check and save
           </Action>
