@@ -17,7 +17,7 @@ import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { shortDid } from '../crypto/did';
-import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Table, Tabs, Time, val } from '../ui/kit';
 
 const QUICK_REACTIONS = ['👍', '🎉', '👀', '✅'];
 
@@ -381,50 +381,35 @@ function Members({ channel, members, directory, reload }: { channel: Channel; me
   return (
     <div>
       <ErrorNote error={error} />
-      <div class="table-wrap">
-        <table>
-          <thead>
-            <tr>
-              <th>Member</th>
-              <th>Kind</th>
-              <th>Role</th>
-              <th>Joined</th>
-              <th>
-                <span class="muted">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {members.map((m) => (
-              <tr key={m.memberDid}>
-                <td>
-                  <Did did={m.memberDid} name={names.get(m.memberDid)} />
-                </td>
-                <td>{m.memberType}</td>
-                <td>{m.role}</td>
-                <td>
-                  <Time iso={m.joinedAt} />
-                </td>
-                <td>
-                  {(canManage || m.memberDid === a.did) && (
-                    <Action
-                      kind="danger"
-                      onRun={async () => {
-                        setError(null);
-                        await ch.removeChannelMember(channel.id, m.memberDid);
-                        reload();
-                      }}
-                      onError={setError}
-                    >
-                      {m.memberDid === a.did ? 'Leave' : 'Remove'}
-                    </Action>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table head={['Member', 'Kind', 'Role', 'Joined', <span class="muted">Actions</span>]}>
+        {members.map((m) => (
+          <tr key={m.memberDid}>
+            <td>
+              <Did did={m.memberDid} name={names.get(m.memberDid)} />
+            </td>
+            <td>{m.memberType}</td>
+            <td>{m.role}</td>
+            <td>
+              <Time iso={m.joinedAt} />
+            </td>
+            <td>
+              {(canManage || m.memberDid === a.did) && (
+                <Action
+                  kind="danger"
+                  onRun={async () => {
+                    setError(null);
+                    await ch.removeChannelMember(channel.id, m.memberDid);
+                    reload();
+                  }}
+                  onError={setError}
+                >
+                  {m.memberDid === a.did ? 'Leave' : 'Remove'}
+                </Action>
+              )}
+            </td>
+          </tr>
+        ))}
+      </Table>
       {canManage && (
         <div class="panel">
           <h3>Add a member</h3>
@@ -526,59 +511,44 @@ function Bridges({ channel, isOwner }: { channel: Channel; isOwner: boolean }) {
       ) : list.data.bridges.length === 0 ? (
         <Empty title="No bridge.">A bridge connects this channel with a webhook or a team-chat channel.</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Service</th>
-                <th>External channel</th>
-                <th>Direction</th>
-                <th>Sync</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.bridges.map((b) => (
-                <tr key={b.id}>
-                  <td>{b.externalService}</td>
-                  <td>
-                    {b.externalChannelName} <span class="muted">({b.externalWorkspaceId} / {b.externalChannelId})</span>
-                  </td>
-                  <td>{b.syncDirection}</td>
-                  <td>{b.isSyncEnabled ? <Badge kind="ok">enabled</Badge> : <Badge kind="off">disabled</Badge>}</td>
-                  <td>
-                    {isOwner && (
-                      <div class="actions">
-                        <Action
-                          onRun={async () => {
-                            await ch.updateBridge(channel.id, b.id, { isSyncEnabled: !b.isSyncEnabled });
-                            list.reload();
-                          }}
-                          onError={setError}
-                        >
-                          {b.isSyncEnabled ? 'Disable' : 'Enable'}
-                        </Action>
-                        <Action
-                          kind="danger"
-                          onRun={async () => {
-                            if (!confirm('Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.')) return;
-                            await ch.deleteBridge(channel.id, b.id);
-                            list.reload();
-                          }}
-                          onError={setError}
-                        >
-                          Delete
-                        </Action>
-                      </div>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Service', 'External channel', 'Direction', 'Sync', <span class="muted">Actions</span>]}>
+          {list.data.bridges.map((b) => (
+            <tr key={b.id}>
+              <td>{b.externalService}</td>
+              <td>
+                {b.externalChannelName} <span class="muted">({b.externalWorkspaceId} / {b.externalChannelId})</span>
+              </td>
+              <td>{b.syncDirection}</td>
+              <td>{b.isSyncEnabled ? <Badge kind="ok">enabled</Badge> : <Badge kind="off">disabled</Badge>}</td>
+              <td>
+                {isOwner && (
+                  <div class="actions">
+                    <Action
+                      onRun={async () => {
+                        await ch.updateBridge(channel.id, b.id, { isSyncEnabled: !b.isSyncEnabled });
+                        list.reload();
+                      }}
+                      onError={setError}
+                    >
+                      {b.isSyncEnabled ? 'Disable' : 'Enable'}
+                    </Action>
+                    <Action
+                      kind="danger"
+                      onRun={async () => {
+                        if (!confirm('Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.')) return;
+                        await ch.deleteBridge(channel.id, b.id);
+                        list.reload();
+                      }}
+                      onError={setError}
+                    >
+                      Delete
+                    </Action>
+                  </div>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       {isOwner && (
         <div class="panel">

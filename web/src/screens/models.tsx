@@ -5,7 +5,7 @@ import { grantWorkspaceModel, listWorkspaceModels, listWorkspaces, revokeWorkspa
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, Empty, ErrorNote, Field, Loading, NamedOptions, Time, val } from '../ui/kit';
+import { Action, Badge, Empty, ErrorNote, Field, Loading, NamedOptions, Table, Time, val } from '../ui/kit';
 
 function Registry() {
   const list = useLoad(() => listModels(), []);
@@ -40,65 +40,49 @@ function Registry() {
       ) : list.data.models.length === 0 ? (
         <Empty title="No model registered.">Register one below, then grant it to workspaces.</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Provider / model</th>
-                <th>Proxy name</th>
-                <th>Status</th>
-                <th>Created</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.models.map((m) => (
-                <tr key={m.id}>
-                  <td>
-                    {m.name}
-                    {m.description && <div class="muted">{m.description}</div>}
-                  </td>
-                  <td>
-                    {m.provider} <code>{m.modelId}</code>
-                    {m.baseUrl && <div class="muted">{m.baseUrl}</div>}
-                  </td>
-                  <td>{m.proxyModelName ? <code>{m.proxyModelName}</code> : '—'}</td>
-                  <td>{m.status === 'active' ? <Badge kind="ok">active</Badge> : <Badge kind="off">inactive</Badge>}</td>
-                  <td>
-                    <Time iso={m.createdAt} />
-                  </td>
-                  <td>
-                    <div class="actions">
-                      <Action
-                        onRun={async () => {
-                          await updateModel(m.id, { status: m.status === 'active' ? 'inactive' : 'active' });
-                          list.reload();
-                        }}
-                        onError={setError}
-                      >
-                        {m.status === 'active' ? 'Deactivate' : 'Activate'}
-                      </Action>
-                      <Action
-                        kind="danger"
-                        onRun={async () => {
-                          if (!confirm(`Delete ${m.name}? Workspaces lose their access to it.`)) return;
-                          await deleteModel(m.id);
-                          list.reload();
-                        }}
-                        onError={setError}
-                      >
-                        Delete
-                      </Action>
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Name', 'Provider / model', 'Proxy name', 'Status', 'Created', <span class="muted">Actions</span>]}>
+          {list.data.models.map((m) => (
+            <tr key={m.id}>
+              <td>
+                {m.name}
+                {m.description && <div class="muted">{m.description}</div>}
+              </td>
+              <td>
+                {m.provider} <code>{m.modelId}</code>
+                {m.baseUrl && <div class="muted">{m.baseUrl}</div>}
+              </td>
+              <td>{m.proxyModelName ? <code>{m.proxyModelName}</code> : '—'}</td>
+              <td>{m.status === 'active' ? <Badge kind="ok">active</Badge> : <Badge kind="off">inactive</Badge>}</td>
+              <td>
+                <Time iso={m.createdAt} />
+              </td>
+              <td>
+                <div class="actions">
+                  <Action
+                    onRun={async () => {
+                      await updateModel(m.id, { status: m.status === 'active' ? 'inactive' : 'active' });
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    {m.status === 'active' ? 'Deactivate' : 'Activate'}
+                  </Action>
+                  <Action
+                    kind="danger"
+                    onRun={async () => {
+                      if (!confirm(`Delete ${m.name}? Workspaces lose their access to it.`)) return;
+                      await deleteModel(m.id);
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    Delete
+                  </Action>
+                </div>
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <div class="panel">
         <h3>Register a model</h3>

@@ -11,7 +11,7 @@ import * as wsApi from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Options, Pager, Swatch, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Options, Pager, Swatch, Table, Tabs, Time, val } from '../ui/kit';
 
 function Workspaces() {
   const a = access.value!;
@@ -76,70 +76,56 @@ function Workspaces() {
             {members.data && members.data.members.length === 0 ? (
               <Empty title="No members yet." />
             ) : (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th>Person</th>
-                      <th>Role</th>
-                      <th>Joined</th>
-                      <th>
-                        <span class="muted">Actions</span>
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {members.data?.members.map((m) => (
-                      <tr key={m.userId}>
-                        <td>
-                          {m.name} <span class="muted">{m.email}</span>
-                          <br />
-                          {m.did ? <Did did={m.did} /> : <Badge kind="warn">unclaimed</Badge>}
-                        </td>
-                        <td>
-                          {isAdmin ? (
-                            <select
-                              aria-label={`Role of ${m.name}`}
-                              value={m.role}
-                              onChange={async (e) => {
-                                try {
-                                  await wsApi.setMemberRole(current.id, m.did ?? m.userId, val(e) as WorkspaceRole);
-                                  members.reload();
-                                } catch (err) {
-                                  setError(err);
-                                  members.reload();
-                                }
-                              }}
-                            >
-                              <Options values={WORKSPACE_ROLES} />
-                            </select>
-                          ) : (
-                            m.role
-                          )}
-                        </td>
-                        <td>
-                          <Time iso={m.joinedAt} />
-                        </td>
-                        <td>
-                          {(isAdmin || m.did === a.did) && (
-                            <Action
-                              kind="danger"
-                              onRun={async () => {
-                                if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
-                                await wsApi.removeMember(current.id, m.did ?? m.userId);
-                                members.reload();
-                              }}
-                              onError={setError}
-                            >
-                              {m.did === a.did ? 'Leave' : 'Remove'}
-                            </Action>
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table head={['Person', 'Role', 'Joined', <span class="muted">Actions</span>]}>
+                {members.data?.members.map((m) => (
+                  <tr key={m.userId}>
+                    <td>
+                      {m.name} <span class="muted">{m.email}</span>
+                      <br />
+                      {m.did ? <Did did={m.did} /> : <Badge kind="warn">unclaimed</Badge>}
+                    </td>
+                    <td>
+                      {isAdmin ? (
+                        <select
+                          aria-label={`Role of ${m.name}`}
+                          value={m.role}
+                          onChange={async (e) => {
+                            try {
+                              await wsApi.setMemberRole(current.id, m.did ?? m.userId, val(e) as WorkspaceRole);
+                              members.reload();
+                            } catch (err) {
+                              setError(err);
+                              members.reload();
+                            }
+                          }}
+                        >
+                          <Options values={WORKSPACE_ROLES} />
+                        </select>
+                      ) : (
+                        m.role
+                      )}
+                    </td>
+                    <td>
+                      <Time iso={m.joinedAt} />
+                    </td>
+                    <td>
+                      {(isAdmin || m.did === a.did) && (
+                        <Action
+                          kind="danger"
+                          onRun={async () => {
+                            if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
+                            await wsApi.removeMember(current.id, m.did ?? m.userId);
+                            members.reload();
+                          }}
+                          onError={setError}
+                        >
+                          {m.did === a.did ? 'Leave' : 'Remove'}
+                        </Action>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </Table>
             )}
             {isAdmin && (
               <div class="panel">
@@ -310,81 +296,66 @@ function Directory() {
         <Empty title="Nobody matches.">Clear a filter, or invite someone under Invitations.</Empty>
       ) : (
         <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Person</th>
-                  <th>Role</th>
-                  <th>Workspaces</th>
-                  <th>Account</th>
-                  <th>
-                    <span class="muted">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {d.users.map((u) => (
-                  <tr key={u.id}>
-                    <td>
-                      {u.name} {u.isAdmin && <Badge kind="warn">global admin</Badge>}
-                      <br />
-                      <span class="muted">{u.email}</span>
-                    </td>
-                    <td>{u.role}</td>
-                    <td>{u.workspaces.map((w) => w.name).join(', ') || '—'}</td>
-                    <td>{u.did ? <Did did={u.did} /> : <Badge kind="warn">unclaimed</Badge>}</td>
-                    <td>
-                      <div class="actions">
-                        {u.did && (
-                          <button type="button" onClick={() => setGrantsOf(u)}>
-                            Grants
-                          </button>
-                        )}
-                        {!u.did && (
-                          <Action
-                            onRun={async () => {
-                              setError(null);
-                              const r = await people.sendQr(u.id, false);
-                              setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
-                            }}
-                            onError={setError}
-                          >
-                            Claim QR
-                          </Action>
-                        )}
-                        {!u.did && (
-                          <Action
-                            onRun={async () => {
-                              setError(null);
-                              const r = await people.sendQr(u.id, true);
-                              setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
-                            }}
-                            onError={setError}
-                          >
-                            Mail claim link
-                          </Action>
-                        )}
-                        {(a.owner || (!u.did && a.adminLevel)) && !u.isOwner && u.did !== a.did && (
-                          <Action
-                            kind="danger"
-                            onRun={async () => {
-                              if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
-                              await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
-                              list.reload();
-                            }}
-                            onError={setError}
-                          >
-                            Delete
-                          </Action>
-                        )}
-                      </div>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table head={['Person', 'Role', 'Workspaces', 'Account', <span class="muted">Actions</span>]}>
+            {d.users.map((u) => (
+              <tr key={u.id}>
+                <td>
+                  {u.name} {u.isAdmin && <Badge kind="warn">global admin</Badge>}
+                  <br />
+                  <span class="muted">{u.email}</span>
+                </td>
+                <td>{u.role}</td>
+                <td>{u.workspaces.map((w) => w.name).join(', ') || '—'}</td>
+                <td>{u.did ? <Did did={u.did} /> : <Badge kind="warn">unclaimed</Badge>}</td>
+                <td>
+                  <div class="actions">
+                    {u.did && (
+                      <button type="button" onClick={() => setGrantsOf(u)}>
+                        Grants
+                      </button>
+                    )}
+                    {!u.did && (
+                      <Action
+                        onRun={async () => {
+                          setError(null);
+                          const r = await people.sendQr(u.id, false);
+                          setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
+                        }}
+                        onError={setError}
+                      >
+                        Claim QR
+                      </Action>
+                    )}
+                    {!u.did && (
+                      <Action
+                        onRun={async () => {
+                          setError(null);
+                          const r = await people.sendQr(u.id, true);
+                          setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
+                        }}
+                        onError={setError}
+                      >
+                        Mail claim link
+                      </Action>
+                    )}
+                    {(a.owner || (!u.did && a.adminLevel)) && !u.isOwner && u.did !== a.did && (
+                      <Action
+                        kind="danger"
+                        onRun={async () => {
+                          if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
+                          await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
+                          list.reload();
+                        }}
+                        onError={setError}
+                      >
+                        Delete
+                      </Action>
+                    )}
+                  </div>
+                </td>
+              </tr>
+            ))}
+          </Table>
           <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="people" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}

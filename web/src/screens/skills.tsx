@@ -6,7 +6,7 @@ import { listWorkspaceAgents, myWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, NamedOptions, Tabs, val } from '../ui/kit';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, NamedOptions, Table, Tabs, val } from '../ui/kit';
 
 function parseObject(text: string): Record<string, unknown> | string {
   try {
@@ -267,62 +267,48 @@ function Library() {
       ) : entries.length === 0 ? (
         <Empty title="No library entry matches." />
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Skill</th>
-                <th>Source</th>
-                <th>Installs</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {entries.slice(0, 200).map((e) => (
-                <tr key={e.id}>
-                  <td>
-                    {e.name}
-                    <div class="muted">{e.description}</div>
-                    {preview?.id === e.id && <pre class="json">{preview.content}</pre>}
-                  </td>
-                  <td>
-                    <a href={e.repoUrl} rel="noreferrer noopener" target="_blank">
-                      {e.source}
-                    </a>
-                  </td>
-                  <td>{e.installs.toLocaleString()}</td>
-                  <td>
-                    <div class="actions">
-                      <Action
-                        onRun={async () => {
-                          const r = await sk.libraryContent(e.source, e.skillId);
-                          setPreview({ id: e.id, ...r });
-                        }}
-                        onError={setError}
-                      >
-                        Read
-                      </Action>
-                      <Action
-                        kind="primary"
-                        disabled={!target}
-                        onRun={async () => {
-                          setDone(null);
-                          const row = await sk.installFromLibrary({ workspaceId: target, source: e.source, skillId: e.skillId });
-                          setDone(`Installed ${row.name} into ${row.workspace_name ?? 'the workspace'}.`);
-                        }}
-                        onError={setError}
-                      >
-                        Install
-                      </Action>
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Skill', 'Source', 'Installs', <span class="muted">Actions</span>]}>
+          {entries.slice(0, 200).map((e) => (
+            <tr key={e.id}>
+              <td>
+                {e.name}
+                <div class="muted">{e.description}</div>
+                {preview?.id === e.id && <pre class="json">{preview.content}</pre>}
+              </td>
+              <td>
+                <a href={e.repoUrl} rel="noreferrer noopener" target="_blank">
+                  {e.source}
+                </a>
+              </td>
+              <td>{e.installs.toLocaleString()}</td>
+              <td>
+                <div class="actions">
+                  <Action
+                    onRun={async () => {
+                      const r = await sk.libraryContent(e.source, e.skillId);
+                      setPreview({ id: e.id, ...r });
+                    }}
+                    onError={setError}
+                  >
+                    Read
+                  </Action>
+                  <Action
+                    kind="primary"
+                    disabled={!target}
+                    onRun={async () => {
+                      setDone(null);
+                      const row = await sk.installFromLibrary({ workspaceId: target, source: e.source, skillId: e.skillId });
+                      setDone(`Installed ${row.name} into ${row.workspace_name ?? 'the workspace'}.`);
+                    }}
+                    onError={setError}
+                  >
+                    Install
+                  </Action>
+                </div>
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
     </div>
   );

@@ -177,47 +177,32 @@ function Schedules({ workflow, mayEdit }: { workflow: wf.Workflow; mayEdit: bool
       ) : list.data.schedules.length === 0 ? (
         <Empty title="No schedule.">{mayEdit ? 'Add one below to run this workflow by cron.' : ''}</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Cron</th>
-                <th>Time zone</th>
-                <th>Next firing</th>
-                <th>Last run</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.schedules.map((s) => (
-                <tr key={s.id}>
-                  <td>
-                    <code>{s.cron}</code>
-                  </td>
-                  <td>{s.timezone}</td>
-                  <td>{s.nextRunAt ? <Time iso={s.nextRunAt} absolute /> : '—'}</td>
-                  <td>{s.lastRunId ? <a href={`/workflows/${workflow.id}?tab=runs&run=${s.lastRunId}`}><Time iso={s.lastRunAt} /></a> : '—'}</td>
-                  <td>
-                    {mayEdit && (
-                      <Action
-                        kind="danger"
-                        onRun={async () => {
-                          await wf.deleteSchedule(s.id);
-                          list.reload();
-                        }}
-                        onError={setError}
-                      >
-                        Delete
-                      </Action>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Cron', 'Time zone', 'Next firing', 'Last run', <span class="muted">Actions</span>]}>
+          {list.data.schedules.map((s) => (
+            <tr key={s.id}>
+              <td>
+                <code>{s.cron}</code>
+              </td>
+              <td>{s.timezone}</td>
+              <td>{s.nextRunAt ? <Time iso={s.nextRunAt} absolute /> : '—'}</td>
+              <td>{s.lastRunId ? <a href={`/workflows/${workflow.id}?tab=runs&run=${s.lastRunId}`}><Time iso={s.lastRunAt} /></a> : '—'}</td>
+              <td>
+                {mayEdit && (
+                  <Action
+                    kind="danger"
+                    onRun={async () => {
+                      await wf.deleteSchedule(s.id);
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    Delete
+                  </Action>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       {mayEdit && (
         <div class="panel">
