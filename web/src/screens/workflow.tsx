@@ -1,13 +1,13 @@
 /**
  * One workflow: its DAG, its definition (edited and checked before saving), its runs (a run's
  * steps drawn on the DAG by status, cancel), starting a run, and its schedules with their next
- * firing times. A running run is re-read every 3 s while the tab is visible (runs have no feed
- * topic yet).
+ * firing times. The runs follow the feed's runs topic narrowed to the workflow.
  */
 import { useState } from 'preact/hooks';
 import * as wf from '../api/workflows';
 import { describeError } from '../api/http';
-import { useLoad, usePoll } from '../app/hooks';
+import { useLoad, useSoon } from '../app/hooks';
+import { useTopic } from '../app/topics';
 import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
@@ -19,7 +19,8 @@ import { checkDefinition } from './workflow-check';
 
 function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: string; mayRun: boolean }) {
   const run = useLoad(() => wf.getRun(workflow.id, runId), [workflow.id, runId]);
-  usePoll(run.reload, 3000, run.data?.status === 'running');
+  const reload = useSoon(run.reload, 300);
+  useTopic('runs', { workflowId: workflow.id }, (f) => (f.type === 'resync' || (f.type === 'run' && f.runId === runId)) && reload(), run.data?.status === 'running');
   const [error, setError] = useState<unknown>(null);
   const r = run.data;
   if (run.error) return <ErrorNote error={run.error} />;
@@ -89,7 +90,8 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
   const page = Math.max(1, Number(qp('page', '1')) || 1);
   const status = qp('status') as wf.RunStatus | '';
   const runs = useLoad(() => wf.listRuns(workflow.id, { page, pageSize: 20, status: status || undefined }), [workflow.id, page, status]);
-  usePoll(runs.reload, 5000, runs.data?.runs.some((r) => r.status === 'running') ?? false);
+  const reload = useSoon(runs.reload, 500);
+  useTopic('runs', { workflowId: workflow.id }, (f) => (f.type === 'resync' || (f.type === 'run' && f.stepId === undefined)) && reload());
   const [params, setParams] = useState('{}');
   const [error, setError] = useState<unknown>(null);
   const [paramsError, setParamsError] = useState<string | null>(null);
