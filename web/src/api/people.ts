@@ -9,15 +9,18 @@ export interface Me {
 }
 export const getMe = () => get<Me>('/api/users/me');
 
-export interface User {
+/** What every answer about a person holds. */
+export interface PersonCore {
   id: string;
   did: string | null;
   name: string;
   email: string;
   isOwner: boolean;
   isAdmin: boolean;
-  role: GlobalRole;
   registeredAt: string;
+}
+export interface User extends PersonCore {
+  role: GlobalRole;
   directoryId: string | null;
   claimedAt: string | null;
   reportsTo: string | null;

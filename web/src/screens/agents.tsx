@@ -8,7 +8,7 @@ import { myWorkspaces } from '../api/workspaces';
 import { CAPABILITIES } from '../api/types';
 import { useLoad, usePoll } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
-import { Badge, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Pager, Swatch, Time, val } from '../ui/kit';
+import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
 
 const PAGE_SIZES = [20, 50, 100];
 
@@ -68,12 +68,7 @@ export default function Agents() {
             <option value="false">Offline</option>
           </select>
         </Field>
-        <Field label="Workspace">
-          <select value={workspace} onChange={(e) => setQuery({ workspace: val(e) || null, page: null })}>
-            <option value="">All visible</option>
-            <NamedOptions items={workspaces.data?.workspaces} />
-          </select>
-        </Field>
+        <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={workspace} all="All visible" onChange={(w) => setQuery({ workspace: w, page: null })} />
         <Field label="Has capability">
           <select
             value=""

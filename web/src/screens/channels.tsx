@@ -17,7 +17,7 @@ import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { shortDid } from '../crypto/did';
-import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Table, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Table, Tabs, Time, val, WorkspaceSelect } from '../ui/kit';
 
 const QUICK_REACTIONS = ['👍', '🎉', '👀', '✅'];
 
@@ -730,11 +730,7 @@ export default function Channels({ params }: ScreenProps) {
       <ErrorNote error={workspaces.error ?? list.error} />
       <div class="split">
         <nav aria-label="Channels">
-          <Field label="Workspace">
-            <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-              <NamedOptions items={workspaces.data?.workspaces} />
-            </select>
-          </Field>
+          <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={ws?.slug ?? ''} onChange={(w) => setQuery({ ws: w })} />
           <label class="check">
             <input type="checkbox" checked={archived} onChange={(e) => setQuery({ archived: e.currentTarget.checked ? '1' : null })} /> Show archived
           </label>

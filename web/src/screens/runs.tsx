@@ -10,7 +10,7 @@ import { useLoad, useSoon } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
 import { useTopic } from '../app/topics';
-import { Action, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Pager, Time, val } from '../ui/kit';
+import { Action, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Time, val, WorkspaceSelect } from '../ui/kit';
 import { RunBadge, RunStatusFilter, runHref } from '../ui/runs';
 
 const OUTCOME_TEXT: Record<CancelOutcome, string> = {
@@ -54,12 +54,7 @@ export default function Runs() {
       <h1>Runs</h1>
       <div class="toolbar">
         <RunStatusFilter value={status} onChange={(s) => setQuery({ status: s, page: null })} />
-        <Field label="Workspace">
-          <select value={workspace} onChange={(e) => setQuery({ workspace: val(e) || null, page: null })}>
-            <option value="">All visible</option>
-            <NamedOptions items={workspaces.data?.workspaces} />
-          </select>
-        </Field>
+        <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={workspace} all="All visible" onChange={(w) => setQuery({ workspace: w, page: null })} />
         <Field label="Started after">
           <input type="datetime-local" value={from} onChange={(e) => setQuery({ from: val(e) || null, page: null })} />
         </Field>

@@ -6,7 +6,7 @@ import { listWorkspaceAgents, myWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, NamedOptions, Table, Tabs, val } from '../ui/kit';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, NamedOptions, Table, Tabs, val, WorkspaceSelect } from '../ui/kit';
 
 function parseObject(text: string): Record<string, unknown> | string {
   try {
@@ -185,11 +185,7 @@ function WorkspaceSkills() {
   const isAdmin = !!ws && a.atLeast('admin', ws.id);
   return (
     <div>
-      <Field label="Workspace">
-        <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-          <NamedOptions items={workspaces.data?.workspaces} />
-        </select>
-      </Field>
+      <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={ws?.slug ?? ''} onChange={(w) => setQuery({ ws: w })} />
       <ErrorNote error={workspaces.error ?? list.error ?? error} />
       {!list.data ? (
         list.loading && <Loading />

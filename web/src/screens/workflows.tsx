@@ -5,7 +5,7 @@ import { myWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { navigate, qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Empty, ErrorNote, Field, Loading, NamedOptions, Table, Time, val } from '../ui/kit';
+import { Action, Empty, ErrorNote, Field, Loading, NamedOptions, Table, Time, val, WorkspaceSelect } from '../ui/kit';
 import { checkDefinition } from './workflow-check';
 
 const EXAMPLE = JSON.stringify(
@@ -35,12 +35,7 @@ export default function Workflows() {
     <section>
       <h1>Workflows</h1>
       <div class="toolbar">
-        <Field label="Workspace">
-          <select value={wsFilter} onChange={(e) => setQuery({ ws: val(e) || null })}>
-            <option value="">All visible</option>
-            <NamedOptions items={workspaces.data?.workspaces} />
-          </select>
-        </Field>
+        <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={wsFilter} all="All visible" onChange={(w) => setQuery({ ws: w })} />
         {adminOf.length > 0 && (
           <button type="button" aria-expanded={creating} onClick={() => setCreating(!creating)}>
             New workflow

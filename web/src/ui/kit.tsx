@@ -293,3 +293,27 @@ export function NamedOptions({ items, by = 'slug' }: { items: ReadonlyArray<{ id
     </>
   );
 }
+
+/** A choice of workspace by slug; with `all`, an empty choice of that name (every workspace). */
+export function WorkspaceSelect({
+  workspaces,
+  value,
+  onChange,
+  all,
+  label = 'Workspace',
+}: {
+  workspaces: ReadonlyArray<{ id: string; slug: string; name: string }> | undefined;
+  value: string;
+  onChange: (slug: string | null) => void;
+  all?: string;
+  label?: string;
+}) {
+  return (
+    <Field label={label}>
+      <select value={value} onChange={(e) => onChange(val(e) || null)}>
+        {all !== undefined && <option value="">{all}</option>}
+        <NamedOptions items={workspaces} />
+      </select>
+    </Field>
+  );
+}
