@@ -7,6 +7,8 @@
  *   npm run bench -- recert --agents 10000          (b) a workspace policy re-certifying N agents
  *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
+ *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
+ *   npm run bench -- dashboard --agents 10000        (f) the dashboard's reads with N agents connected
  *
  * Options (or environment): --agents N (BENCH_AGENTS, default 500), --loadgens K (BENCH_LOADGENS,
  * default 2), --hold S seconds agents are held heartbeating every 30 s in (a) (BENCH_HOLD_SECONDS,
@@ -15,7 +17,8 @@
  * --rate R heartbeats per second in (d) (BENCH_HB_RATE, default 2000), --seconds D duration of (d)
  * (BENCH_HB_SECONDS, default 10), counted after --warmup W seconds at the same rate (BENCH_HB_WARMUP_SECONDS,
  * default 3; its figures are printed apart), --concurrency C handshakes in flight per load generator
- * (BENCH_CONCURRENCY, default 250), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS in (a)
+ * (BENCH_CONCURRENCY, default 250), --requests Q sequential requests per endpoint in (e)
+ * (BENCH_REQUESTS, default 500, after 50 not counted), --actor-idle S the server's AGENT_ACTOR_IDLE_SECONDS in (a)
  * (BENCH_ACTOR_IDLE_SECONDS, default 0: agent actors stay in memory, as the target assumes; a value
  * longer than the hold makes (a) wait until they have left memory for one more reading).
  *
@@ -31,6 +34,7 @@ import { flag, fmt as formatNumber, percentile, table, which } from './report.js
 import { startProc, type Proc } from './proc.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 
 
@@ -43,6 +47,7 @@ const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
 const WARMUP_S = flag('warmup', 'BENCH_HB_WARMUP_SECONDS', 3);
 const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
 const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 0);
+const REQUESTS = flag('requests', 'BENCH_REQUESTS', 500);
 /** Loopback source addresses per load generator. */
 const ADDRESSES_PER_LOADGEN = 4;
 
@@ -335,7 +340,146 @@ async function benchHeartbeat(): Promise<void> {
   await teardown(s);
 }
 
-const benches: Record<string, () => Promise<void>> = { memory: benchMemory, recert: benchRecert, reconnect: benchReconnect, heartbeat: benchHeartbeat };
+/** What a live-feed subscriber received since `reset`: WebSocket messages, the frames they carried, the frames folded away. */
+interface FeedTally {
+  messages: number;
+  frames: number;
+  folded: number;
+  truncated: number;
+  lastAt: number;
+}
+
+/** A /ws/feed subscriber (the owner's session) of `topics`, counting what it receives. */
+async function feedSubscriber(url: string, token: string, topics: string[]): Promise<{ tally: FeedTally; reset(): void; quiet(ms: number): Promise<void>; close(): void }> {
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed', { perMessageDeflate: false });
+  let tally: FeedTally = { messages: 0, frames: 0, folded: 0, truncated: 0, lastAt: 0 };
+  let waiting = new Set(topics);
+  let subscribed: () => void = () => {};
+  const ready = new Promise<void>((resolve) => (subscribed = resolve));
+  ws.on('message', (data) => {
+    const f = JSON.parse(data.toString()) as { type: string; topic?: string; frames?: unknown[]; folded?: number; truncated?: boolean };
+    if (f.type === 'welcome') for (const topic of topics) ws.send(JSON.stringify({ type: 'subscribe', topic }));
+    else if (f.type === 'subscribed') {
+      waiting.delete(f.topic!);
+      if (waiting.size === 0) subscribed();
+    } else if (f.type === 'error') console.error('feed error', f);
+    else {
+      tally.messages++;
+      tally.frames += f.type === 'batch' ? f.frames!.length : 1;
+      tally.folded += f.folded ?? 0;
+      if (f.truncated) tally.truncated++;
+      tally.lastAt = Date.now();
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  ws.send(JSON.stringify({ type: 'auth', token }));
+  await ready;
+  waiting = new Set();
+  return {
+    get tally() {
+      return tally;
+    },
+    reset() {
+      tally = { messages: 0, frames: 0, folded: 0, truncated: 0, lastAt: 0 };
+    },
+    /** Resolves once nothing has arrived for `ms`. */
+    async quiet(ms: number) {
+      for (;;) {
+        const before = tally.messages;
+        await new Promise((r) => setTimeout(r, ms));
+        if (tally.messages === before) return;
+      }
+    },
+    close: () => ws.close(),
+  };
+}
+
+/** Most frames the subscriber of (e) may receive for a whole re-certification. */
+const FEED_FRAMES_TARGET = 50;
+
+async function benchFeed(): Promise<void> {
+  const s = await setup(N);
+  const sub = await feedSubscriber(s.url, s.token, ['presence', 'actors']);
+  const watching = Promise.all(s.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
+  await new Promise((r) => setTimeout(r, 200)); // the watch is installed in every load generator
+  // What the setup's connections sent the subscriber is over: count from here.
+  await sub.quiet(3000);
+  sub.reset();
+  const t0 = Date.now();
+  const res = await fetch(`${s.url}/api/policies`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
+    body: JSON.stringify({ workspaceId: s.workspaceId, capabilities: ['api_call'], resourceLimits: { maxTokensPerDay: 100000 } }),
+  });
+  const body = (await res.json()) as { sentTo?: string[] };
+  const watched = await watching;
+  // Longer than the longest batch window (8 x FEED_BATCH_WINDOW_MS): the last batch has arrived.
+  await sub.quiet(3000);
+  const t = sub.tally;
+  const last = Math.max(...watched.map((w) => w.lastAt));
+  table(`(e) a live-feed subscriber of presence and actors while a workspace policy re-certifies ${N} connected agents`, [
+    ['POST /api/policies status / sentTo', `${res.status} / ${body.sentTo?.length ?? 0}`],
+    ['last agent holds its co-signed certificate after', `${last - t0} ms`],
+    ['frames received (WebSocket messages)', `**${t.messages}** (target ≤ ${FEED_FRAMES_TARGET}: ${t.messages <= FEED_FRAMES_TARGET ? 'met' : 'not met'})`],
+    ['events carried in them / folded (frames + folded = events)', `${t.frames} / ${t.folded} (${t.frames + t.folded})`],
+    ['batches that dropped frames beyond FEED_BATCH_MAX_FRAMES (truncated)', String(t.truncated)],
+    ['last frame after', t.messages > 0 ? `${t.lastAt - t0} ms` : 'none'],
+  ]);
+  sub.close();
+  await teardown(s);
+}
+
+
+/** Times `count` sequential GETs of `path` (ms each), after a warm-up of 50 not counted. */
+async function timeGets(s: Setup, path: string, count: number): Promise<{ ms: number[]; status: number }> {
+  const get = async () => {
+    const t = performance.now();
+    const res = await fetch(`${s.url}${path}`, { headers: { authorization: `Bearer ${s.token}` } });
+    await res.arrayBuffer();
+    return { ms: performance.now() - t, status: res.status };
+  };
+  for (let i = 0; i < 50; i++) await get();
+  const ms: number[] = [];
+  let status = 0;
+  for (let i = 0; i < count; i++) {
+    const r = await get();
+    ms.push(r.ms);
+    status = r.status;
+  }
+  return { ms: ms.sort((a, b) => a - b), status };
+}
+
+async function benchDashboard(): Promise<void> {
+  const s = await setup(N);
+  const on = await online(s);
+  const rows: Array<[string, string]> = [['agents online (server)', String(on)]];
+  const cpu0 = await cpuMark(s);
+  for (const [label, path] of [
+    ['GET /api/fleet/summary (global admin)', '/api/fleet/summary'],
+    ['GET /api/agents, first page of 20 (global admin)', '/api/agents?page=1&pageSize=20'],
+  ] as const) {
+    const { ms, status } = await timeGets(s, path, REQUESTS);
+    rows.push([`${label}: status, p50 / p99 / max`, `${status}, ${fmt(percentile(ms, 50), 2)} / **${fmt(percentile(ms, 99), 2)}** / ${fmt(ms[ms.length - 1] ?? NaN, 2)} ms`]);
+  }
+  const cpu1 = await cpuMark(s);
+  const summary = (await (await fetch(`${s.url}/api/fleet/summary`, { headers: { authorization: `Bearer ${s.token}` } })).json()) as { agents: { total: number; online: number } };
+  rows.push(['the summary says: agents total / online', `${summary.agents.total} / ${summary.agents.online}`]);
+  table(`(f) the dashboard's reads with ${N} agents connected: ${REQUESTS} sequential requests each (after 50 not counted), target p99 < 20 ms`, [...rows, ...cpuRows(cpu0, cpu1)]);
+  await teardown(s);
+}
+
+
+const benches: Record<string, () => Promise<void>> = {
+  memory: benchMemory,
+  recert: benchRecert,
+  reconnect: benchReconnect,
+  heartbeat: benchHeartbeat,
+  feed: benchFeed,
+  dashboard: benchDashboard,
+};
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(
   `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +

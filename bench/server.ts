@@ -127,6 +127,9 @@ process.on('message', async (raw: { id: number } & Msg) => {
           }
           await c.agents.insertMany(agents);
           await c.workspaceAgents.insertMany(members);
+          // Written behind the fleet's back: the summary's counters are told, as registration would.
+          const summary = fleetOf(steward!.ctx).summary;
+          await Promise.all(agents.map((a) => summary.agentChanged(a._id)));
         }
         return reply(id, { ms: Date.now() - started, memory: memory() });
       }

@@ -2,7 +2,8 @@
  * Prints the sizes of the built dashboard (dist/web; run `npm run build:web` first): every
  * script and style, raw and gzip, and the first screen's total — the entry with everything it
  * imports statically, plus the chunk of the screen a signed-in person lands on (Agents) — which
- * must stay under 60 KB gzip. Exit code 1 when it does not.
+ * must stay under 60 KB gzip. Exit code 1 when it does not. `--summary` prints the first screen's
+ * total alone (what `npm run build:web` checks after each build).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,7 +22,8 @@ try {
 const gz = (name: string) => gzipSync(readFileSync(join(assets, name)), { level: 9 }).length;
 const kb = (n: number) => `${(n / 1024).toFixed(1)} KB`;
 const rows = names.map((n) => ({ n, raw: readFileSync(join(assets, n)).length, gzip: gz(n) })).sort((a, b) => b.gzip - a.gzip);
-for (const r of rows) console.log(`${r.n.padEnd(40)} ${kb(r.raw).padStart(10)} ${kb(r.gzip).padStart(10)} gzip`);
+const summary = process.argv.includes('--summary');
+if (!summary) for (const r of rows) console.log(`${r.n.padEnd(40)} ${kb(r.raw).padStart(10)} ${kb(r.gzip).padStart(10)} gzip`);
 
 // The entry and its static imports, followed transitively (`import ... from "./x.js"`).
 const html = readFileSync(join(dir, 'index.html'), 'utf8');
@@ -40,6 +42,6 @@ const landing = names.find((n) => /^agents-[\w-]+\.js$/.test(n));
 if (landing) follow(landing);
 const first = [...seen, ...css];
 const total = first.reduce((s, n) => s + gz(n), 0);
-console.log(`\nfirst screen (entry, its imports, the Agents screen, styles): ${first.join(', ')}`);
+if (!summary) console.log(`\nfirst screen (entry, its imports, the Agents screen, styles): ${first.join(', ')}`);
 console.log(`first screen total: ${kb(total)} gzip (limit ${kb(LIMIT)})`);
 process.exit(total <= LIMIT ? 0 : 1);

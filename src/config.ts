@@ -209,6 +209,22 @@ export const VARIABLES = {
     default: '120/1m',
     description: 'The same requests per claim or invitation token (enough to poll listen every second). 0: no limit.',
   },
+  RATE_LIMIT_DEVICE_PER_ADDRESS: {
+    schema: rateRule,
+    default: '600/1m+10000/10m',
+    description: 'POST /api/auth/device and /api/auth/device/token (browsers asking to be signed in by a wallet, and polling) per source address. 0: no limit.',
+  },
+  RATE_LIMIT_USER_CODE_PER_ADDRESS: {
+    schema: rateRule,
+    default: '20/10m',
+    description:
+      'Wrong user codes given to the device approval endpoints (/api/auth/device/{userCode}/approve, /deny) per source address; past it, every approval from that address is refused with 429 until the window ends. 0: no limit.',
+  },
+  RATE_LIMIT_USER_CODE_TOTAL: {
+    schema: rateRule,
+    default: '200/10m',
+    description: 'Wrong user codes given to the device approval endpoints from all addresses together; past it, every approval is refused with 429 until the window ends. 0: no limit.',
+  },
   RATE_LIMIT_WEBHOOK_PER_ADDRESS: {
     schema: rateRule,
     default: '3000/1m+30000/10m',
@@ -236,6 +252,12 @@ export const VARIABLES = {
     description:
       "Ed25519 implementation: `libsodium` (the sodium-native binary, about twice as fast), `openssl` (Node's crypto), or `auto` (libsodium when its binary loads, else OpenSSL). `libsodium` refuses to start without it.",
   },
+  STEWARD_CHECK_RESPONSES: {
+    schema: bool,
+    default: '0',
+    description:
+      "For tests and development: every HTTP answer is checked against the response schema its route declares (the OpenAPI document's), and one that does not match is logged as an error and answered 500 `response_schema_violation` instead. Costs a validation per request: leave it off in production.",
+  },
   ACTOR_IDLE_MS: {
     schema: int(0, 7 * 24 * 3600 * 1000),
     default: String(10 * 60 * 1000),
@@ -245,6 +267,16 @@ export const VARIABLES = {
     schema: int(1, 24 * 365),
     default: '168',
     description: 'Sessions of people and agents expire after this long without use (sliding).',
+  },
+  DEVICE_CODE_TTL_SECONDS: {
+    schema: int(10, 3600),
+    default: '600',
+    description: 'How long a browser\'s device sign-in request (its user code and device code) can be approved by a wallet and exchanged for a session; each code serves once.',
+  },
+  DEVICE_POLL_INTERVAL_SECONDS: {
+    schema: int(1, 60),
+    default: '5',
+    description: 'Seconds a browser waits between two polls of POST /api/auth/device/token; a faster poll gets slow_down and 5 seconds more to wait (RFC 8628).',
   },
   STEWARD_OWNER_DID: {
     schema: z.string().regex(/^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]+$/, { message: 'expected an Ed25519 did:key (did:key:z6Mk...)' }),
@@ -275,6 +307,16 @@ export const VARIABLES = {
     schema: int(4096, 256 * 1024 * 1024),
     default: String(1024 * 1024),
     description: 'Largest send buffer of an agent socket; an agent that reads too slowly and lets it grow past this is disconnected.',
+  },
+  FEED_BATCH_WINDOW_MS: {
+    schema: int(1, 10_000),
+    default: '150',
+    description: 'Live feed (/ws/feed): frames for one subscriber within this window go out as one batch, repeated frames about the same entity folded to the latest; while frames keep coming the window doubles, up to 8 times this.',
+  },
+  FEED_BATCH_MAX_FRAMES: {
+    schema: int(10, 100_000),
+    default: '500',
+    description: 'Live feed: most frames in one batch (and held for one subscriber); older ones beyond it are dropped and counted as folded, and the batch says `truncated` (the client re-reads over HTTP).',
   },
   AGENT_MAX_FRAME_BYTES: {
     schema: int(1024, 64 * 1024 * 1024),
@@ -352,12 +394,17 @@ export const VARIABLES = {
   TOKEN_AGENT_DAYS_KEPT: {
     schema: int(1, 62),
     default: '2',
-    description: "Daily token buckets kept per agent, today included (the fleet-wide totals keep 62). Only today's is ever read per agent; in the embedded store each kept day costs about 100 bytes of memory per agent. Older days stay in the agent's allTime and monthly totals.",
+    description: "Daily token buckets kept in each agent's usage document, today included. Only today's is ever read per agent; in the embedded store each kept day costs about 100 bytes of memory per agent. Older days move to the agent's usage history (TOKEN_HISTORY_DAYS_KEPT) and stay in its allTime and monthly totals.",
   },
   TOKEN_AGENT_MONTHS_KEPT: {
     schema: int(0, 1200),
     default: '2',
     description: "Monthly token buckets kept per agent, this month included; 0 keeps them all (the fleet-wide totals keep every month). Only this month's is ever read per agent; in the embedded store each kept month costs about 100 bytes of memory per agent.",
+  },
+  TOKEN_HISTORY_DAYS_KEPT: {
+    schema: int(31, 3660),
+    default: '90',
+    description: "Days of token usage history kept for the usage series (GET /api/stats/tokens/series): the fleet-wide daily buckets, a document per workspace and day, and a document per agent and month it used tokens in. The embedded store holds that history in memory, about 28 bytes per agent and day (90 days: about 2.5 KiB per agent that used tokens every day; see docs/performance.md); on MongoDB it costs no server memory, so raise it there (e.g. 400).",
   },
   INTENT_TIMEOUT_MS: {
     schema: int(100, 3_600_000),
@@ -477,9 +524,13 @@ export interface Config {
   rateLimits: RateRules;
   allowUwsFallback: boolean;
   ed25519: Parsed['STEWARD_ED25519'];
+  /** STEWARD_CHECK_RESPONSES: answers are checked against their routes' declared schemas. */
+  checkResponses: boolean;
   actorIdleMs: number;
   shutdownTimeoutMs: number;
   sessionTtlMs: number;
+  deviceCodeTtlMs: number;
+  devicePollIntervalSeconds: number;
   ownerDid?: string;
   walletUrl: string;
   claimTtlMs: number;
@@ -495,6 +546,8 @@ export interface Config {
   skillsCodeHostUrl: string;
   agentSendBufferLimitBytes: number;
   agentMaxFrameBytes: number;
+  feedBatchWindowMs: number;
+  feedBatchMaxFrames: number;
   agentHandshakeTimeoutMs: number;
   agentInvalidFrameLimit: number;
   agentPendingSocketTimeoutMs: number;
@@ -511,6 +564,7 @@ export interface Config {
   tokenAgentDaysKept: number;
   /** 0: all. */
   tokenAgentMonthsKept: number;
+  tokenHistoryDaysKept: number;
   intentTimeoutMs: number;
   intentMaxTimeoutMs: number;
   graphBaseUrl: string;
@@ -604,12 +658,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       claim: { address: p.RATE_LIMIT_CLAIM_PER_ADDRESS, key: p.RATE_LIMIT_CLAIM_PER_TOKEN },
       webhook: { address: p.RATE_LIMIT_WEBHOOK_PER_ADDRESS, key: p.RATE_LIMIT_WEBHOOK_PER_BRIDGE },
       agent: { address: p.RATE_LIMIT_AGENT_PER_ADDRESS, key: null },
+      device: { address: p.RATE_LIMIT_DEVICE_PER_ADDRESS, key: null },
+      userCode: { address: p.RATE_LIMIT_USER_CODE_PER_ADDRESS, key: p.RATE_LIMIT_USER_CODE_TOTAL },
     },
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
     ed25519: p.STEWARD_ED25519,
+    checkResponses: p.STEWARD_CHECK_RESPONSES,
     actorIdleMs: p.ACTOR_IDLE_MS,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
     sessionTtlMs: p.SESSION_TTL_HOURS * 3600_000,
+    deviceCodeTtlMs: p.DEVICE_CODE_TTL_SECONDS * 1000,
+    devicePollIntervalSeconds: p.DEVICE_POLL_INTERVAL_SECONDS,
     ownerDid: p.STEWARD_OWNER_DID,
     walletUrl: p.WALLET_URL,
     claimTtlMs: p.CLAIM_TTL_MINUTES * 60_000,
@@ -623,6 +682,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     skillsCodeHostUrl: p.SKILLS_CODE_HOST_URL,
     agentSendBufferLimitBytes: p.AGENT_SEND_BUFFER_LIMIT_BYTES,
     agentMaxFrameBytes: p.AGENT_MAX_FRAME_BYTES,
+    feedBatchWindowMs: p.FEED_BATCH_WINDOW_MS,
+    feedBatchMaxFrames: p.FEED_BATCH_MAX_FRAMES,
     agentHandshakeTimeoutMs: p.AGENT_HANDSHAKE_TIMEOUT_MS,
     agentInvalidFrameLimit: p.AGENT_INVALID_FRAME_LIMIT,
     agentPendingSocketTimeoutMs: p.AGENT_PENDING_SOCKET_TIMEOUT_SECONDS * 1000,
@@ -638,6 +699,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenRollupIntervalMs: p.TOKEN_ROLLUP_INTERVAL_SECONDS * 1000,
     tokenAgentDaysKept: p.TOKEN_AGENT_DAYS_KEPT,
     tokenAgentMonthsKept: p.TOKEN_AGENT_MONTHS_KEPT,
+    tokenHistoryDaysKept: p.TOKEN_HISTORY_DAYS_KEPT,
     intentTimeoutMs: p.INTENT_TIMEOUT_MS,
     intentMaxTimeoutMs: p.INTENT_MAX_TIMEOUT_MS,
     graphBaseUrl: p.GRAPH_BASE_URL,

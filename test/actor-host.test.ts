@@ -195,7 +195,8 @@ test('creates an actor, sends events, reports its state', async () => {
     assert.is(a.getSnapshot().context.count, 2);
     assert.is(host.peek('counter', 'a'), a);
     assert.is(host.peek('counter', 'b'), undefined);
-    assert.equal(host.list(), [{ kind: 'counter', id: 'a', state: 'on', status: 'active' }]);
+    assert.equal(host.list().map(({ since: _since, ...rest }) => rest), [{ kind: 'counter', id: 'a', state: 'on', status: 'active' }]);
+    assert.ok(Date.parse(host.list()[0]!.since) > 0, 'since when it is in that state');
     assert.equal(host.list('ephemeral'), []);
     assert.equal(host.counts(), { counter: 1, ephemeral: 0 });
     await host.flush();
@@ -476,7 +477,7 @@ test('passivates idle actors and restores them on demand', async () => {
     assert.is(doc.status, 'active', 'the snapshot is kept, not the stopped one');
 
     const insp = await host.inspect('counter', 'a');
-    assert.equal(insp, { kind: 'counter', id: 'a', state: 'on', status: 'active', context: { count: 5, owner: 'a' }, live: false });
+    assert.equal(insp, { kind: 'counter', id: 'a', state: 'on', status: 'active', context: { count: 5, owner: 'a' }, live: false, since: null, history: [] });
 
     const a2 = await host.get('counter', 'a');
     assert.is.not(a2, a1);
@@ -643,7 +644,7 @@ test('inspect() redacts context keys, live and stored', async () => {
     const { host } = ctx;
     await host.send('counter', 'a', { type: 'INC' });
     const live = await host.inspect('counter', 'a');
-    assert.equal(live, { kind: 'counter', id: 'a', state: 'off', status: 'active', context: { count: 1, owner: 'a' }, live: true });
+    assert.equal({ ...live, since: typeof live?.since }, { kind: 'counter', id: 'a', state: 'off', status: 'active', context: { count: 1, owner: 'a' }, live: true, since: 'string', history: [] });
     // Not redacted for a kind without redact.
     await host.get('ephemeral', 'x');
     assert.is(((await host.inspect('ephemeral', 'x'))!.context as { secret: string }).secret, 'hunter2');

@@ -16,6 +16,8 @@ export { startWithOwner } from './fleet-helpers.js';
 
 export const CHANNEL_KEYS = ['createdAt', 'creatorDid', 'description', 'id', 'isArchived', 'isPublic', 'name', 'slug', 'topic', 'updatedAt', 'workspaceId'];
 export const MESSAGE_KEYS = ['authorDid', 'authorType', 'channelId', 'content', 'createdAt', 'deletedAt', 'editedAt', 'id', 'metadata', 'reactions', 'threadId'];
+/** A top-level message's keys: a reply's and its thread's counters. */
+export const TOP_MESSAGE_KEYS = [...MESSAGE_KEYS, 'lastReplyAt', 'replyCount'].sort();
 
 /** Creates a channel over HTTP as `who` and returns it. */
 export async function makeChannel(who: TestUser, body: Record<string, unknown>): Promise<any> {
@@ -58,11 +60,19 @@ export async function sessionAgent(s: TestServer, name: string, workspaceId?: st
   return { doc, did: doc._id, token, api: client(s.url, token) };
 }
 
-/** A live-feed client (test/frames.ts); `connect` authenticates it with the token frame. */
+/**
+ * A live-feed client (test/frames.ts); `connect` authenticates it with the token frame. Every frame
+ * must carry `at` (ISO 8601; a frame without one fails the test run); batches are unwrapped, and
+ * the frames are queued without `at`. `wire` keeps the frames as they came (batches and `at`).
+ */
 export class FeedClient extends FrameSocket {
+  readonly wire: any[];
+
   /** A feed socket, not yet open; `headers` go with the upgrade (a session cookie, an origin). */
   constructor(url: string, headers?: Record<string, string>) {
-    super(url, '/ws/feed', { headers });
+    const wire: any[] = [];
+    super(url, '/ws/feed', { headers, expand: (frame) => unwrapFeedFrame(frame, wire) });
+    this.wire = wire;
   }
 
   static async connect(url: string, token: string): Promise<FeedClient> {
@@ -77,6 +87,18 @@ export class FeedClient extends FrameSocket {
     this.send({ type: 'subscribe', channelId });
     return this.next((f) => (f.type === 'subscribed' && f.channelId === channelId) || f.type === 'error');
   }
+}
+
+/** What a feed frame stands for: a batch's frames, or itself; each checked for `at` and queued without it. */
+function unwrapFeedFrame(frame: any, wire: any[]): any[] {
+  wire.push(frame);
+  const frames = frame.type === 'batch' ? [frame, ...frame.frames] : [frame];
+  for (const f of frames) {
+    if (typeof f.at !== 'string' || Number.isNaN(Date.parse(f.at)) || new Date(f.at).toISOString() !== f.at) {
+      throw new Error(`a feed frame without an ISO 8601 'at': ${JSON.stringify(f).slice(0, 300)}`);
+    }
+  }
+  return (frame.type === 'batch' ? frame.frames : [frame]).map(({ at: _at, ...rest }: any) => rest);
 }
 
 /** A raw protocol agent taken through registration, approval and the certificate to `ready`. */

@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { client, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
-import { addMember, isError, makeChannel, makeWorkspace, MESSAGE_KEYS, post, sessionAgent, startWithOwner } from './channels-helpers.js';
+import { addMember, isError, makeChannel, makeWorkspace, MESSAGE_KEYS, post, sessionAgent, startWithOwner, TOP_MESSAGE_KEYS } from './channels-helpers.js';
 import { findMentions } from '../src/domain/mentions.js';
 import { CHANNEL_ACTOR_KIND } from '../src/actors/channel.js';
 
@@ -48,7 +48,7 @@ test('post: 201 {message} in the interface shape; Markdown content and metadata 
   assert.is(r.status, 201, r.text);
   assert.equal(Object.keys(r.body), ['message']);
   const m = r.body.message;
-  assert.equal(Object.keys(m).sort(), MESSAGE_KEYS);
+  assert.equal(Object.keys(m).sort(), TOP_MESSAGE_KEYS);
   assert.is(m.channelId, ch.id);
   assert.is(m.threadId, null);
   assert.is(m.authorDid, alice.user.did);

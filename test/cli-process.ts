@@ -33,9 +33,11 @@ export class StewardProcess {
    * Runs `steward <args>` with `env` over this process's environment, or — `isolated` — over only
    * PATH, NODE_OPTIONS, TMPDIR and LANG (a person's own shell: no HOME or config of ours leaks in).
    */
-  constructor(args: string[], env: Record<string, string> = {}, opts: { isolated?: boolean } = {}) {
+  constructor(args: string[], env: Record<string, string> = {}, opts: { isolated?: boolean; input?: string } = {}) {
     const base = opts.isolated ? isolatedBase() : process.env;
-    this.child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const stdin = opts.input === undefined ? 'ignore' : 'pipe';
+    this.child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], { env: { ...base, ...env }, stdio: [stdin, 'pipe', 'pipe'] });
+    if (opts.input !== undefined) this.child.stdin!.end(opts.input);
     this.child.stdout!.on('data', (d) => ((this.out += d), (this.all += d)));
     this.child.stderr!.on('data', (d) => ((this.err += d), (this.all += d)));
     this.exited = new Promise((resolve, reject) => {
@@ -94,8 +96,8 @@ function isolatedBase(): Record<string, string> {
   return base;
 }
 
-/** Runs `steward <args>` to completion (killed, with code null, if it hangs past `timeoutMs`). */
-export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = LONG, opts: { isolated?: boolean } = {}): Promise<CliResult> {
+/** Runs `steward <args>` to completion (killed, with code null, if it hangs past `timeoutMs`); `input` is its standard input. */
+export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = LONG, opts: { isolated?: boolean; input?: string } = {}): Promise<CliResult> {
   const p = new StewardProcess(args, env, opts);
   const hang = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
   try {

@@ -14,6 +14,8 @@ export interface FrameSocketOptions {
   headers?: Record<string, string>;
   /** Sees every frame before it is queued (and throws on one that breaks the protocol). */
   check?: (frame: any, isBinary: boolean) => void;
+  /** The frames one received frame stands for (a live-feed batch: the frames it carries); default itself. */
+  expand?: (frame: any) => any[];
 }
 
 export class FrameSocket {
@@ -36,7 +38,8 @@ export class FrameSocket {
     this.ws.on('message', (data, isBinary) => {
       const frame = JSON.parse(data.toString());
       opts.check?.(frame, isBinary);
-      this.frames.push(frame);
+      if (opts.expand) this.frames.push(...opts.expand(frame));
+      else this.frames.push(frame);
       this.wake();
     });
     this.ws.on('close', (code, reason) => {

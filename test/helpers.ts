@@ -10,6 +10,7 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type StartOptions, type Steward } from '../src/server.js';
+import type { Router } from '../src/http/router.js';
 
 export interface TestServer extends Steward {
   dataDir: string;
@@ -29,6 +30,22 @@ export interface TestStartOptions extends StartOptions {
   logTo?: Writable;
 }
 
+/** Marks, in a test file's output, an answer that did not match its route's declared schema. */
+export const RESPONSE_VIOLATION_MARK = '[response schema violation]';
+
+/**
+ * The routers of every server this process started. Each checks every answer against what its
+ * route declares (STEWARD_CHECK_RESPONSES): a mismatch is answered 500, which fails the request
+ * that met it, and when the process ends each one is printed and the file fails, even where the
+ * test did not look at the status.
+ */
+const checkedRouters: Router[] = [];
+process.on('exit', () => {
+  const violations = checkedRouters.flatMap((r) => r.violations);
+  for (const v of violations) process.stderr.write(`\n${RESPONSE_VIOLATION_MARK} ${v.method} ${v.route} answered ${v.problem}\n`);
+  if (violations.length > 0) process.exitCode = 1;
+});
+
 export async function startServer(extraEnv: Record<string, string> = {}, dataDir?: string, options: TestStartOptions = {}): Promise<TestServer> {
   const dir = dataDir ?? (await tempDir());
   const env: Record<string, string> = {
@@ -36,12 +53,14 @@ export async function startServer(extraEnv: Record<string, string> = {}, dataDir
     HOST: '127.0.0.1',
     DATA_DIR: dir,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    STEWARD_CHECK_RESPONSES: '1',
     ...extraEnv,
   };
   const config = loadConfig(env);
   const { logTo, ...startOptions } = options;
   const log = createLogger(config.logLevel, logTo);
   const steward = await startSteward(config, log, startOptions);
+  if (config.checkResponses) checkedRouters.push(steward.ctx.router);
   let stopped = false;
   const server: TestServer = {
     ...steward,

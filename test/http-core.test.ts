@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { z } from 'zod';
 import { route } from '../src/http/router.js';
+import { Ok } from '../src/http/answers.js';
 import { DuplicateKeyError } from '../src/store/types.js';
 import { http, startServer, type TestServer } from './helpers.js';
 
@@ -21,6 +22,7 @@ test.before(async () => {
       params: z.object({ id: z.string().regex(/^\d+$/, { message: 'must be digits' }) }),
       query: z.object({ mode: z.enum(['fast', 'slow']).default('fast') }),
       body: z.object({ name: z.string().min(1), tags: z.array(z.string()).max(2).default([]) }),
+      responses: { 201: z.strictObject({ id: z.string(), mode: z.enum(['fast', 'slow']), name: z.string(), tags: z.array(z.string()) }) },
       handler: (ctx) => ({ status: 201, body: { id: ctx.params.id, mode: ctx.query.mode, name: ctx.body.name, tags: ctx.body.tags } }),
     }),
     route({
@@ -29,6 +31,7 @@ test.before(async () => {
       auth: 'public',
       summary: 'echoes a decoded DID',
       params: z.object({ did: z.string().startsWith('did:') }),
+      responses: { 200: z.strictObject({ did: z.string() }) },
       handler: (ctx) => ({ body: { did: ctx.params.did } }),
     }),
     route({
@@ -36,6 +39,7 @@ test.before(async () => {
       path: '/test/dids/search',
       auth: 'public',
       summary: 'a static segment beside a parameter',
+      responses: { 200: z.strictObject({ static: z.literal(true) }) },
       handler: () => ({ body: { static: true } }),
     }),
     route({
@@ -43,6 +47,7 @@ test.before(async () => {
       path: '/test/boom',
       auth: 'public',
       summary: 'throws an unexpected error',
+      responses: { 200: Ok },
       handler: () => {
         throw new Error('secret internal detail at /etc/passwd');
       },
@@ -52,6 +57,7 @@ test.before(async () => {
       path: '/test/dup',
       auth: 'public',
       summary: 'throws a duplicate key error from the store',
+      responses: { 200: Ok },
       handler: () => {
         throw new DuplicateKeyError('things', 'name_1');
       },
@@ -61,6 +67,7 @@ test.before(async () => {
       path: '/test/private',
       auth: 'user',
       summary: 'needs a session',
+      responses: { 200: z.strictObject({}) },
       handler: () => ({ body: {} }),
     }),
   );

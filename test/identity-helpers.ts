@@ -7,6 +7,7 @@ import { SMTPServer } from 'smtp-server';
 import type { AddressInfo } from 'node:net';
 import { signMessage, type Ed25519KeyPair } from '../src/domain/did.js';
 import { claimMessage, loginMessage } from '../src/domain/claims.js';
+import { z } from 'zod';
 import { route } from '../src/http/router.js';
 import { http, type HttpResult, type TestServer } from './helpers.js';
 
@@ -34,6 +35,7 @@ export function addWhoami(s: TestServer): void {
       path: '/test/whoami',
       auth: 'user',
       summary: 'who is this (tests)',
+      responses: { 200: z.strictObject({ did: z.string(), via: z.enum(['cookie', 'bearer']) }) },
       handler: ({ principal }) => ({ body: { did: principal!.did, via: principal!.via } }),
     }),
     route({
@@ -41,6 +43,7 @@ export function addWhoami(s: TestServer): void {
       path: '/test/touch',
       auth: 'session',
       summary: 'a state-changing request (tests)',
+      responses: { 200: z.strictObject({ did: z.string() }) },
       handler: ({ principal }) => ({ body: { did: principal!.did } }),
     }),
   );

@@ -104,6 +104,14 @@ test('an unauthenticated registration naming a workspace answers alike whether i
   assert.equal([toHidden.workspaceId, toHidden.requestedWorkspace], [hidden.id, null]);
 });
 
+test("the token usage series of a workspace or agent the caller may not see answers as an unknown one's", async () => {
+  const series = (scope: string, id: string) => admin.api.get(`/api/stats/tokens/series?scope=${scope}&id=${enc(id)}`);
+  assert.is((await series('workspace', mine.slug)).status, 200, 'a workspace of theirs has a series');
+  alike(await series('workspace', hidden.slug), hidden.slug, await series('workspace', 'no-such-place'), 'no-such-place', 404);
+  alike(await series('workspace', hidden.id), hidden.id, await series('workspace', 'Xq3unknownId'), 'Xq3unknownId', 404);
+  alike(await series('agent', hiddenAgent), hiddenAgent, await series('agent', unknownAgent), unknownAgent, 404);
+});
+
 test('a channel owner adding an agent of a workspace they are not in answers as adding an unknown one', async () => {
   const ch = await makeChannel(admin, { name: 'Shop Floor', workspaceId: mine.id });
   const add = (did: string) => admin.api.post(`/api/channels/${ch.id}/members`, { memberDid: did, memberType: 'agent' });

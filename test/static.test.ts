@@ -1,14 +1,15 @@
 /**
  * The dashboard's files at `/` (src/http/static.ts), over real HTTP: security headers, caching,
  * the fallback to index.html for page navigations, compression by Accept-Encoding, a HEAD, and
- * the API, health and metrics paths left to the router. A small build is written to a temporary
+ * the API, health and metrics paths left to the router, the API reference page at /api/docs, and
+ * the compressed forms the build writes beside its files. A small build is written to a temporary
  * directory, so these tests do not depend on `vite build`.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
+import { brotliCompressSync, brotliDecompressSync, constants as zlib, gunzipSync, gzipSync } from 'node:zlib';
 import { http, startServer, tempDir, type TestServer } from './helpers.js';
 
 const test = suite('dashboard static files');
@@ -17,6 +18,11 @@ const INDEX = '<!doctype html><html><head><script type="module" src="/assets/ind
 // Compressible and over the compression threshold.
 const SCRIPT = `export const steward = ${JSON.stringify('dashboard '.repeat(400))};\n`;
 const HTML = { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' };
+const DOCS = '<!doctype html><html><head><script type="module" src="/assets/api-docs-Ef56Gh78.js"></script></head><body><main id="swagger-ui"></main></body></html>';
+/** Compressed forms as a build writes them (faster settings than the server's, so their bytes differ from what it would make). */
+const BUILT_BR = brotliCompressSync(SCRIPT, { params: { [zlib.BROTLI_PARAM_QUALITY]: 1 } });
+const BUILT_GZ = gzipSync(SCRIPT, { level: 1 });
+const serverBr = (text: string) => brotliCompressSync(text, { params: { [zlib.BROTLI_PARAM_QUALITY]: 10, [zlib.BROTLI_PARAM_SIZE_HINT]: text.length } });
 
 let s: TestServer;
 let bare: TestServer;
@@ -28,6 +34,15 @@ test.before(async () => {
   await writeFile(join(uiDir, 'index.html'), INDEX);
   await writeFile(join(uiDir, 'assets', 'index-Ab12Cd34.js'), SCRIPT);
   await writeFile(join(uiDir, 'favicon.svg'), '<svg xmlns="http://www.w3.org/2000/svg"/>');
+  await writeFile(join(uiDir, 'api-docs.html'), DOCS);
+  // Compressed by the build beside the file; and a leftover older than its file, which must not be served.
+  await writeFile(join(uiDir, 'assets', 'pre-Ab12Cd34.js'), SCRIPT);
+  await writeFile(join(uiDir, 'assets', 'pre-Ab12Cd34.js.br'), BUILT_BR);
+  await writeFile(join(uiDir, 'assets', 'pre-Ab12Cd34.js.gz'), BUILT_GZ);
+  await writeFile(join(uiDir, 'assets', 'stale-Ab12Cd34.js'), SCRIPT);
+  await writeFile(join(uiDir, 'assets', 'stale-Ab12Cd34.js.br'), BUILT_BR);
+  const past = new Date(Date.now() - 3_600_000);
+  await utimes(join(uiDir, 'assets', 'stale-Ab12Cd34.js.br'), past, past);
   s = await startServer({}, undefined, { uiDir });
   bare = await startServer({}, undefined, { uiDir: join(uiDir, 'nothing-here') });
 });
@@ -114,6 +129,47 @@ test('HEAD answers the headers and the length without a body', async () => {
   assert.is(h.bytes.length, 0);
   assert.is(Number(h.headers['content-length']), r.bytes.length);
   securityHeaders(h.headers, 'HEAD /');
+});
+
+test('the compressed forms the build wrote beside a file are served as they are; one older than its file is not', async () => {
+  assert.not.equal(BUILT_BR, serverBr(SCRIPT), 'the planted form differs from what the server would make');
+  const br = await http(s.url, 'GET', '/assets/pre-Ab12Cd34.js', { headers: { 'accept-encoding': 'br, gzip' } });
+  assert.is(br.status, 200);
+  assert.is(br.headers['content-encoding'], 'br');
+  assert.ok(br.bytes.equals(BUILT_BR), 'the build\'s brotli form');
+  const gz = await http(s.url, 'GET', '/assets/pre-Ab12Cd34.js', { headers: { 'accept-encoding': 'gzip' } });
+  assert.is(gz.headers['content-encoding'], 'gzip');
+  assert.ok(gz.bytes.equals(BUILT_GZ), 'the build\'s gzip form');
+  const plain = await http(s.url, 'GET', '/assets/pre-Ab12Cd34.js');
+  assert.is(plain.bytes.toString(), SCRIPT);
+  assert.is((await http(s.url, 'GET', '/assets/pre-Ab12Cd34.js.br')).status, 404, 'the compressed files are not files of the site');
+
+  const stale = await http(s.url, 'GET', '/assets/stale-Ab12Cd34.js', { headers: { 'accept-encoding': 'br' } });
+  assert.is(stale.headers['content-encoding'], 'br');
+  assert.not.ok(stale.bytes.equals(BUILT_BR), 'a leftover older than its file is not served');
+  assert.is(brotliDecompressSync(stale.bytes).toString(), SCRIPT);
+});
+
+test('/api/docs is the API reference page of the build, for a browser and a program alike; other /api/docs paths are the router\'s', async () => {
+  for (const path of ['/api/docs', '/api/docs/']) {
+    for (const headers of [HTML, {}]) {
+      const r = await http(s.url, 'GET', path, { headers });
+      assert.is(r.status, 200, path);
+      assert.is(r.text, DOCS, path);
+      assert.ok(String(r.headers['content-type']).startsWith('text/html'), path);
+      assert.is(r.headers['cache-control'], 'no-store', path);
+      securityHeaders(r.headers, path);
+    }
+  }
+  const head = await http(s.url, 'HEAD', '/api/docs');
+  assert.is(head.status, 200);
+  assert.is(Number(head.headers['content-length']), DOCS.length);
+  const other = await http(s.url, 'GET', '/api/docs/nothing', { headers: HTML });
+  assert.is(other.status, 404);
+  assert.is(other.body.error.code, 'not_found');
+  const bareDocs = await http(bare.url, 'GET', '/api/docs', { headers: HTML });
+  assert.is(bareDocs.status, 404);
+  assert.ok(bareDocs.text.includes('npm run build'), 'without a build it says how to make one');
 });
 
 test('API, health, metrics and feed paths are the router\'s, even for a browser', async () => {

@@ -164,6 +164,19 @@ test('a message posted in a channel appears live in a second page; @ completes a
   await second.close();
 });
 
+test('the audit screen tails the log live: a new entry appears without a reload', async () => {
+  await page.goto(`${s.url}/audit`);
+  await page.getByRole('heading', { name: 'Audit' }).waitFor();
+  await page.locator('table tbody tr').first().waitFor();
+  // The page's feed subscription has reached the server before the change is made.
+  await waitFor(() => s.ctx.fleet.feed.publisher.hasSubscribers('audit'), 10_000);
+  const created = await api('POST', '/api/workspaces', { name: 'Live tail room' });
+  assert.is(created.status, 201);
+  const row = page.locator('table tbody tr', { hasText: 'Live tail room' });
+  await row.waitFor();
+  assert.ok(await row.getByText('workspace.create').isVisible());
+});
+
 test('no page error and no content-security-policy violation happened', () => {
   assert.equal(browser.problems, []);
 });

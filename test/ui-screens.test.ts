@@ -45,7 +45,7 @@ test.after(async () => {
 });
 
 /** Whether the page's subscription to a feed topic has reached the server. */
-const subscribed = (topic: string) => (s.ctx.fleet.feed as unknown as { publisher: { hasSubscribers(t: string): boolean } }).publisher.hasSubscribers(topic);
+const subscribed = (topic: string) => s.ctx.fleet.feed.publisher.hasSubscribers(topic);
 const figure = (label: string) => page.locator(`[data-figure="${label}"]`);
 
 test('the overview shows a pending agent, then the same agent online once approved, without a reload', async () => {

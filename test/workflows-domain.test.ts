@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { interpolate, InterpolationError, type Scope } from '../src/domain/workflow/interpolation.js';
 import { ConditionError, evaluateCondition } from '../src/domain/workflow/conditions.js';
-import { initialRunState, reduceRun, type RunEvent, type RunState } from '../src/domain/workflow/engine.js';
+import { ATTEMPT_ERROR_MAX_CHARS, initialRunState, MAX_ATTEMPT_HISTORY, reduceRun, type RunEvent, type RunState } from '../src/domain/workflow/engine.js';
 import { validateDefinition } from '../src/domain/workflow/definition.js';
 
 const test = suite('workflows: interpolation, conditions and run rules');
@@ -176,6 +176,48 @@ test('rules: RESUME fails attempts in flight with `interrupted` and re-arms wait
       ['step.wait', 'c', at(1001)],
     ],
   );
+});
+
+test('attempts: each attempt recorded with its start, end, outcome, error and retry wait; bounded per step', () => {
+  const def = validateDefinition({
+    steps: [s('a', { onError: 'retry', retries: 2 }), s('b', { dependsOn: ['a'], condition: 'false' }), s('c', { dependsOn: ['a'] }), s('d', { onError: 'retry', retries: 100 })],
+  });
+  const long = 'x'.repeat(ATTEMPT_ERROR_MAX_CHARS + 100);
+  const r = drive(initialRunState(def, {}, T0), [
+    { type: 'START', at: T0 },
+    { type: 'STEP_FAILED', stepId: 'a', attempt: 1, error: 'boom', retryable: true, backoffMs: 100, at: at(10) },
+    { type: 'RETRY_DUE', stepId: 'a', attempt: 1, at: at(110) },
+    { type: 'STEP_FAILED', stepId: 'a', attempt: 2, error: long, retryable: true, backoffMs: 50, at: at(120) },
+    { type: 'RETRY_DUE', stepId: 'a', attempt: 2, at: at(170) },
+    { type: 'STEP_DONE', stepId: 'a', attempt: 3, output: 1, at: at(200) },
+  ]);
+  const a = r.state.steps.a!.history!;
+  assert.equal(a[0], { attempt: 1, startedAt: T0, finishedAt: at(10), outcome: 'failed', error: 'boom', retryAt: at(110) });
+  assert.equal(a[1]!.retryAt, at(170));
+  assert.is(a[1]!.error, `${'x'.repeat(ATTEMPT_ERROR_MAX_CHARS)}…`, 'an attempt keeps a clipped error');
+  assert.is(r.state.steps.a!.error, null);
+  assert.equal(a[2], { attempt: 3, startedAt: at(170), finishedAt: at(200), outcome: 'succeeded', error: null, retryAt: null });
+  assert.equal(r.state.steps.b!.history, [], 'a skipped step ran no attempt');
+  assert.equal(r.state.steps.c!.history, [{ attempt: 1, startedAt: at(200), finishedAt: null, outcome: 'running', error: null, retryAt: null }]);
+
+  // d fails 30 times: the latest MAX_ATTEMPT_HISTORY attempts are kept, with their numbers.
+  let state = r.state;
+  for (let n = 1; n <= 30; n++) {
+    state = drive(state, [
+      { type: 'STEP_FAILED', stepId: 'd', attempt: n, error: `e${n}`, retryable: true, backoffMs: 1, at: at(1000 + n * 10) },
+      { type: 'RETRY_DUE', stepId: 'd', attempt: n, at: at(1001 + n * 10) },
+    ]).state;
+  }
+  const d = state.steps.d!.history!;
+  assert.is(d.length, MAX_ATTEMPT_HISTORY);
+  assert.equal(d.map((h) => h.attempt), Array.from({ length: MAX_ATTEMPT_HISTORY }, (_, i) => 31 - MAX_ATTEMPT_HISTORY + 1 + i));
+  assert.is(d.at(-2)!.error, 'e30');
+  assert.is(d.at(-1)!.outcome, 'running');
+
+  // Cancelling ends the attempts in flight as cancelled.
+  const cancelled = drive(state, [{ type: 'CANCEL', at: at(5000), by: 'did:key:someone' }]).state;
+  assert.equal(cancelled.steps.c!.history!.at(-1), { attempt: 1, startedAt: at(200), finishedAt: at(5000), outcome: 'cancelled', error: null, retryAt: null });
+  assert.is(cancelled.steps.d!.history!.at(-1)!.outcome, 'cancelled');
 });
 
 test.run();

@@ -12,6 +12,7 @@ import type { ActorRefFrom, AnyActor, AnyStateMachine, EventObject, InputFrom, I
 import type { Store } from '../store/types.js';
 import { Entry, errInfo, type ActorFailureSink, type ActorHostLog, type KindState } from './hosted.js';
 import { IdleSweep } from './passivation.js';
+import { ActorHistory, type ActorHistoryEntry } from './history.js';
 import { SnapshotWriter, jsonReplacer, type SnapshotDoc, type SnapshotStats } from './persistence.js';
 import { createHosted, createKindRoot, startHosted, stopHosted } from './xstate-adapter.js';
 
@@ -45,6 +46,8 @@ export interface ActorTransition {
   state: unknown;
   /** Type of the event that caused it (`xstate.init` for a new actor, `xstate.error` when it failed). */
   event: string;
+  /** `snapshot.value` before it; absent for a new or restored actor. */
+  from?: unknown;
   at: string;
 }
 
@@ -76,6 +79,20 @@ export interface ActorInspection {
   status: string;
   context: unknown;
   live: boolean;
+  /** When it entered its current state (ISO); null for an actor read from its stored snapshot. */
+  since: string | null;
+  /** Its transitions while it was watched (see history.ts), oldest first. */
+  history: ActorHistoryEntry[];
+}
+
+/** A live actor in a listing. */
+export interface ActorListItem {
+  kind: string;
+  id: string;
+  state: unknown;
+  status: string;
+  /** When it entered its current state (ISO). */
+  since: string;
 }
 
 type Live = ActorRefFrom<AnyStateMachine>;
@@ -101,6 +118,7 @@ export class ActorHost {
   private readonly log: ActorHostLog;
   private readonly kinds = new Map<string, KindState>();
   private readonly listeners = new Set<(t: ActorTransition) => void>();
+  private readonly history = new ActorHistory();
   private readonly writer: SnapshotWriter;
   private readonly idle: IdleSweep;
   /** What every entry reports its actor's failure to. */
@@ -228,16 +246,30 @@ export class ActorHost {
     return ids;
   }
 
-  list(kind?: string): Array<{ kind: string; id: string; state: unknown; status: string }> {
-    const out: Array<{ kind: string; id: string; state: unknown; status: string }> = [];
+  /** Live actors, of one kind or all, whose id starts with `prefix` (when given) and that `accept` takes. */
+  list(kind?: string, prefix?: string, accept?: (state: unknown) => boolean): ActorListItem[] {
+    const out: ActorListItem[] = [];
     const kinds = kind === undefined ? this.kinds.values() : [this.kinds.get(kind)].filter((k) => k !== undefined);
     for (const k of kinds) {
       for (const [id, e] of k.live) {
+        if (prefix !== undefined && !id.startsWith(prefix)) continue;
         const snap = e.actor!.getSnapshot() as { value?: unknown; status: string };
-        out.push({ kind: k.name, id, state: snap.value, status: snap.status });
+        if (accept && !accept(snap.value)) continue;
+        out.push({ kind: k.name, id, state: snap.value, status: snap.status, since: new Date(e.since).toISOString() });
       }
     }
     return out;
+  }
+
+  /** The kind's machine as XState serialises it (`machine.toJSON()`: states, transitions, initial state); null for an unknown kind. */
+  definition(kind: string): unknown {
+    const k = this.kinds.get(kind);
+    return k ? JSON.parse(JSON.stringify(k.machine.toJSON())) : null;
+  }
+
+  /** Keeps the actor's transitions from now on (for a while: see history.ts). */
+  watch(kind: string, id: string): void {
+    if (this.kinds.has(kind)) this.history.watch(kind, id);
   }
 
   async inspect(kind: string, id: string): Promise<ActorInspection | null> {
@@ -255,6 +287,8 @@ export class ActorHost {
         status: snap.status,
         context: this.redact(k, jsonCopy(snap.context)),
         live: live !== undefined,
+        since: new Date(e.since).toISOString(),
+        history: this.history.of(kind, id),
       };
     }
     const doc = await this.writer.find(k, id);
@@ -272,6 +306,8 @@ export class ActorHost {
       status: persisted.status ?? doc.status,
       context: this.redact(k, persisted.context),
       live: false,
+      since: null,
+      history: this.history.of(kind, id),
     };
   }
 
@@ -431,8 +467,13 @@ export class ActorHost {
     if (!e || e.actor !== ref || e.restoring || e.retired) return;
     const snap = ev.snapshot as { status: string; value?: unknown };
     if (snap === e.seen) return; // the event changed nothing
+    const before = (e.seen as { value?: unknown } | undefined)?.value;
     e.seen = snap;
-    if (this.listeners.size > 0) this.emit(k, e.id, snap.value, ev.event.type);
+    if (!sameState(before, snap.value)) {
+      e.since = Date.now();
+      if (this.history.size > 0) this.history.record(k.name, e.id, { from: before ?? null, to: snap.value, event: ev.event.type, at: new Date(e.since).toISOString() });
+    }
+    if (this.listeners.size > 0) this.emit(k, e.id, snap.value, ev.event.type, before);
     if (snap.status === 'active') this.writer.markDirty(e);
     else if (snap.status === 'done') this.finish(e);
     // 'error' arrives through Entry.error
@@ -477,8 +518,9 @@ export class ActorHost {
     if (e.actor) stopHosted(k.root, e.actor);
   }
 
-  private emit(k: KindState, actorId: string, state: unknown, event: string): void {
+  private emit(k: KindState, actorId: string, state: unknown, event: string, from?: unknown): void {
     const t: ActorTransition = { kind: k.name, actorId, state, event, at: new Date().toISOString() };
+    if (from !== undefined) t.from = from;
     for (const listener of this.listeners) {
       try {
         listener(t);
@@ -494,6 +536,13 @@ export class ActorHost {
     for (const [name, value] of Object.entries(context)) if (!k.redact.has(name)) out[name] = value;
     return out;
   }
+}
+
+/** Whether two state values are the same state (a string for a flat machine, nested objects otherwise). */
+function sameState(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 function jsonCopy(value: unknown): unknown {

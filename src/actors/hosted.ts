@@ -67,6 +67,8 @@ export class Entry {
   passivating = false;
   /** The next store operation deletes the snapshot instead of writing it. */
   deleteOnFlush = false;
+  /** When the actor entered its current state value (ms; for a restored actor, when it was restored). */
+  since = Date.now();
 
   constructor(
     readonly owner: ActorFailureSink,

@@ -26,18 +26,24 @@ import { createRateLimits, memoryStore } from '../services/rate-limits.js';
 import { ServerIdentity } from '../services/server-identity.js';
 import { Sessions } from '../services/sessions.js';
 import { hashClearTokens } from '../services/token-migration.js';
+import { migrateChannelCounters } from '../services/channel-counters.js';
 import { AuditLog } from '../services/audit.js';
 import { ensureDefaultWorkspace, ensureOwner } from '../services/bootstrap.js';
 import { UserService } from '../services/users.js';
 import { WorkspaceService } from '../services/workspaces.js';
 import { GrantService } from '../services/grants.js';
 import { LoginService } from '../services/login.js';
+import { DeviceApprovals } from '../services/device-approvals.js';
+import { PersonSessions } from '../services/person-sessions.js';
 import { ClaimService } from '../services/claims.js';
 import { InvitationService } from '../services/invitations.js';
 import { AgentActors } from '../services/agent-actors.js';
 import { PolicyService } from '../services/policies.js';
 import { FleetService } from '../services/fleet.js';
 import { TokenUsage } from '../services/token-usage.js';
+import { TokenSeries } from '../services/token-series.js';
+import { FleetSummary } from '../services/fleet-summary.js';
+import { ActorInspector } from '../services/actor-inspector.js';
 import { IntentService } from '../services/intents.js';
 import { AgentViews } from '../services/agent-views.js';
 import { SkillService } from '../services/skills.js';
@@ -49,6 +55,8 @@ import { BridgeService } from '../services/bridges.js';
 import { WorkflowService } from '../services/workflows.js';
 import { WorkflowRuns, channelPosterFrom } from '../services/workflow-runs.js';
 import { ScheduleService } from '../services/schedules.js';
+import { FeedRights } from '../services/feed-rights.js';
+import { PresenceFeed } from '../services/presence-feed.js';
 import { AgentConnections } from '../ws/agent/connections.js';
 import { CertificateOffers } from '../ws/agent/offers.js';
 import { Handshake } from '../ws/agent/handshake.js';
@@ -89,6 +97,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const clientAddresses = new ClientAddresses(config.trustedProxies);
   const app = uws.uws.App();
   const sockets = new SocketRegistry();
+  // The live feed's topics (the FeedPublisher port): what services publish to.
+  const feedTopics = new FeedTopics(app);
   metrics.setSocketSource(() => sockets.counts());
 
   const closeHooks: Array<() => Promise<void> | void> = [];
@@ -122,6 +132,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const identity = await ServerIdentity.load(c, secrets, b.secretKey.source);
   // Once the start can no longer be refused for its key: a refused start changes nothing on disk.
   await hashClearTokens(c, store, log);
+  await migrateChannelCounters(c, log);
   if (embedded) {
     const tightened = await tightenDataDir(config.dataDir);
     if (tightened.length > 0) {
@@ -132,7 +143,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await ensureOwner(c, defaultWorkspace, config.ownerDid);
   log.info({ serverDid: identity.did }, 'server identity loaded');
   const sessions = new Sessions(c, config.sessionTtlMs);
-  const audit = new AuditLog(c, log);
+  const audit = new AuditLog(c, log, feedTopics);
   const core: ServiceCore = { config, log, c, actors, secrets, identity, sessions, audit };
 
   // -- People ---------------------------------------------------------------------------------------
@@ -140,6 +151,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const workspaceService = new WorkspaceService(core);
   const grants = new GrantService(core);
   const login = new LoginService(core);
+  const devices = new DeviceApprovals(core, rateLimits.userCode);
+  const personSessions = new PersonSessions(core);
   const claims = new ClaimService(core, { defaultWorkspace });
   const invitations = new InvitationService(core, { claims, defaultWorkspace });
 
@@ -148,10 +161,12 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const agentActors = new AgentActors(actors, log);
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
   const policies = new PolicyService(core, offers);
-  const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace });
-  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds));
+  const fleet = new FleetService(core, { policies, agentActors, agents: connections, presence: connections, defaultWorkspace, feed: feedTopics });
+  const summary = new FleetSummary(core, policies);
+  const tokens = new TokenUsage(core, (seconds) => metrics.observeHeartbeatAck(seconds), (did) => summary.workspacesOf(did));
   const intents = new IntentService(core, connections);
   const views = new AgentViews(core, { fleet, policies, tokens, presence: connections });
+  const tokenSeries = new TokenSeries(core, { tokens, policies, views });
   const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
   const gateway = new AgentGateway({ app, sockets, config, log, clientAddresses, connections, handshake, heartbeats: tokens, fleet, agentActors });
 
@@ -159,18 +174,29 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const library = new SkillsLibrary({ libraryUrl: config.skillsLibraryUrl, codeHostUrl: config.skillsCodeHostUrl, userAgent: 'steward' }, log);
   const skills = new SkillService(core, { agents: connections, library });
   const proxy =
-    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }) : null;
+    config.proxyBaseUrl && config.proxyMasterKey ? new LiteLlmClient({ baseUrl: config.proxyBaseUrl, masterKey: config.proxyMasterKey, timeoutMs: config.proxyTimeoutMs }, log) : null;
   const llmConfig = new AgentLlmConfig(core, { agents: connections, proxy });
   const models = new ModelCatalogue(core, { proxy, llmConfig });
-  const feedTopics = new FeedTopics(app);
   const channels = new ChannelService(core, { agents: connections, feed: feedTopics });
   const bridges = new BridgeService(core, { channels, version });
-  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels) });
+  const runs = new WorkflowRuns(core, { intents, agents: connections, channelPoster: channelPosterFrom(channels), feed: feedTopics });
   const workflows = new WorkflowService(core, runs);
   const schedules = new ScheduleService(core, { workflows, runs });
-  const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic });
+  const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic, rights: new FeedRights(c) });
+  const presenceFeed = new PresenceFeed(c, feedTopics, log);
 
   // -- Consequences across areas (each list runs in the order written) ------------------------------
+  // The fleet summary's counters follow the agents, their workspaces, sockets and runs.
+  fleet.onAgentChanged((did) => summary.agentChanged(did));
+  fleet.onAgentDeleted((agent) => summary.agentChanged(agent._id));
+  workspaceService.onAgentMembershipChanged((_workspaceId, did) => summary.agentChanged(did));
+  workspaceService.onWorkspaceDeleted((ws) => summary.workspaceDeleted(ws._id));
+  workspaceService.onWorkspaceDeleted((ws) => tokens.forgetWorkspace(ws._id));
+  agentActors.onDelivered((did, event) => {
+    if (event.type === 'CONNECTED' || event.type === 'DISCONNECTED') summary.connection(did, event.type === 'CONNECTED');
+    else summary.reissue(did, event.type === 'REISSUE_OFFERED');
+  });
+  runs.onRunStatus((change) => summary.runStatus(change));
   // An agent that completes its handshake gets its skills and its LLM configuration before `ready`.
   connections.onReady((did) => skills.agentReady(did));
   connections.onReady((did) => llmConfig.agentReady(did));
@@ -185,13 +211,20 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   workspaceService.onWorkspaceDeleted((ws) => workflows.workspaceDeleted(ws));
   workspaceService.onWorkspaceDeleted((ws) => models.workspaceDeleted(ws));
   workspaceService.onWorkspaceDeleted((ws) => channels.workspaceDeleted(ws));
+  // Agents coming online and going offline reach the feed's presence topic.
+  connections.onPresence((did, online) => presenceFeed.changed(did, online));
   // An agent joining or leaving a workspace gets its new skill set and LLM configuration.
+  workspaceService.onAgentMembershipChanged((_workspaceId, did) => presenceFeed.membershipChanged(did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => skills.agentMembershipChanged(workspaceId, did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => llmConfig.agentMembershipChanged(workspaceId, did));
   // A deleted person's schedules and channel memberships go, and their feed subscriptions end.
   userService.onUserDeleted((user) => schedules.userDeleted(user));
   userService.onUserDeleted((user) => channels.userDeleted(user));
   userService.onUserDeleted(async (user) => {
+    if (user.did) await feed.recheckPerson(user.did);
+  });
+  // A person whose role changed keeps only the feed topics they may still follow.
+  userService.onRoleChanged(async (user) => {
     if (user.did) await feed.recheckPerson(user.did);
   });
   // Whoever may no longer read a channel (left it, left its workspace) loses its feed subscription.
@@ -207,6 +240,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await policies.load();
   await fleet.start();
   onClose(() => fleet.stop()); // lastSeen and certificates written, actor events delivered
+  await summary.start();
   await tokens.start();
   gateway.attach();
   onClose(() => gateway.flushLeaving()); // agents in their grace period are offline now
@@ -218,6 +252,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   onClose(() => bridges.stop());
   login.start();
   onClose(() => login.stop());
+  devices.start();
+  onClose(() => devices.stop());
 
   const router = new Router({
     auth: createAuthPolicy({ sessions, publicUrl: () => config.publicUrl }),
@@ -226,12 +262,15 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       if (error) log.error({ err: error, method, route, status }, 'request failed');
     },
     limits: rateLimits,
+    checkResponses: config.checkResponses
+      ? (violation) => log.error({ violation }, `${violation.method} ${violation.route} answered ${violation.problem}`)
+      : undefined,
   });
   router.add(
     ...routeTable({
       config,
       store,
-      actors,
+      inspector: new ActorInspector(actors),
       audit,
       identity,
       metrics,
@@ -242,11 +281,15 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       grants,
       skills,
       login,
+      devices,
+      personSessions,
       claims,
       invitations,
       fleet,
       policies,
       tokens,
+      summary,
+      tokenSeries,
       intents,
       views,
       models,
@@ -279,7 +322,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const port = uws.uws.us_socket_local_port(listenSocket as never);
   if (config.publicUrlDefaulted) config.publicUrl = `http://localhost:${port}`;
 
-  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed };
+  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed, summary };
   return {
     steward: {
       ctx: {

@@ -19,6 +19,7 @@ import type { ClaimService } from '../services/claims.js';
 import type { FleetService } from '../services/fleet.js';
 import type { PolicyService } from '../services/policies.js';
 import type { TokenUsage } from '../services/token-usage.js';
+import type { FleetSummary } from '../services/fleet-summary.js';
 import type { IntentService } from '../services/intents.js';
 import type { AgentViews } from '../services/agent-views.js';
 import type { SkillService } from '../services/skills.js';
@@ -38,6 +39,8 @@ export interface Fleet {
   intents: IntentService;
   views: AgentViews;
   feed: Feed;
+  /** The counters of GET /api/fleet/summary. */
+  summary: FleetSummary;
 }
 
 export interface StewardHandle {

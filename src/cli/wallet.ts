@@ -11,6 +11,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { didKeyFromPublicKey, generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
 import { claimMessage, loginMessage, parseClaimTarget } from '../domain/claims.js';
+import { deviceMessage, parseApprovalTarget } from '../domain/device-codes.js';
 
 export const WALLET_USAGE = `usage: steward wallet <command> [options]
 
@@ -21,6 +22,10 @@ commands:
                                a wallet QR text ({walletUrl}/#<connectionString>&protocol=p2p&...)
                                or an invitation link ({server}/api/invitations/<token>)
   login <server URL>           log in and print only the session token (TOKEN=$(steward wallet login URL))
+  approve <server URL> <code>  sign a browser in as you: the user code it shows (or the verification URL
+                               of its QR code alone); shows which browser asks, then asks you to confirm
+    --yes                      approve without asking (scripts)
+    --deny                     refuse the browser's request instead
 
 options:
   --file F                     the wallet file (default: $STEWARD_WALLET_FILE, else ~/.steward/wallet.json)
@@ -41,14 +46,31 @@ export class WalletError extends Error {}
 interface Io {
   out: (s: string) => void;
   err: (s: string) => void;
+  /** One line typed by the person; null when there is none (standard input ended). */
+  ask: (prompt: string) => Promise<string | null>;
 }
 
-const stdio: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
+const stdio: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), ask: askLine };
+
+/** Writes `prompt` to standard error and reads one line from standard input (null at its end). */
+async function askLine(prompt: string): Promise<string | null> {
+  const { createInterface } = await import('node:readline');
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: Boolean(process.stdin.isTTY) });
+  return new Promise((resolve) => {
+    let answered = false;
+    rl.on('close', () => answered || resolve(null));
+    rl.question(prompt, (line) => {
+      answered = true;
+      rl.close();
+      resolve(line);
+    });
+  });
+}
 
 /** Runs `steward wallet ...`; resolves to the exit code. */
 export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.env, io: Io = stdio): Promise<number> {
   try {
-    const { positional, flags } = parseArgs(argv, ['file', 'name'], ['force', 'help']);
+    const { positional, flags } = parseArgs(argv, ['file', 'name'], ['force', 'help', 'yes', 'deny']);
     const [cmd, ...args] = positional;
     const file = walletPath(env, flags.file);
     if (!cmd || cmd === 'help' || flags.help) {
@@ -78,6 +100,17 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
         io.out(`${await login(keys, args[0]!)}\n`);
         return 0;
       }
+      case 'approve': {
+        let target;
+        try {
+          target = parseApprovalTarget(args);
+        } catch (err) {
+          throw new WalletError(`approve: ${(err as Error).message}`);
+        }
+        if (flags.yes && flags.deny) throw new WalletError('approve: --yes and --deny cannot be given together');
+        const keys = await loadWallet(file);
+        return await approve(keys, target, { yes: Boolean(flags.yes), deny: Boolean(flags.deny) }, io);
+      }
       default:
         throw new WalletError(`unknown wallet command '${cmd}'\n\n${WALLET_USAGE}`);
     }
@@ -94,7 +127,7 @@ export function walletPath(env: NodeJS.ProcessEnv, flag?: string): string {
 
 function parseArgs(argv: string[], valued: string[], booleans: string[]) {
   const positional: string[] = [];
-  const flags: Record<string, string | undefined> & { force?: string; help?: string } = {};
+  const flags: Record<string, string | undefined> & { force?: string; help?: string; yes?: string; deny?: string } = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '-h') {
@@ -204,12 +237,75 @@ export async function login(keys: Ed25519KeyPair, serverUrl: string): Promise<st
   return r.token;
 }
 
-async function call<T>(method: 'GET' | 'POST', url: string, body?: unknown): Promise<T> {
+interface ApprovalInfo {
+  nonce: string;
+  userAgent: string | null;
+  address: string | null;
+  requestedAt: string;
+  expiresAt: string;
+}
+
+/**
+ * Device approval: signs in as the wallet's person, shows which browser asks (its user agent and
+ * address, when it asked), asks for confirmation (unless `yes` or `deny`), then signs
+ * `steward-device:<userCode>:<nonce>` and approves, or refuses. The session it signed in with
+ * for this is ended afterwards. Exit code 0 when approved or refused as asked, 1 otherwise.
+ */
+export async function approve(
+  keys: Ed25519KeyPair,
+  target: { base: string; userCode: string },
+  opts: { yes: boolean; deny: boolean },
+  io: Io,
+): Promise<number> {
+  const { base, userCode } = target;
+  const token = await login(keys, base);
+  try {
+    const url = `${base}/api/auth/device/${userCode}`;
+    const info = await call<ApprovalInfo>('GET', `${url}/approve`, undefined, token);
+    io.out(
+      [
+        `A browser asks to be signed in to ${base} as you (${keys.did}):`,
+        `  Code:      ${userCode}`,
+        `  Browser:   ${info.userAgent ?? '(it did not say)'}`,
+        `  Address:   ${info.address ?? '(unknown)'}`,
+        `  Asked at:  ${info.requestedAt} (the code expires at ${info.expiresAt})`,
+        '',
+      ].join('\n'),
+    );
+    let decision: 'approve' | 'deny' | null = opts.deny ? 'deny' : opts.yes ? 'approve' : null;
+    if (!decision) {
+      io.out('Approve only a browser you are using yourself, right now: whoever uses it acts as you.\n');
+      const answer = (await io.ask('Approve this sign-in? y = approve, n = refuse it, anything else = leave it: '))?.trim().toLowerCase();
+      decision = answer === 'y' || answer === 'yes' ? 'approve' : answer === 'n' || answer === 'no' ? 'deny' : null;
+    }
+    if (decision === 'deny') {
+      await call('POST', `${url}/deny`, {}, token);
+      io.out('Refused: the browser is not signed in.\n');
+      return 0;
+    }
+    if (decision === null) {
+      io.err('steward wallet: not approved (no answer); nothing was sent. Use --yes to approve without asking, or --deny to refuse.\n');
+      return 1;
+    }
+    const signature = signMessage(keys, deviceMessage(userCode, info.nonce));
+    await call('POST', `${url}/approve`, { signature }, token);
+    io.out('Approved: the browser is signed in as you.\n');
+    return 0;
+  } finally {
+    // The session this command signed in with is not needed any more.
+    await call('POST', `${base}/api/auth/logout`, {}, token).catch(() => undefined);
+  }
+}
+
+async function call<T>(method: 'GET' | 'POST', url: string, body?: unknown, token?: string): Promise<T> {
   let res: Response;
   try {
     res = await fetch(url, {
       method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: {
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
@@ -225,7 +321,7 @@ async function call<T>(method: 'GET' | 'POST', url: string, body?: unknown): Pro
   }
   if (!res.ok) {
     const e = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
-    throw new WalletError(`${method} ${new URL(url).pathname.replace(/\/api\/(user\/claim|invitations)\/[^/]+/, '/api/$1/…')} failed: ${res.status}${e ? ` ${e.code}: ${e.message}` : ''}`);
+    throw new WalletError(`${method} ${new URL(url).pathname.replace(/\/api\/(user\/claim|invitations|auth\/device)\/[^/]+/, '/api/$1/…')} failed: ${res.status}${e ? ` ${e.code}: ${e.message}` : ''}`);
   }
   if (json === undefined) throw new WalletError(`${method} ${new URL(url).pathname} answered ${res.status} without JSON`);
   return json as T;

@@ -1,9 +1,11 @@
 /**
  * The agent protocol's vocabulary, shared by the gateway (src/ws/agent/) and the SDK
  * (src/agent/): frame shapes as TypeScript types, close codes and what they tell an agent.
- * The JSON Schemas in schemas/agent/ are the contract; these types mirror them for code.
+ * The JSON Schemas in schemas/agent/ are the contract; these types mirror them for code, except
+ * skills_config, whose schema is generated from the zod schema here (`npm run schemas`).
  * docs/agent-protocol.md is the description for people writing agents in other languages.
  */
+import { z } from 'zod';
 import { CAPABILITIES, type Capability } from './capabilities.js';
 import type { Certificate, ResourceLimits } from './certificate-format.js';
 
@@ -162,24 +164,35 @@ export interface LlmConfigFrame {
   type: 'llm_config';
   config: LlmConfig;
 }
-/** One skill of `skills_config` (docs/skills.md, "The skills_config frame"). */
-export interface SkillEntry {
-  id: string;
-  workspaceId: string;
-  name: string;
-  description: string | null;
-  version: string | null;
-  isRequired: boolean;
-  /** The skill's config, or the agent's override of it. */
-  config: Record<string, unknown>;
-  /** Markdown; '' when the skill has none. */
-  content: string;
-}
-export interface SkillsConfigFrame {
-  type: 'skills_config';
-  /** The full effective set; replaces the previous one. */
-  skills: SkillEntry[];
-}
+/**
+ * One skill of `skills_config` (docs/skills.md, "The skills_config frame"), and of the HTTP view of
+ * an agent's effective skills. Open to added fields on the wire, as every outbound frame is.
+ */
+export const SkillEntry = z.object({
+  id: z.string().meta({ description: "The skill's id." }),
+  workspaceId: z.string().meta({ description: 'The workspace the skill belongs to.' }),
+  name: z.string(),
+  description: z.string().nullable(),
+  version: z.string().nullable().meta({ description: 'Free-form, informational.' }),
+  isRequired: z.boolean().meta({ description: 'A required skill is never left out by an override.' }),
+  config: z.record(z.string(), z.unknown()).meta({ description: "The skill's config, or the agent's override of it." }),
+  content: z.string().meta({ description: 'Markdown to inject into the system prompt; "" when the skill has none.' }),
+});
+export type SkillEntry = z.infer<typeof SkillEntry>;
+
+/** The frame; schemas/agent/skills_config.schema.json is generated from it (`npm run schemas`). */
+export const SkillsConfigFrame = z
+  .object({
+    type: z.literal('skills_config'),
+    skills: z.array(SkillEntry).meta({ description: 'The full effective set; replaces the previous one.' }),
+  })
+  .meta({
+    $id: 'https://steward.dev/schemas/agent/skills_config.schema.json',
+    title: 'skills_config (server → agent)',
+    description:
+      "The agent's full effective skill set (replaces the previous one): the skills of every workspace it belongs to, minus the ones it is opted out of, each with its overriding config when it has one. See docs/skills.md.",
+  });
+export type SkillsConfigFrame = z.infer<typeof SkillsConfigFrame>;
 export interface ChannelMessageSendFrame {
   type: 'channel_message_send';
   channelId: string;
@@ -224,5 +237,10 @@ export type OutboundFrame =
   | IntentFrame
   | ErrorFrame;
 
-/** Frames the server may push to a connected agent outside the handshake. */
-export type PushFrame = UpdateCapabilitiesFrame | LlmConfigFrame | SkillsConfigFrame | ChannelMessageSendFrame | IntentFrame;
+/**
+ * The frames a service sends an agent outside the handshake, through `AgentLink.push`
+ * (src/services/ports.ts): the one type of that boundary. In a cluster they travel to the process
+ * that holds the agent's socket. The handshake's own frames (challenge, registration,
+ * certificate_offer, ready) go out on the connection itself (src/ws/agent/).
+ */
+export type PushFrame = LlmConfigFrame | SkillsConfigFrame | ChannelMessageSendFrame | IntentFrame | UpdateCapabilitiesFrame;

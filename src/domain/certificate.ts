@@ -8,8 +8,17 @@ import canonicalize from 'canonicalize';
 import { CERTIFICATE_VERSION, type Certificate, type CertificateTerms } from './certificate-format.js';
 import { randomBase64Url, randomHex } from './random.js';
 import { verifyOffThread } from './crypto-worker.js';
+import { certificateSchemaDocuments, describeSchemaErrors, validateCertificateShape } from './wire-schemas.js';
+import { inlineRefs, jsonSchemaView } from './json-schema-view.js';
 
 export * from './certificate-format.js';
+
+/** A certificate in a view (the agent detail): checked and described by schemas/certificate.schema.json. */
+export const CertificateView = jsonSchemaView<Certificate>(
+  'Certificate',
+  inlineRefs(certificateSchemaDocuments().certificate, [certificateSchemaDocuments().defs]),
+  (value) => (validateCertificateShape(value) ? null : describeSchemaErrors(validateCertificateShape.errors)),
+);
 
 export function newCertificate(input: {
   subject: string;

@@ -12,6 +12,7 @@ export const PURPOSE = {
   login: 'steward-login:',
   claim: 'steward-claim:',
   agentAuth: 'steward-agent-auth:',
+  device: 'steward-device:',
 } as const;
 
 export function isDid(value: string): boolean {

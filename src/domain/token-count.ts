@@ -7,6 +7,7 @@
  * docs/fleet.md, "Token statistics", for the bounds). Counts are answered as a number while they
  * are safe integers and as a bigint above (written into JSON with all their digits).
  */
+import { z } from 'zod';
 
 export const BILLION = 1_000_000_000;
 const BILLION_N = 1_000_000_000n;
@@ -15,11 +16,29 @@ const MAX_SAFE_N = BigInt(Number.MAX_SAFE_INTEGER);
 /** A non-negative integer count: a number while it is a safe integer, a bigint above. */
 export type TokenCount = number | bigint;
 
+/** A TokenCount in a view: a JSON integer written with all its digits. */
+export const TokenCountView = z
+  .custom<TokenCount>((v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0) || (typeof v === 'bigint' && v >= 0n), {
+    message: 'expected a non-negative integer',
+  })
+  .meta({ type: 'integer', minimum: 0, description: 'Exact: written with all its digits, past 2^53 too' });
+
 /** The count `n + billions × 10^9` (both integers, as stored). */
 export function exactCount(n = 0, billions = 0): TokenCount {
   if (billions === 0 && Number.isSafeInteger(n)) return n;
   const sum = BigInt(n) + BigInt(billions) * BILLION_N;
   return sum <= MAX_SAFE_N && sum >= -MAX_SAFE_N ? Number(sum) : sum;
+}
+
+/** A non-negative count written in decimal digits (exact at any size), split as stored: [n below 10^9, billions]. */
+export function fromDigits(text: string): [number, number] {
+  if (text.length <= 15) {
+    const x = Number(text);
+    const b = billionsIn(x);
+    return [x - b * BILLION, b];
+  }
+  const big = BigInt(text);
+  return [Number(big % BILLION_N), Number(big / BILLION_N)];
 }
 
 /** The whole billions in a non-negative safe integer (the floor of the division, corrected where it rounds). */

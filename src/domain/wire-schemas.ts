@@ -46,11 +46,23 @@ function schemasDir(): string {
   throw new Error(`schemas/agent not found near ${dir}`);
 }
 
-function compileAll(): { frames: Record<FrameType, ValidateFunction>; certificate: ValidateFunction } {
+interface Compiled {
+  frames: Record<FrameType, ValidateFunction>;
+  certificate: ValidateFunction;
+  /** The files as read, by `$id`. */
+  documents: Map<string, Record<string, unknown>>;
+}
+
+function compileAll(): Compiled {
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allowUnionTypes: true, allErrors: false });
   addFormats(ajv);
   const dir = schemasDir();
-  const load = (path: string) => JSON.parse(readFileSync(path, 'utf8')) as { $id: string };
+  const documents = new Map<string, Record<string, unknown>>();
+  const load = (path: string) => {
+    const doc = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown> & { $id: string };
+    documents.set(doc.$id, doc);
+    return doc;
+  };
   for (const name of readdirSync(`${dir}agent`).filter((n) => n.endsWith('.schema.json'))) ajv.addSchema(load(`${dir}agent/${name}`));
   ajv.addSchema(load(`${dir}certificate.schema.json`));
   const get = (id: string): ValidateFunction => {
@@ -59,11 +71,20 @@ function compileAll(): { frames: Record<FrameType, ValidateFunction>; certificat
     return v;
   };
   const frames = {} as Record<FrameType, ValidateFunction>;
-  for (const t of [...INBOUND_FRAME_TYPES, ...OUTBOUND_FRAME_TYPES]) frames[t] = get(`https://steward.dev/schemas/agent/${t}.schema.json`);
-  return { frames, certificate: get('https://steward.dev/schemas/certificate.schema.json') };
+  for (const t of [...INBOUND_FRAME_TYPES, ...OUTBOUND_FRAME_TYPES]) frames[t] = get(`${AGENT_SCHEMA_BASE}${t}.schema.json`);
+  return { frames, certificate: get(CERTIFICATE_SCHEMA_ID), documents };
 }
 
+const AGENT_SCHEMA_BASE = 'https://steward.dev/schemas/agent/';
+const CERTIFICATE_SCHEMA_ID = 'https://steward.dev/schemas/certificate.schema.json';
+
 const compiled = compileAll();
+
+/** The certificate's JSON Schema and the agent protocol's shared definitions it refers to, as read. */
+export const certificateSchemaDocuments = (): { certificate: Record<string, unknown>; defs: Record<string, unknown> } => ({
+  certificate: compiled.documents.get(CERTIFICATE_SCHEMA_ID)!,
+  defs: compiled.documents.get(`${AGENT_SCHEMA_BASE}defs.schema.json`)!,
+});
 
 /** One validator per frame type. */
 export const frameValidators: Readonly<Record<FrameType, ValidateFunction>> = compiled.frames;

@@ -11,13 +11,23 @@
  * (`invalid_session`: never issued, ended by logout or removal), one that expired
  * (`session_expired`). Only the holder of a token learns anything about it.
  */
-import type { AuthLevel, AuthPolicy, RequestContext } from './router.js';
+import type { AuthLevel, AuthPolicy, Cookie, RequestContext } from './router.js';
 import { AppError, forbidden, unauthorized } from '../domain/errors.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 import { isAdminLike, isOwnerLike } from '../domain/permissions.js';
 import type { Sessions } from '../services/sessions.js';
 
 export const SESSION_COOKIE = 'steward_session';
+
+/** The session cookie as every route that signs a browser in or out sets it (`maxAgeSeconds` 0 clears it). */
+export function sessionCookie(publicUrl: string, value: string, maxAgeSeconds: number): Cookie {
+  return { name: SESSION_COOKIE, value, maxAgeSeconds, httpOnly: true, sameSite: 'Lax', path: '/', secure: publicUrl.startsWith('https:') };
+}
+
+/** Refuses (403 `cross_origin`) a request whose Origin names another origin than PUBLIC_URL or its Host: a page elsewhere must not sign a browser in. */
+export function refuseCrossOrigin(headers: Record<string, string>, publicUrl: string): void {
+  if (headers.origin && !isSameOrigin(headers.origin, publicUrl, headers.host)) throw forbidden('cross-origin sign-in refused', 'cross_origin');
+}
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 

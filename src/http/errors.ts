@@ -3,6 +3,7 @@
  * typed store errors, and anything unexpected (a logged 500 whose message says nothing about
  * internals), serialised as `{"error": {code, message}}` by `errorBody`.
  */
+import { z } from 'zod';
 import { AppError } from '../domain/errors.js';
 import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError } from '../store/types.js';
 
@@ -19,9 +20,16 @@ export class HttpError extends AppError {
   }
 }
 
-export interface ErrorBody {
-  error: { code: string; message: string };
-}
+/** The one body shape of every error answer (schemas/error.schema.json is generated from it: `npm run schemas`). */
+export const ErrorBody = z
+  .strictObject({
+    error: z.strictObject({
+      code: z.string().meta({ description: 'Stable machine-readable code, e.g. not_found, validation_failed' }),
+      message: z.string().meta({ description: 'What went wrong and, where possible, what to fix' }),
+    }),
+  })
+  .meta({ id: 'Error', title: 'Error', description: 'The one body shape of every error answer, HTTP or WebSocket.' });
+export type ErrorBody = z.infer<typeof ErrorBody>;
 
 export function errorBody(code: string, message: string): ErrorBody {
   return { error: { code, message } };

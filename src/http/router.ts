@@ -2,7 +2,8 @@
  * The route table and the in-process dispatcher.
  *
  * A route is declared once — method, path, auth level, zod schemas for path parameters, query
- * and body, and a handler returning a status and a JSON body — and `dispatch` does the rest:
+ * and body, the zod schema of its answer per success status, and a handler whose answer must be
+ * of those types — and `dispatch` does the rest:
  * matching (404 for unknown paths, 405 for a known path with another method, HEAD answered as
  * GET without the body), percent-decoding of path segments, rate limits (429), JSON parsing (400
  * on invalid or too deeply nested JSON), validation (400 naming the field), authentication and
@@ -72,16 +73,73 @@ export interface RequestContext<P = unknown, Q = unknown, B = unknown> {
   route: string;
 }
 
-export interface RouteResult {
-  status?: number;
-  body?: unknown;
+/** A non-JSON answer (an SVG image, Prometheus text): described by its media type. */
+export interface RawResponse {
+  readonly contentType: string;
+  readonly description: string;
+  /** The JSON Schema of the body in the OpenAPI document (default: a string). */
+  readonly schema: Readonly<Record<string, unknown>>;
+}
+
+/** Declares a non-JSON answer of a route; `contentType` is its media type (parameters such as charset allowed). */
+export function rawResponse(contentType: string, description: string, schema: Record<string, unknown> = { type: 'string' }): RawResponse {
+  return { contentType, description, schema };
+}
+
+export const isRawResponse = (r: z.ZodType | RawResponse): r is RawResponse => !(r instanceof z.ZodType);
+
+/**
+ * What a route answers on success, per status: the zod schema of its JSON body, or a raw answer.
+ * Error answers are not listed: every one has the error shape (src/http/errors.ts).
+ */
+export type Responses = Readonly<Record<number, z.ZodType | RawResponse>>;
+
+interface ResultExtras {
   headers?: Record<string, string>;
   cookies?: Cookie[];
-  /** A non-JSON body (an SVG image, Prometheus text). */
+}
+
+/**
+ * A body as a handler writes it: the schema's type with its literals widened (`true` as boolean,
+ * `'ready'` as string), since TypeScript widens a handler's literals while it infers the route's
+ * types. The literals, the exact fields and which status goes with which body are checked on real
+ * answers under STEWARD_CHECK_RESPONSES.
+ */
+type Widened<T> = T extends string
+  ? string
+  : T extends number
+    ? number
+    : T extends boolean
+      ? boolean
+      : T extends bigint
+        ? bigint
+        : T extends readonly (infer E)[]
+          ? Widened<E>[]
+          : T extends object
+            ? { [K in keyof T]: Widened<T[K]> }
+            : T;
+
+/** A handler's answer of one declared kind; `status` defaults to 200. */
+type ResultFor<R> = (R extends z.ZodType
+  ? { body: Widened<z.input<R>>; raw?: never }
+  : { raw: { contentType: string; data: string | Buffer }; body?: never }) & { status?: number } & ResultExtras;
+
+/** What a handler answers: a body of one of the schemas its route declares (or a raw answer where it declares one). */
+export type RouteResult<R extends Responses = Responses> = { [S in keyof R]: ResultFor<R[S]> }[keyof R];
+
+/** What the dispatcher reads of any handler's answer. */
+interface AnyResult extends ResultExtras {
+  status?: number;
+  body?: unknown;
   raw?: { contentType: string; data: string | Buffer };
 }
 
-export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType> {
+export interface RouteDef<
+  P extends z.ZodType = z.ZodType,
+  Q extends z.ZodType = z.ZodType,
+  B extends z.ZodType = z.ZodType,
+  R extends Responses = Responses,
+> {
   method: Method;
   path: string;
   auth: AuthLevel;
@@ -90,22 +148,27 @@ export interface RouteDef<P extends z.ZodType = z.ZodType, Q extends z.ZodType =
   params?: P;
   query?: Q;
   body?: B;
-  /** Documentation only: the shape of a successful answer. */
-  response?: z.ZodType;
-  /** The status of a successful answer, for documentation (default 200). */
-  successStatus?: number;
+  /**
+   * Every success status the route answers with the shape of its body (the OpenAPI document's
+   * responses; checked against real answers under STEWARD_CHECK_RESPONSES).
+   */
+  responses: R;
   /**
    * The rate limits of the route: its group's limit per source address, checked first, and the
    * group's limit per the key `key` returns (a DID, a token), checked once the request is valid.
    */
   limit?: { group: LimitGroup; key?: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => string | undefined };
-  handler: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult> | RouteResult;
+  // NoInfer: R comes from `responses` alone.
+  handler: (ctx: RequestContext<z.output<P>, z.output<Q>, z.output<B>>) => NoInfer<Promise<RouteResult<R>> | RouteResult<R>>;
 }
 
-/** Declares a route with its types inferred from the schemas. */
-export function route<P extends z.ZodType = z.ZodObject<{}>, Q extends z.ZodType = z.ZodObject<{}>, B extends z.ZodType = z.ZodUnknown>(
-  def: RouteDef<P, Q, B>,
-): RouteDef {
+/** Declares a route with its types inferred from the schemas: the handler must answer what `responses` declares. */
+export function route<
+  P extends z.ZodType = z.ZodObject<{}>,
+  Q extends z.ZodType = z.ZodObject<{}>,
+  B extends z.ZodType = z.ZodUnknown,
+  R extends Responses = Responses,
+>(def: RouteDef<P, Q, B, R>): RouteDef {
   return def as unknown as RouteDef;
 }
 
@@ -144,6 +207,21 @@ export interface RouterOptions {
   observe?: DispatchObserver;
   /** The rate limits routes name in `limit`; without them no route is limited. */
   limits?: RateLimits;
+  /**
+   * For tests (STEWARD_CHECK_RESPONSES): every answer is checked against its route's declared
+   * responses, and one that does not match becomes a 500 `response_schema_violation` naming the
+   * route and the field; this is told each violation (it is also kept in `violations`).
+   */
+  checkResponses?: (violation: ResponseViolation) => void;
+}
+
+/** An answer that did not match what its route declares. */
+export interface ResponseViolation {
+  method: string;
+  route: string;
+  status: number;
+  /** What is wrong, naming the field (`agents.0.lastSeen: Invalid input: expected string, received null`). */
+  problem: string;
 }
 
 export class Router {
@@ -152,6 +230,9 @@ export class Router {
   private readonly policy: AuthPolicy;
   private readonly observe: DispatchObserver | undefined;
   private readonly limits: RateLimits | undefined;
+  private readonly checkResponses: ((violation: ResponseViolation) => void) | undefined;
+  /** The answers that did not match their route's declared responses (only under `checkResponses`). */
+  readonly violations: ResponseViolation[] = [];
 
   constructor(options: RouterOptions = {}) {
     this.policy = options.auth ?? {
@@ -162,6 +243,7 @@ export class Router {
     };
     this.observe = options.observe;
     this.limits = options.limits;
+    this.checkResponses = options.checkResponses;
   }
 
   add(...defs: RouteDef[]): this {
@@ -285,12 +367,38 @@ export class Router {
     const key = def.limit?.key?.(ctx as never);
     if (key !== undefined) await this.take(def.limit!.group, 'key', key);
 
-    const result = await def.handler(ctx as never);
+    const result: AnyResult = (await def.handler(ctx as never)) as AnyResult;
     const status = result.status ?? 200;
-    if (result.raw) {
-      return { status, headers: result.headers ?? {}, cookies: result.cookies ?? [], body: result.raw.data, contentType: result.raw.contentType };
+    const out: ResponseOut = result.raw
+      ? { status, headers: result.headers ?? {}, cookies: result.cookies ?? [], body: result.raw.data, contentType: result.raw.contentType }
+      : { ...jsonOut(status, result.body ?? {}, result.headers), cookies: result.cookies ?? [] };
+    if (this.checkResponses) this.check(def, out, result.raw !== undefined);
+    return out;
+  }
+
+  /** Throws 500 `response_schema_violation` when an answer is not what its route declares (tests only: see RouterOptions). */
+  private check(def: RouteDef, out: ResponseOut, raw: boolean): void {
+    const declared = def.responses[out.status];
+    let problem: string | null = null;
+    if (!declared) {
+      problem = `status ${out.status}, which it does not declare (it declares ${Object.keys(def.responses).join(', ')})`;
+    } else if (isRawResponse(declared)) {
+      if (mediaType(out.contentType) !== mediaType(declared.contentType)) problem = `${out.status} as ${out.contentType}, where it declares ${declared.contentType}`;
+    } else if (raw) {
+      problem = `${out.status} as ${out.contentType}, where it declares a JSON body`;
+    } else {
+      // The JSON the client receives (undefined fields gone, bigints as numbers), not the object before it was written.
+      const r = declared.safeParse(JSON.parse(out.body.toString()));
+      if (!r.success) {
+        const issues = r.error.issues.slice(0, 3).map((i) => `${i.path.length > 0 ? i.path.map(String).join('.') : '(the body)'}: ${i.message}`);
+        problem = `${out.status} with a body its schema refuses: ${issues.join('; ')}`;
+      }
     }
-    return { ...jsonOut(status, result.body ?? {}, result.headers), cookies: result.cookies ?? [] };
+    if (problem === null) return;
+    const violation: ResponseViolation = { method: def.method, route: def.path, status: out.status, problem };
+    this.violations.push(violation);
+    this.checkResponses!(violation);
+    throw new AppError(500, 'response_schema_violation', `${def.method} ${def.path} answered ${problem}`);
   }
 
   /** Counts the request against a limit of its group; 429 with Retry-After when it is over. */
@@ -307,6 +415,9 @@ export class Router {
 function jsonOut(status: number, body: unknown, headers?: Record<string, string>): ResponseOut {
   return { status, headers: headers ?? {}, cookies: [], body: jsonText(body), contentType: 'application/json; charset=utf-8' };
 }
+
+/** `text/plain; charset=utf-8` → `text/plain`. */
+const mediaType = (contentType: string): string => contentType.split(';')[0]!.trim().toLowerCase();
 
 function splitPath(path: string): string[] {
   const trimmed = path.replace(/^\/+/, '').replace(/\/+$/, '');

@@ -4,9 +4,12 @@
  * index.html never; a page navigation to any other path outside the API answers index.html, so
  * the dashboard's own routes survive a reload. Every answer carries the security headers below.
  * Paths under /api/ and /ws/, /healthz, /readyz and /metrics are never touched (the handler
- * yields to the router), nor is anything a program asks for without accepting HTML.
+ * yields to the router), nor is anything a program asks for without accepting HTML — except the
+ * pages of the build that live under those paths (the API reference at /api/docs). A file's
+ * compressed forms are read from beside it when the build wrote them (`npm run build:web` does)
+ * and they are not older than the file, else made once at start.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
@@ -36,7 +39,10 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 /** Path prefixes that belong to the server, never to the dashboard. */
-const SERVER_PATHS = ['/api', '/ws', '/healthz', '/readyz', '/metrics'];
+export const SERVER_PATHS = ['/api', '/ws', '/healthz', '/readyz', '/metrics'];
+
+/** Pages of the build served at a server path: the interactive API reference (web/api-docs.html), over /api/openapi.json. */
+const SERVER_PAGES: Readonly<Record<string, string>> = { '/api/docs': '/api-docs.html', '/api/docs/': '/api-docs.html' };
 
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 /** Vite names hashed files `name-<hash>.ext` under assets/. */
@@ -104,21 +110,34 @@ export function loadUi(dir: string): UiBundle | null {
     const ext = extname(rel).toLowerCase();
     const identity = readFileSync(path);
     const compress = COMPRESSIBLE.has(ext) && identity.length >= 512;
-    const gzip = compress ? gzipSync(identity, { level: 9 }) : null;
-    const br = compress
-      ? brotliCompressSync(identity, {
-          params: { [zlib.BROTLI_PARAM_QUALITY]: 10, [zlib.BROTLI_PARAM_SIZE_HINT]: identity.length },
-        })
-      : null;
+    // Compressed by the build (scripts/build-web.mjs) when it wrote them after the file; else once, here.
+    const since = statSync(path).mtimeMs;
+    const builtBr = compress ? builtForm(`${path}.br`, since) : null;
+    const builtGz = compress ? builtForm(`${path}.gz`, since) : null;
+    const built = builtBr !== null || builtGz !== null;
+    const gzip = !compress ? null : built ? builtGz : gzipSync(identity, { level: 9 });
+    const br = !compress
+      ? null
+      : built
+        ? builtBr
+        : brotliCompressSync(identity, {
+            params: { [zlib.BROTLI_PARAM_QUALITY]: 10, [zlib.BROTLI_PARAM_SIZE_HINT]: identity.length },
+          });
     files.set(rel, {
       type: TYPES[ext] ?? 'application/octet-stream',
-      cacheControl: rel === '/index.html' ? 'no-store' : HASHED.test(rel) ? IMMUTABLE : 'no-cache',
+      cacheControl: ext === '.html' ? 'no-store' : HASHED.test(rel) ? IMMUTABLE : 'no-cache',
       identity,
       gzip: gzip && gzip.length < identity.length ? gzip : null,
       br: br && br.length < identity.length ? br : null,
     });
   }
   return { dir, files };
+}
+
+/** A compressed form the build wrote beside a file, unless it is missing or older than the file (left from an earlier build). */
+function builtForm(path: string, since: number): Buffer | null {
+  if (!existsSync(path) || statSync(path).mtimeMs < since) return null;
+  return readFileSync(path);
 }
 
 const isServerPath = (path: string) => SERVER_PATHS.some((p) => path === p || path.startsWith(p + '/'));
@@ -167,10 +186,13 @@ export function attachStatic(app: TemplatedApp, opts: StaticOptions): UiBundle |
 
   const handle = (res: HttpResponse, req: HttpRequest, head: boolean) => {
     const path = req.getUrl();
-    if (isServerPath(path)) return void req.setYield(true); // the router's
+    const page = SERVER_PAGES[path];
+    if (!page && isServerPath(path)) return void req.setYield(true); // the router's
     const acceptsHtml = req.getHeader('accept').includes('text/html');
     let file: StaticFile | undefined;
-    if (ui) {
+    if (ui && page) {
+      file = ui.files.get(page);
+    } else if (ui) {
       let decoded = path;
       try {
         decoded = decodeURIComponent(path);
@@ -180,8 +202,8 @@ export function attachStatic(app: TemplatedApp, opts: StaticOptions): UiBundle |
       file = ui.files.get(decoded === '/' ? '/index.html' : decoded);
       // A page navigation to one of the dashboard's own routes (no file there) gets the app.
       if (!file && acceptsHtml && !decoded.startsWith('/assets/')) file = ui.files.get('/index.html');
-    } else if (path === '/' || acceptsHtml) {
-      const html = acceptsHtml || path !== '/';
+    } else if (path === '/' || page || acceptsHtml) {
+      const html = acceptsHtml || (path !== '/' && !page);
       writeAnswer(res, head, {
         status: '404 Not Found',
         type: html ? 'text/html; charset=utf-8' : 'application/json; charset=utf-8',

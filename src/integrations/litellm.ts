@@ -6,8 +6,11 @@
  * ProxyError messages name the call and the status or the network error code, never the master
  * key, a provider key or a virtual key, and never the proxy's answer (which may echo what it
  * was sent). `reached` tells the caller whether the request may have been acted on, so that a
- * failed create can be undone in the proxy too.
+ * failed create can be undone in the proxy too. The log hears of the proxy failing once per
+ * streak of failures (outage-log.ts), with the reason.
  */
+import type { Logger } from '../log.js';
+import { OutageLog } from './outage-log.js';
 
 export class ProxyError extends Error {
   override name = 'ProxyError';
@@ -42,8 +45,18 @@ export interface ProxyKeyRequest {
 /** Network failures where the request cannot have been received. */
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ERR_INVALID_URL']);
 
+/** Answers that say the proxy works and refused this one request; any other failure counts against the proxy. */
+const REFUSALS = new Set([400, 404, 409, 413, 422]);
+
 export class LiteLlmClient {
-  constructor(private readonly opts: { baseUrl: string; masterKey: string; timeoutMs: number }) {}
+  private readonly outage: OutageLog | null;
+
+  constructor(
+    private readonly opts: { baseUrl: string; masterKey: string; timeoutMs: number },
+    log?: Logger,
+  ) {
+    this.outage = log ? new OutageLog(log, 'the model proxy', { proxy: new URL(opts.baseUrl).host }) : null;
+  }
 
   get baseUrl(): string {
     return this.opts.baseUrl;
@@ -86,6 +99,18 @@ export class LiteLlmClient {
   }
 
   private async call(path: string, payload: unknown, opts: { notFoundOk?: boolean } = {}): Promise<unknown> {
+    try {
+      const answer = await this.send(path, payload, opts);
+      this.outage?.worked();
+      return answer;
+    } catch (err) {
+      if (err instanceof ProxyError && err.status !== undefined && REFUSALS.has(err.status)) this.outage?.worked();
+      else this.outage?.failed((err as Error).message);
+      throw err;
+    }
+  }
+
+  private async send(path: string, payload: unknown, opts: { notFoundOk?: boolean }): Promise<unknown> {
     let res: Response;
     try {
       res = await fetch(`${this.opts.baseUrl}${path}`, {

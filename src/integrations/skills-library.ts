@@ -19,19 +19,24 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { AppError, badGateway, notFound } from '../domain/errors.js';
 import type { Logger } from '../log.js';
+import { OutageLog } from './outage-log.js';
 
-export interface CatalogueEntry {
-  id: string;
-  name: string;
-  description: string;
-  source: string;
-  skillId: string;
-  installs: number;
-  githubStars: number;
-  repoUrl: string;
-  standalone: boolean;
-  contentType: string;
-}
+/** A catalogue entry as GET /api/skills/library answers it: the ten fields of interface §4.9. */
+export const CatalogueEntry = z
+  .strictObject({
+    id: z.string(),
+    name: z.string(),
+    description: z.string(),
+    source: z.string(),
+    skillId: z.string(),
+    installs: z.number().int().min(0),
+    githubStars: z.number().int().min(0),
+    repoUrl: z.string(),
+    standalone: z.boolean(),
+    contentType: z.string(),
+  })
+  .meta({ id: 'SkillsLibraryEntry' });
+export type CatalogueEntry = z.infer<typeof CatalogueEntry>;
 
 export interface CatalogueResult {
   entries: CatalogueEntry[];
@@ -188,12 +193,16 @@ export class SkillsLibrary {
   private cached: { entries: CatalogueEntry[]; fetchedAt: number } | null = null;
   private failedAt: number | null = null;
   private inflight: Promise<CatalogueResult> | null = null;
+  private readonly catalogueOutage: OutageLog;
+  private readonly codeHostOutage: OutageLog;
 
   constructor(
     private readonly opts: SkillsLibraryOptions,
     private readonly log: Logger,
   ) {
     this.now = opts.now ?? Date.now;
+    this.catalogueOutage = new OutageLog(log, 'the skills catalogue', opts.libraryUrl ? { catalogue: new URL(opts.libraryUrl).host } : {});
+    this.codeHostOutage = new OutageLog(log, 'the code host of skill files', { codeHost: new URL(opts.codeHostUrl).host });
   }
 
   get configured(): boolean {
@@ -225,15 +234,13 @@ export class SkillsLibrary {
       if (dropped > 0) this.log.warn({ dropped, kept: entries.length }, 'skills catalogue entries without a source or skill id were left out');
       this.cached = { entries, fetchedAt: this.now() };
       this.failedAt = null;
+      this.catalogueOutage.worked();
       return this.result(this.cached, false);
     } catch (err) {
       const message = (err as Error).message;
       this.failedAt = this.now();
-      if (this.cached) {
-        this.log.warn({ reason: message, fetchedAt: new Date(this.cached.fetchedAt).toISOString() }, 'skills catalogue refresh failed; serving the stale copy');
-        return this.result(this.cached, true);
-      }
-      this.log.warn({ reason: message }, 'skills catalogue could not be fetched');
+      this.catalogueOutage.failed(this.cached ? `${message} (serving the copy of ${new Date(this.cached.fetchedAt).toISOString()})` : message);
+      if (this.cached) return this.result(this.cached, true);
       throw badGateway(`the skills catalogue could not be fetched: ${message}`, 'skills_library_unavailable');
     }
   }
@@ -260,10 +267,15 @@ export class SkillsLibrary {
         try {
           res = await this.get(url, SKILL_FILE_MAX_BYTES, 'text/plain, text/markdown, */*');
         } catch (err) {
+          this.codeHostOutage.failed((err as Error).message);
           throw badGateway(`the code host could not be reached for ${source}: ${(err as Error).message}`, 'code_host_unavailable');
         }
+        if (res.status !== 200 && res.status !== 404) {
+          this.codeHostOutage.failed(`HTTP ${res.status}`);
+          throw badGateway(`the code host answered HTTP ${res.status} for ${source} (${branch}:${path})`, 'code_host_unavailable');
+        }
+        this.codeHostOutage.worked();
         if (res.status === 404) continue;
-        if (res.status !== 200) throw badGateway(`the code host answered HTTP ${res.status} for ${source} (${branch}:${path})`, 'code_host_unavailable');
         const { body, frontMatter } = splitFrontMatter(res.text);
         return { content: body, url, frontMatter };
       }

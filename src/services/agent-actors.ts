@@ -34,6 +34,7 @@ export class AgentActors {
   private draining = false;
   private told0 = 0;
   private holdTimer: NodeJS.Timeout | null = null;
+  private readonly deliveredListeners: Array<(did: string, event: AgentActorEvent) => void> = [];
 
   constructor(
     private readonly actors: ActorHost,
@@ -82,6 +83,11 @@ export class AgentActors {
     }
   }
 
+  /** Runs `fn` for every socket event handed to an actor (offers made moot by a co-signature are not). */
+  onDelivered(fn: (did: string, event: AgentActorEvent) => void): void {
+    this.deliveredListeners.push(fn);
+  }
+
   /** Drops the events queued for an agent (it is being decommissioned). */
   forget(did: string): void {
     for (const item of this.told) if (item.did === did) item.dropped = true;
@@ -119,6 +125,13 @@ export class AgentActors {
       if (this.offered.get(item.did) === item) this.offered.delete(item.did);
       if (item.dropped) continue;
       delivered++;
+      for (const fn of this.deliveredListeners) {
+        try {
+          fn(item.did, item.event);
+        } catch (err) {
+          this.log.error({ err, did: item.did }, 'agent actor delivery listener failed');
+        }
+      }
       // An actor in memory takes the event at once; one still to be loaded (or made) after the
       // load. The events of one agent keep their order either way: a load completes, and its
       // events are handed over, before the next turn's delivery can find the actor in memory.

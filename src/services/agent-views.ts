@@ -12,6 +12,7 @@
  * agent is its last frame. That costs one read of the matching agents per request (a projection of a few
  * fields), which is fine up to tens of thousands of agents.
  */
+import { z } from 'zod';
 import type { ServiceCore } from './core.js';
 import type { AgentPresence } from './ports.js';
 import type { AgentDoc, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
@@ -22,9 +23,11 @@ import type { FleetService } from './fleet.js';
 import type { PolicyService } from './policies.js';
 import type { TokenUsage } from './token-usage.js';
 import type { StoredCertificate } from './certificates.js';
-import type { Certificate } from '../domain/certificate.js';
+import { CertificateView, type Certificate } from '../domain/certificate.js';
+import { capabilityList, pageFields, timestamp } from '../domain/views.js';
 import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
-import { toPolicyView } from './policies.js';
+import { PolicyView, toPolicyView } from './policies.js';
+import { TokenStats } from './token-usage.js';
 import { escapeRegex } from '../domain/regex.js';
 import { notFound } from '../domain/errors.js';
 
@@ -43,31 +46,53 @@ export interface AgentListQuery {
   sortDir: 'asc' | 'desc';
 }
 
-export interface WorkspaceRef {
-  id: string;
-  name: string;
-  slug: string;
-  color: string;
-}
+export const WorkspaceRef = z.strictObject({ id: z.string(), name: z.string(), slug: z.string(), color: z.string() }).meta({ id: 'WorkspaceRef' });
+export type WorkspaceRef = z.infer<typeof WorkspaceRef>;
 
-export interface AgentListItem {
-  id: string;
-  name: string;
-  /** Approved at registration (interface §2.5). */
-  capabilities: Capability[];
-  /**
-   * What the agent enforces now: the capabilities of its current co-signed certificate (none once
-   * the policy it carries has expired, since the agent then refuses every intent); null before
-   * its first certificate.
-   */
-  capabilitiesInForce: Capability[] | null;
-  llmProvider: string | null;
-  llmModel: string | null;
-  isOnline: boolean;
-  registeredAt: string;
-  lastSeen: string | null;
-  workspace: WorkspaceRef | null;
-}
+/** An agent of the list (interface §2.5). */
+export const AgentListItem = z
+  .strictObject({
+    id: z.string().meta({ description: "The agent's DID" }),
+    name: z.string(),
+    capabilities: capabilityList.meta({ description: 'Approved at registration' }),
+    capabilitiesInForce: capabilityList.nullable().meta({
+      description:
+        'What the agent enforces now: the capabilities of its current co-signed certificate (none once the policy it carries has expired); null before its first certificate',
+    }),
+    llmProvider: z.string().nullable(),
+    llmModel: z.string().nullable(),
+    isOnline: z.boolean(),
+    registeredAt: timestamp,
+    lastSeen: timestamp.nullable(),
+    workspace: WorkspaceRef.nullable().meta({ description: 'Its primary workspace' }),
+  })
+  .meta({ id: 'AgentListItem' });
+export type AgentListItem = z.infer<typeof AgentListItem>;
+
+/** GET /api/agents: a page, and `online`, the number of online agents among all matching ones. */
+export const AgentPage = z.strictObject({ agents: z.array(AgentListItem), ...pageFields, online: z.number().int().min(0) });
+export type AgentPage = z.infer<typeof AgentPage>;
+
+/** GET /api/agents/{id}: the list fields and the detail's (docs/fleet.md). */
+export const AgentDetail = AgentListItem.extend({
+  llmSystemPrompt: z.string(),
+  publicKey: z.string(),
+  version: z.string(),
+  workspaces: z.array(WorkspaceRef.extend({ isPrimary: z.boolean() })),
+  policy: PolicyView.extend({ scope: z.enum(['agent', 'workspace']) })
+    .nullable()
+    .meta({ description: 'Its effective policy and the scope it comes from; null when none applies' }),
+  certificate: z
+    .strictObject({ certificate: CertificateView, serverSignature: z.string(), agentSignature: z.string(), acceptedAt: timestamp })
+    .nullable()
+    .meta({ description: 'Its current co-signed certificate; null before the first' }),
+  tokenUsage: TokenStats,
+}).meta({ id: 'AgentDetail' });
+export type AgentDetail = z.infer<typeof AgentDetail>;
+
+/** GET /api/agents/search. */
+export const AgentSearch = z.strictObject({ agents: z.array(z.strictObject({ did: z.string(), name: z.string(), capabilities: capabilityList })) });
+export type AgentSearch = z.infer<typeof AgentSearch>;
 
 const LIST_FIELDS = { name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
 
@@ -105,7 +130,7 @@ export class AgentViews {
     return agent;
   }
 
-  async list(principal: Principal, q: AgentListQuery) {
+  async list(principal: Principal, q: AgentListQuery): Promise<AgentPage> {
     const { c } = this.ctx;
     let visible = await this.visibleAgents(principal);
     if (q.workspace !== undefined) {
@@ -157,7 +182,7 @@ export class AgentViews {
     };
   }
 
-  async detail(principal: Principal, did: string) {
+  async detail(principal: Principal, did: string): Promise<AgentDetail> {
     const agent = await this.visibleAgent(principal, did);
     const { c } = this.ctx;
     const memberships = await c.workspaceAgents.find({ agentDid: did }, { sort: { joinedAt: 1 } });
@@ -184,7 +209,7 @@ export class AgentViews {
     };
   }
 
-  async search(principal: Principal, text: string | undefined) {
+  async search(principal: Principal, text: string | undefined): Promise<AgentSearch> {
     const filter: Filter = { status: 'active' };
     if (text) {
       const re = escapeRegex(text);

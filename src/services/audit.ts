@@ -2,14 +2,19 @@
  * The audit log: an append-only record of who did what to what, and when. Entries are only ever
  * inserted, by the service method that makes the change; GET /api/audit reads them (global
  * admins), newest first: `action` matches exactly, or as a prefix when it ends with `*`
- * (`workspace.member.*`); `since` is inclusive and `until` exclusive.
+ * (`workspace.member.*`); `since` is inclusive and `until` exclusive. Each stored entry is also
+ * published to the live feed's `audit` topic (global admins), while anyone follows it.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { jsonObject, pageFields, timestamp } from '../domain/views.js';
 import type { AuditDoc, Collections } from '../store/collections.js';
 import type { Filter } from '../store/types.js';
 import type { Principal } from '../domain/principal.js';
 import { escapeRegex } from '../domain/regex.js';
 import type { Logger } from '../log.js';
+import type { AuditFrame } from '../domain/feed-frames.js';
+import type { FeedPublisher } from './ports.js';
 
 export interface AuditEntry {
   action: string;
@@ -29,16 +34,23 @@ export interface AuditQuery {
   until?: string;
 }
 
-export interface AuditEntryView {
-  id: string;
-  at: string;
-  actor: string;
-  actorType: AuditDoc['actorType'];
-  action: string;
-  targetType: string;
-  target: string | null;
-  details: Record<string, unknown>;
-}
+export const AuditEntryView = z
+  .strictObject({
+    id: z.string(),
+    at: timestamp,
+    actor: z.string().meta({ description: 'DID of who did it, or `system`' }),
+    actorType: z.enum(['user', 'agent', 'system']),
+    action: z.string(),
+    targetType: z.string(),
+    target: z.string().nullable(),
+    details: jsonObject,
+  })
+  .meta({ id: 'AuditEntry' });
+export type AuditEntryView = z.infer<typeof AuditEntryView>;
+
+/** GET /api/audit: one page of the log. */
+export const AuditPage = z.strictObject({ entries: z.array(AuditEntryView), ...pageFields });
+export type AuditPage = z.infer<typeof AuditPage>;
 
 export const toAuditEntryView = (d: AuditDoc): AuditEntryView => ({
   id: d._id,
@@ -55,6 +67,7 @@ export class AuditLog {
   constructor(
     private readonly c: Collections,
     private readonly log: Logger,
+    private readonly feed?: FeedPublisher,
   ) {}
 
   /** Records an entry. Never throws: a failed audit write is logged as an error. */
@@ -73,11 +86,16 @@ export class AuditLog {
       await this.c.audit.insertOne(doc);
     } catch (err) {
       this.log.error({ err, action: doc.action }, 'audit write failed');
+      return;
+    }
+    if (this.feed?.hasSubscribers('audit')) {
+      const frame: AuditFrame = { type: 'audit', entry: toAuditEntryView(doc), at: doc.at };
+      this.feed.publish('audit', frame, { adminOnly: true });
     }
   }
 
   /** One page of the log, newest first, filtered. */
-  async list(q: AuditQuery): Promise<{ entries: AuditEntryView[]; total: number; page: number; pageSize: number; totalPages: number }> {
+  async list(q: AuditQuery): Promise<AuditPage> {
     const filter: Filter = {};
     if (q.actor) filter.actor = q.actor;
     if (q.action) filter.action = q.action.endsWith('*') ? { $regex: `^${escapeRegex(q.action.slice(0, -1))}` } : q.action;

@@ -21,7 +21,9 @@
  */
 import { newId } from '../domain/ids.js';
 import { z } from 'zod';
+import { timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
+import { OutageLog } from '../integrations/outage-log.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../domain/errors.js';
@@ -64,17 +66,21 @@ export const configSchemas = {
   }),
 } as const;
 
-export interface BridgeView {
-  id: string;
-  channelId: string;
-  externalService: ExternalService;
-  externalChannelId: string;
-  externalChannelName: string;
-  externalWorkspaceId: string;
-  syncDirection: SyncDirection;
-  isSyncEnabled: boolean;
-  createdAt: string;
-}
+/** A bridge (interface §2.10); its configuration is never shown. */
+export const BridgeView = z
+  .strictObject({
+    id: z.string(),
+    channelId: z.string(),
+    externalService: z.enum(['webhook', 'teams']),
+    externalChannelId: z.string(),
+    externalChannelName: z.string(),
+    externalWorkspaceId: z.string(),
+    syncDirection: z.enum(['incoming', 'outgoing', 'bidirectional']),
+    isSyncEnabled: z.boolean(),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'Bridge' });
+export type BridgeView = z.infer<typeof BridgeView>;
 
 export function toBridgeView(b: BridgeDoc): BridgeView {
   return {
@@ -132,6 +138,8 @@ const outgoing = (b: BridgeDoc) => b.isSyncEnabled && b.syncDirection !== 'incom
 export class BridgeService {
   private readonly c: Collections;
   private readonly outboxes = new Map<string, Outbox>();
+  /** How each bridge's endpoint fares: the log hears of a failing one once per streak of failures. */
+  private readonly outages = new Map<string, OutageLog>();
   /** Bridges of each channel that sends messages out, read through (every bridge write goes through here and drops its entry). */
   private readonly outgoingByChannel = new Map<string, BridgeDoc[]>();
   private bridgeGen = 0;
@@ -520,20 +528,33 @@ export class BridgeService {
       d.attempt++;
       const result = await this.send(bridge, d);
       if (this.stopped) return;
+      if (result !== 'skip') this.recordOutcome(bridge, result);
       if (result === 'skip' || result.ok) return this.finished(d);
       const last = !result.retryable || d.attempt >= config.bridgeDeliveryAttempts;
       const info = { bridgeId: d.bridgeId, deliveryId: d.id, attempt: d.attempt, status: result.status, error: result.error };
       if (last) {
-        this.ctx.log.warn(info, 'outgoing bridge delivery failed for good');
+        // The endpoint's failing was said once, at the start of its streak of failures (a warn line).
+        this.ctx.log.info(info, 'outgoing bridge delivery failed for good');
         return this.finished(d);
       }
       const waitMs = config.bridgeRetryBaseMs * 2 ** (d.attempt - 1);
       d.notBefore = Date.now() + waitMs;
-      this.ctx.log.info({ ...info, retryInMs: waitMs }, 'outgoing bridge delivery failed; will retry');
+      this.ctx.log.debug({ ...info, retryInMs: waitMs }, 'outgoing bridge delivery failed; will retry');
       await this.c.bridgeOutbox
         .updateOne({ _id: d.id }, { $set: { attempt: d.attempt, nextAttemptAt: new Date(d.notBefore).toISOString() } })
         .catch((err: unknown) => this.ctx.log.error({ err, deliveryId: d.id }, 'recording an outgoing bridge delivery attempt failed'));
     }
+  }
+
+  /** Tells the bridge's outage log how a delivery went (an answer that is not a failure of the endpoint counts as working). */
+  private recordOutcome(bridge: BridgeDoc, result: PostResult): void {
+    let outage = this.outages.get(bridge._id);
+    if (!outage) {
+      const what = bridge.externalService === 'teams' ? 'the team-chat service' : 'a webhook endpoint';
+      this.outages.set(bridge._id, (outage = new OutageLog(this.ctx.log, `${what} of bridge ${bridge._id}`, { bridgeId: bridge._id })));
+    }
+    if (result.ok) outage.worked();
+    else outage.failed(result.status !== undefined ? `HTTP ${result.status}${result.error ? ` (${result.error})` : ''}` : (result.error ?? 'failed'));
   }
 
   /** A back-off wait; stop() ends it early. */

@@ -23,7 +23,9 @@
  * `channel:<id>`), to each mentioned agent that is online (`channel_message_send`), and to the
  * message hooks (bridges).
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { channelRole, jsonObject, timestamp } from '../domain/views.js';
 import type { AnyActorRef } from 'xstate';
 import { fromPromise } from 'xstate';
 import type { ServiceCore } from './core.js';
@@ -39,47 +41,93 @@ import { findMentions, type AgentRef } from '../domain/mentions.js';
 import { ChannelCache, put } from './channel-cache.js';
 import { channelSlug } from '../domain/slugs.js';
 import { checkMetadata } from '../domain/messages.js';
+import { ChannelCounters } from './channel-counters.js';
 
 // -------------------------------------------------------------------------------------------------
 // Views (the shapes of the interface)
 
-export interface ChannelView {
-  id: string;
-  workspaceId: string | null;
-  name: string;
-  slug: string;
-  description: string;
-  topic: string;
-  isPublic: boolean;
-  isArchived: boolean;
-  creatorDid: string;
-  createdAt: string;
-  updatedAt: string;
-}
+/** A channel (interface §2.7). */
+export const ChannelView = z
+  .strictObject({
+    id: z.string(),
+    workspaceId: z.string().nullable().meta({ description: 'null marks a global channel' }),
+    name: z.string(),
+    slug: z.string(),
+    description: z.string(),
+    topic: z.string(),
+    isPublic: z.boolean(),
+    isArchived: z.boolean(),
+    creatorDid: z.string(),
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  })
+  .meta({ id: 'Channel' });
+export type ChannelView = z.infer<typeof ChannelView>;
 
-export interface MemberView {
-  id: string;
-  channelId?: string;
-  memberDid: string;
-  memberType: 'user' | 'agent';
-  role: ChannelRole;
-  joinedAt: string;
-  invitedBy: string | null;
-}
+/** A channel of the list, with its counts. */
+export const ChannelListItem = ChannelView.extend({ memberCount: z.number().int().min(0), messageCount: z.number().int().min(0) }).meta({
+  id: 'ChannelListItem',
+});
+export type ChannelListItem = z.infer<typeof ChannelListItem>;
 
-export interface MessageView {
-  id: string;
-  channelId: string;
-  threadId: string | null;
-  authorDid: string;
-  authorType: 'user' | 'agent';
-  content: string;
-  metadata: Record<string, unknown>;
-  reactions: Record<string, string[]>;
-  editedAt: string | null;
-  deletedAt: string | null;
-  createdAt: string;
-}
+/** A channel member (interface §2.8). */
+export const MemberView = z
+  .strictObject({
+    id: z.string(),
+    channelId: z.string(),
+    memberDid: z.string(),
+    memberType: z.enum(['user', 'agent']),
+    role: channelRole,
+    joinedAt: timestamp,
+    invitedBy: z.string().nullable(),
+  })
+  .meta({ id: 'ChannelMember' });
+export type MemberView = z.infer<typeof MemberView>;
+
+/** A member in the channel detail, where the interface leaves `channelId` out. */
+export const DetailMemberView = MemberView.omit({ channelId: true }).meta({ id: 'ChannelDetailMember' });
+export type DetailMemberView = z.infer<typeof DetailMemberView>;
+
+/** A channel message (interface §2.9). */
+export const MessageView = z
+  .strictObject({
+    id: z.string(),
+    channelId: z.string(),
+    threadId: z.string().nullable().meta({ description: 'The parent message' }),
+    authorDid: z.string(),
+    authorType: z.enum(['user', 'agent']),
+    content: z.string().meta({ description: 'Markdown' }),
+    metadata: jsonObject.meta({ description: 'May hold `mentions` (agent names)' }),
+    reactions: z.record(z.string(), z.array(z.string())).meta({ description: 'Emoji to the DIDs who reacted' }),
+    editedAt: timestamp.nullable(),
+    deletedAt: timestamp.nullable(),
+    createdAt: timestamp,
+    replyCount: z.number().int().min(0).optional().meta({ description: 'Top-level messages: replies not deleted' }),
+    lastReplyAt: timestamp.nullable().optional().meta({ description: 'Top-level messages: when the newest reply not deleted was posted' }),
+  })
+  .meta({ id: 'ChannelMessage' });
+export type MessageView = z.infer<typeof MessageView>;
+
+/** GET /api/channels/{channelId}. */
+export const ChannelDetail = z.strictObject({
+  channel: ChannelView,
+  members: z.array(DetailMemberView),
+  stats: z.strictObject({ messageCount: z.number().int().min(0), memberCount: z.number().int().min(0) }),
+});
+export type ChannelDetail = z.infer<typeof ChannelDetail>;
+
+export const readMarkSchema = z.strictObject({ channelId: z.string(), lastReadMessageId: z.string(), unread: z.number().int().min(0) });
+export type ReadMarkView = z.infer<typeof readMarkSchema>;
+
+export const unreadSchema = z.strictObject({
+  channels: z.array(z.strictObject({ channelId: z.string(), unread: z.number().int().min(0), lastReadMessageId: z.string().nullable() })),
+});
+export type UnreadView = z.infer<typeof unreadSchema>;
+
+const readId = (channelId: string, did: string) => `${channelId} ${did}`;
+
+/** Messages posted after the last one read (replies and deleted ones included: they hold a seq too). */
+const unreadOf = (lastSeq: number | undefined, lastReadSeq: number | undefined) => Math.max(0, (lastSeq ?? 0) - (lastReadSeq ?? 0));
 
 export function toChannelView(ch: ChannelDoc): ChannelView {
   return {
@@ -97,17 +145,20 @@ export function toChannelView(ch: ChannelDoc): ChannelView {
   };
 }
 
-/** A member; in the channel detail the interface leaves `channelId` out. */
-export function toMemberView(m: ChannelMemberDoc, withChannelId = true): MemberView {
+export function toMemberView(m: ChannelMemberDoc): MemberView {
   return {
     id: m._id,
-    ...(withChannelId ? { channelId: m.channelId } : {}),
+    channelId: m.channelId,
     memberDid: m.memberDid,
     memberType: m.memberType,
     role: m.role,
     joinedAt: m.joinedAt,
     invitedBy: m.invitedBy,
   };
+}
+
+export function toDetailMemberView(m: ChannelMemberDoc): DetailMemberView {
+  return { id: m._id, memberDid: m.memberDid, memberType: m.memberType, role: m.role, joinedAt: m.joinedAt, invitedBy: m.invitedBy };
 }
 
 export function toMessageView(m: ChannelMessageDoc): MessageView {
@@ -123,6 +174,7 @@ export function toMessageView(m: ChannelMessageDoc): MessageView {
     editedAt: m.editedAt,
     deletedAt: m.deletedAt,
     createdAt: m.createdAt,
+    ...(m.threadId === null ? { replyCount: m.replyCount ?? 0, lastReplyAt: m.lastReplyAt ?? null } : {}),
   };
 }
 
@@ -217,6 +269,7 @@ export class ChannelService {
   /** Last sequence number given per channel (see nextSeq). */
   private readonly seqs = new Map<string, number>();
   private readonly cache: ChannelCache;
+  private readonly counters: ChannelCounters;
   private readonly createdHooks: Array<(e: MessageCreated) => void> = [];
   private readonly accessLostHooks: Array<(channelId: string, did: string | null) => void> = [];
 
@@ -231,6 +284,7 @@ export class ChannelService {
     this.agents = deps.agents;
     this.feed = deps.feed;
     this.cache = new ChannelCache(ctx.c);
+    this.counters = new ChannelCounters(ctx.c, ctx.log);
     ctx.actors.define(CHANNEL_ACTOR_KIND, {
       machine: channelMachine.provide({
         actors: {
@@ -260,6 +314,7 @@ export class ChannelService {
   async forgetMember(did: string): Promise<void> {
     const gone = await this.c.channelMembers.find({ memberDid: did }, { projection: { channelId: 1 } });
     await this.c.channelMembers.deleteMany({ memberDid: did });
+    await this.c.channelReads.deleteMany({ memberDid: did });
     for (const m of gone) {
       this.cache.dropMembers(m.channelId);
       this.accessLost(m.channelId, did);
@@ -423,7 +478,7 @@ export class ChannelService {
     p: Principal,
     workspaceRef: string,
     opts: { includeArchived: boolean; includeGlobal: boolean },
-  ): Promise<Array<ChannelView & { memberCount: number; messageCount: number }>> {
+  ): Promise<ChannelListItem[]> {
     const caller = callerOf(p);
     const ws = await resolveWorkspace(this.c, workspaceRef);
     if (!ws || (!caller.isGlobalAdmin && !(await this.inWorkspace(caller, ws._id)))) throw notFound(`workspace ${workspaceRef} not found`);
@@ -609,6 +664,56 @@ export class ChannelService {
   }
 
   // -----------------------------------------------------------------------------------------------
+  // Read positions and unread counts
+
+  /**
+   * Marks a channel read up to a message, for a member (403 for a reader who is not one; 404
+   * when the channel or the message is not there for them). The position only moves forward.
+   */
+  async markRead(p: Principal, channelId: string, messageId: string): Promise<ReadMarkView> {
+    const a = await this.access(p, channelId);
+    if (!a.member) throw forbidden('read positions are kept for members of the channel', 'not_a_member');
+    const msg = await this.c.channelMessages.findOne({ _id: messageId, channelId: a.channel._id }, { projection: { seq: 1 } });
+    if (!msg) throw notFound(`message ${messageId} not found in this channel`);
+    const id = readId(a.channel._id, a.caller.did);
+    const now = new Date().toISOString();
+    // Forward only: a mark older than the stored one changes nothing (two tabs may mark out of order).
+    await this.c.channelReads
+      .updateOne(
+        { _id: id, lastReadSeq: { $lt: msg.seq } },
+        { $set: { lastReadSeq: msg.seq, lastReadMessageId: msg._id, updatedAt: now }, $setOnInsert: { channelId: a.channel._id, memberDid: a.caller.did } },
+        { upsert: true },
+      )
+      .catch((err: unknown) => {
+        // The upsert met the existing record whose position is ahead: nothing to change.
+        if (!(err instanceof DuplicateKeyError)) throw err;
+      });
+    const [read, channel] = await Promise.all([this.c.channelReads.findById(id), this.c.channels.findById(a.channel._id)]);
+    return { channelId: a.channel._id, lastReadMessageId: read?.lastReadMessageId ?? msg._id, unread: unreadOf(channel?.lastSeq, read?.lastReadSeq) };
+  }
+
+  /** Unread counts of every channel the caller is a member of, from three indexed reads (no message is counted). */
+  async unread(p: Principal): Promise<UnreadView> {
+    const did = callerOf(p).did;
+    const memberships = await this.c.channelMembers.find({ memberDid: did }, { projection: { channelId: 1 } });
+    if (memberships.length === 0) return { channels: [] };
+    const ids = memberships.map((m) => m.channelId);
+    const [channels, reads] = await Promise.all([
+      this.c.channels.find({ _id: { $in: ids } }, { projection: { lastSeq: 1 } }),
+      this.c.channelReads.find({ memberDid: did }, { projection: { channelId: 1, lastReadSeq: 1, lastReadMessageId: 1 } }),
+    ]);
+    const readOf = new Map(reads.map((r) => [r.channelId, r]));
+    return {
+      channels: channels
+        .map((ch) => {
+          const r = readOf.get(ch._id);
+          return { channelId: ch._id, unread: unreadOf(ch.lastSeq, r?.lastReadSeq), lastReadMessageId: r?.lastReadMessageId ?? null };
+        })
+        .sort((x, y) => (x.channelId < y.channelId ? -1 : 1)),
+    };
+  }
+
+  // -----------------------------------------------------------------------------------------------
   // The actor and its writer
 
   private async load(channelId: string): Promise<LoadedChannel> {
@@ -714,6 +819,7 @@ export class ChannelService {
     } catch (err) {
       stored = err instanceof DuplicateKeyError ? await this.storeOneByOne(channelId, ready) : await this.landedOf(channelId, ready, err);
     }
+    if (stored.length > 0) await this.counters.posted(channelId, stored.map((r) => r.doc));
     for (const r of stored) {
       r.command.reply.resolve(r.doc);
       setImmediate(this.runAfter, r.after, channelId);
@@ -890,8 +996,9 @@ export class ChannelService {
         break;
       }
     }
-    const updated = await c.channelMessages.findOneAndUpdate({ _id: msg._id }, { $set: set });
+    const updated = await c.channelMessages.findOneAndUpdate({ _id: msg._id, deletedAt: null }, { $set: set });
     if (!updated) throw notFound(`message ${change.messageId} not found in this channel`);
+    if (change.op === 'delete' && msg.threadId !== null) await this.counters.replyDeleted(channelId, msg);
     const view = toMessageView(updated);
     return {
       value: updated,
@@ -990,6 +1097,7 @@ export class ChannelService {
     await Promise.all([
       c.channelMembers.deleteMany({ channelId }),
       c.channelMessages.deleteMany({ channelId }),
+      c.channelReads.deleteMany({ channelId }),
       c.bridges.deleteMany({ channelId }),
       // Replay records, and the bridges' unfinished outgoing deliveries (docs/channels.md).
       bridgeIds.length > 0 ? c.bridgeDeliveries.deleteMany({ bridgeId: { $in: bridgeIds } }) : Promise.resolve(0),

@@ -18,6 +18,8 @@
 import { createUser } from './users.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import QRCode from 'qrcode';
+import { z } from 'zod';
+import { timestamp } from '../domain/views.js';
 import type { ClaimSessionDoc, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { encodeBase64Url, PURPOSE, resolvePublicKey, verifySignature } from '../domain/did.js';
@@ -31,6 +33,18 @@ import type { ServiceCore } from './core.js';
 
 export type ClaimKind = ClaimSessionDoc['kind'];
 export type ClaimStatus = ClaimSessionDoc['status'];
+
+/** GET /api/user/claim/{token}: what a wallet signs. */
+export const ClaimChallenge = z.strictObject({ nonce: z.string(), serverDid: z.string(), expiresAt: timestamp });
+export type ClaimChallenge = z.infer<typeof ClaimChallenge>;
+
+/** GET /api/user/listen/{token}. */
+export const ClaimListen = z.strictObject({
+  status: z.union([z.literal(-1), z.literal(2), z.literal(-2)]).meta({ description: '-1 pending, 2 success, -2 failed or expired' }),
+  did: z.string().optional().meta({ description: 'The claimed DID, with status 2' }),
+  expiresAt: timestamp,
+});
+export type ClaimListen = z.infer<typeof ClaimListen>;
 
 /** An owner-bootstrap session lives at least this long (the operator may read the console later). */
 export const OWNER_CLAIM_MIN_TTL_MS = 24 * 3600_000;
@@ -123,7 +137,7 @@ export class ClaimService {
   }
 
   /** GET /api/user/claim/{token}: what a wallet signs to claim (404 unless pending). */
-  async challengeOf(token: string): Promise<{ nonce: string; serverDid: string; expiresAt: string }> {
+  async challengeOf(token: string): Promise<ClaimChallenge> {
     const s = await this.pending(token);
     if (!s) throw notPending();
     return { nonce: s.nonce, serverDid: this.ctx.identity.did, expiresAt: s.expiresAt };
@@ -136,7 +150,7 @@ export class ClaimService {
   }
 
   /** GET /api/user/listen/{token}: -1 pending, 2 success (with the DID), -2 failed or expired. */
-  async listen(token: string): Promise<{ status: ClaimStatus; did?: string; expiresAt: string }> {
+  async listen(token: string): Promise<ClaimListen> {
     const s = await this.find(token);
     if (!s) throw notFound('no claim session for this token');
     const status = this.statusOf(s);
@@ -204,6 +218,9 @@ export class ClaimService {
       { $set: { status: -2, failure: 'user_claimed', completedAt: doneAt } },
     );
     await this.ctx.c.invitations.deleteMany({ userId: user._id });
+    if (user.isOwner) {
+      this.ctx.log.info({ userId: user._id, did: body.did, kind: taken.kind }, `the owner account was claimed by ${body.did}: sign in with that key (steward login, or the dashboard)`);
+    }
     await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, {
       action: 'claim.completed',
       targetType: 'user',
@@ -309,10 +326,12 @@ export class ClaimService {
   /**
    * Owner bootstrap: while the owner is unclaimed, opens a fresh 'owner-bootstrap' claim session
    * (earlier ones stop working) and prints how to claim it — the connection string (the claim URL),
-   * the wallet link and a QR code for the terminal. Called by `steward serve` after every start;
-   * returns the session and its token, or null when the owner is already claimed.
+   * the wallet link and a QR code for the terminal — on standard error, so that standard output
+   * stays the JSON log, one object per line. Called by `steward serve` after every start; returns
+   * the session and its token, or null when the owner is already claimed. The log says that a
+   * claim waits, without the link (a claim token is a secret).
    */
-  async announceOwnerClaim(write: (text: string) => void = (t) => process.stdout.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
+  async announceOwnerClaim(write: (text: string) => void = (t) => process.stderr.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
     const { ctx } = this;
     const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
     if (!owner) return null;
@@ -333,6 +352,7 @@ export class ClaimService {
     const cs = this.connectionString(token);
     const qrText = this.qrText(token);
     const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
+    ctx.log.info({ expiresAt: session.expiresAt }, 'the owner account is not claimed yet: the claim link is on standard error (steward wallet claim <link>, or the dashboard\'s sign-in page)');
     write(
       [
         '',

@@ -30,17 +30,19 @@ import {
   createRegistration,
   latestRegistrationOf,
   pendingRegistrationOf,
+  publishRegistration,
   type RegistrationInput,
   type RegistrationOrigin,
   type RegistrationOutcome,
   toPendingRegistrationView,
+  type PendingRegistrationPage,
 } from './registrations.js';
 import { PendingRegistrations } from './registration-limits.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import type { PolicyService } from './policies.js';
 import type { ServiceCore } from './core.js';
 import type { AgentActors } from './agent-actors.js';
-import type { AgentLink, AgentPresence } from './ports.js';
+import type { AgentLink, AgentPresence, FeedPublisher } from './ports.js';
 
 /** What the gateway learns when a registration is decided. */
 export type Decision = { status: 'approved' } | { status: 'rejected'; reason: string };
@@ -65,6 +67,7 @@ export class FleetService {
   readonly pending: PendingRegistrations;
   private readonly decisionListeners = new Set<DecisionListener>();
   private readonly deletedHooks: AgentDeletedHook[] = [];
+  private readonly changedHooks: Array<(did: string) => void> = [];
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
   private readonly lastSeenPending = new Map<string, string>();
   private lastSeenTimer: NodeJS.Timeout | undefined;
@@ -74,13 +77,15 @@ export class FleetService {
   private readonly agentActors: AgentActors;
   private readonly agents: AgentLink;
   private readonly presence: AgentPresence;
+  private readonly feed: FeedPublisher | undefined;
   /** The default workspace as it was at start (its id never changes): where unplaced agents go. */
   private readonly defaultWorkspace: WorkspaceDoc;
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { policies: PolicyService; agentActors: AgentActors; agents: AgentLink; presence: AgentPresence; defaultWorkspace: WorkspaceDoc },
+    deps: { policies: PolicyService; agentActors: AgentActors; agents: AgentLink; presence: AgentPresence; defaultWorkspace: WorkspaceDoc; feed?: FeedPublisher },
   ) {
+    this.feed = deps.feed;
     this.policies = deps.policies;
     this.agentActors = deps.agentActors;
     this.agents = deps.agents;
@@ -140,7 +145,16 @@ export class FleetService {
    */
   async register(input: RegistrationInput, origin: RegistrationOrigin, auditAs?: Principal | 'system'): Promise<RegistrationOutcome> {
     const outcome = await createRegistration(this.ctx.c, input, origin, this.defaultWorkspace, this.pending);
-    if (outcome.created) await this.agentActors.actorOf(outcome.agent._id, 'pending');
+    if (outcome.created) {
+      const { agent, registration } = outcome;
+      await this.agentActors.actorOf(agent._id, 'pending');
+      this.emitChanged(agent._id);
+      this.ctx.log.info(
+        { agent: agent.name, agentDid: agent._id, registrationId: registration._id, requestedCapabilities: agent.requestedCapabilities },
+        `agent "${agent.name}" registered and awaits approval: approve it with 'steward registrations approve ${registration._id}', or on the dashboard's Registrations screen`,
+      );
+      publishRegistration(this.feed, registration, 'pending');
+    }
     if (outcome.created && auditAs) {
       const { agent } = outcome;
       await this.ctx.audit.record(auditAs, {
@@ -170,7 +184,7 @@ export class FleetService {
   }
 
   /** Pending registrations, oldest first, one page at a time. */
-  async pendingRegistrations(page: number, pageSize: number) {
+  async pendingRegistrations(page: number, pageSize: number): Promise<PendingRegistrationPage> {
     const filter = { status: 'pending' };
     const [total, pending] = await Promise.all([
       this.ctx.c.registrations.count(filter),
@@ -196,6 +210,7 @@ export class FleetService {
       details: { registrationId, capabilities },
     });
     this.emitDecision(reg.agentDid, { status: 'approved' });
+    publishRegistration(this.feed, reg, 'approved');
     return { agentId: reg.agentDid };
   }
 
@@ -211,6 +226,7 @@ export class FleetService {
       details: { registrationId, reason },
     });
     this.emitDecision(reg.agentDid, { status: 'rejected', reason });
+    publishRegistration(this.feed, reg, 'rejected');
   }
 
   /**
@@ -272,7 +288,23 @@ export class FleetService {
     this.pending.release(input.did);
   }
 
+  /** Runs `fn` after an agent's record was created, decided or deleted (its status or existence changed). */
+  onAgentChanged(fn: (did: string) => void): void {
+    this.changedHooks.push(fn);
+  }
+
+  private emitChanged(did: string): void {
+    for (const fn of this.changedHooks) {
+      try {
+        fn(did);
+      } catch (err) {
+        this.ctx.log.error({ err, did }, 'agent change listener failed');
+      }
+    }
+  }
+
   private emitDecision(did: string, decision: Decision): void {
+    this.emitChanged(did);
     for (const l of this.decisionListeners) {
       try {
         l(did, decision);

@@ -10,6 +10,8 @@
  * Issuing needs a claimed user (§4.12 rule 1), known capabilities, an existing agent (pending is
  * fine, rejected is not) or null (all agents), and an expiry in the future or null (no end).
  */
+import { z } from 'zod';
+import { capabilityList, timestamp } from '../domain/views.js';
 import { newId } from '../domain/ids.js';
 import type { Collections, GrantDoc, UserDoc } from '../store/collections.js';
 import { CAPABILITIES, unknownCapability, type Capability } from '../domain/capabilities.js';
@@ -18,13 +20,17 @@ import { badRequest, notFound } from '../domain/errors.js';
 import type { ServiceCore } from './core.js';
 import { userByRef } from './lookups.js';
 
-export interface GrantView {
-  id: string;
-  agentDid: string | null;
-  capabilities: Capability[];
-  expiresAt: string | null;
-  createdAt: string;
-}
+/** A capability grant (interface §2.14). */
+export const GrantView = z
+  .strictObject({
+    id: z.string(),
+    agentDid: z.string().nullable().meta({ description: 'null: all agents' }),
+    capabilities: capabilityList,
+    expiresAt: timestamp.nullable(),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'Grant' });
+export type GrantView = z.infer<typeof GrantView>;
 
 export function toGrantView(g: GrantDoc): GrantView {
   return { id: g._id, agentDid: g.agentDid, capabilities: g.capabilities, expiresAt: g.expiresAt, createdAt: g.createdAt };

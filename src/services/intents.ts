@@ -13,6 +13,7 @@
  * such agent, no role, no grant), with the reason. Workflows send their agent steps through
  * `send` too, with the same checks.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
 import type { ServiceCore } from './core.js';
 import type { UserPrincipal } from '../domain/principal.js';
@@ -22,6 +23,17 @@ import { atLeast } from '../domain/permissions.js';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { agentWorkspaceIds } from './workspaces.js';
 import { hasGrant } from './grants.js';
+
+/** The agent's `intent_result` as POST /api/agents/{did}/intents answers it. */
+export const IntentAnswer = z
+  .strictObject({
+    intentId: z.string(),
+    ok: z.boolean(),
+    output: z.unknown().optional().meta({ description: 'Any JSON value the agent answered' }),
+    error: z.string().optional(),
+  })
+  .meta({ id: 'IntentResult' });
+export type IntentAnswer = z.infer<typeof IntentAnswer>;
 
 /** What a caller asks of an agent. */
 export interface IntentAsk {
@@ -62,7 +74,7 @@ export class IntentService {
    * caller may see it (404), role and grant (403), the agent is online (409), the answer comes in
    * time (504), the agent stays connected until it answers (502).
    */
-  async send(who: UserPrincipal, did: string, ask: IntentAsk): Promise<IntentResult> {
+  async send(who: UserPrincipal, did: string, ask: IntentAsk): Promise<IntentAnswer> {
     if (!isCapability(ask.action)) throw badRequest(`unknown action '${ask.action}'; an action is a capability (${CAPABILITIES.join(', ')})`, 'unknown_action');
     const action = ask.action;
     const { intentTimeoutMs, intentMaxTimeoutMs } = this.ctx.config;

@@ -7,15 +7,39 @@
  */
 import { createUser } from './users.js';
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { pageFields } from '../domain/views.js';
 import type { InvitationDoc, UserDoc, WorkspaceDoc } from '../store/collections.js';
 import type { GlobalRole, UserPrincipal } from '../domain/principal.js';
-import { conflict, notFound } from '../domain/errors.js';
+import { conflict, forbidden, notFound } from '../domain/errors.js';
+import { atLeast, isAdminLike } from '../domain/permissions.js';
+import { memberRole } from './workspaces.js';
 import { invitationMail } from '../integrations/mail.js';
 import type { ClaimService } from './claims.js';
 import { hashToken } from './sessions.js';
 import type { ServiceCore } from './core.js';
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600_000;
+
+/**
+ * A pending invitation as the admins' list shows it: never its token. `id` is the stored id (the
+ * token's SHA-256, from which the token cannot be found); `workspaceId` is the workspace the
+ * invited person starts in.
+ */
+export const invitationSchema = z.object({
+  id: z.string(),
+  email: z.string(),
+  name: z.string(),
+  workspaceId: z.string(),
+  role: z.string(),
+  invitedBy: z.string().nullable(),
+  createdAt: z.string(),
+  expiresAt: z.string(),
+});
+export type InvitationView = z.infer<typeof invitationSchema>;
+
+export const invitationPageSchema = z.strictObject({ invitations: z.array(invitationSchema), ...pageFields });
+export type InvitationPage = z.infer<typeof invitationPageSchema>;
 
 export class InvitationService {
   private readonly claims: ClaimService;
@@ -141,6 +165,52 @@ export class InvitationService {
       details: { email: inv.email },
     });
     return true;
+  }
+
+  /**
+   * Pending invitations (younger than 7 days), newest first: every one for global admins and
+   * owners; for an admin of the workspace invited people start in, the invitations to it; 403
+   * for anyone else.
+   */
+  async list(p: UserPrincipal, q: { page: number; pageSize: number }): Promise<InvitationPage> {
+    await this.needAdmin(p);
+    const filter = { createdAt: { $gt: new Date(this.now() - INVITATION_TTL_MS).toISOString() } };
+    const total = await this.ctx.c.invitations.count(filter);
+    const docs = await this.ctx.c.invitations.find(filter, { sort: { createdAt: -1, _id: 1 }, skip: (q.page - 1) * q.pageSize, limit: q.pageSize });
+    return { invitations: docs.map((d) => this.view(d)), total, page: q.page, pageSize: q.pageSize, totalPages: Math.ceil(total / q.pageSize) };
+  }
+
+  /**
+   * Revokes a pending invitation by its id (as the list shows it), for who may list it; pending
+   * claims opened through it stop. 404 when there is no such pending invitation.
+   */
+  async revoke(p: UserPrincipal, id: string): Promise<void> {
+    await this.needAdmin(p);
+    const inv = await this.ctx.c.invitations.findById(id);
+    if (!inv || Date.parse(inv.createdAt) + INVITATION_TTL_MS <= this.now()) throw notFound(`no pending invitation ${id}`);
+    if ((await this.ctx.c.invitations.deleteOne({ _id: inv._id })) === 0) throw notFound(`no pending invitation ${id}`);
+    await this.cancelClaims([inv._id], 'invitation_revoked');
+    await this.ctx.audit.record(p, { action: 'invitation.revoke', targetType: 'user', target: inv.userId, details: { email: inv.email } });
+  }
+
+  /** 403 unless the person may see invitations (global admin, owner, or admin of the workspace invited people join). */
+  private async needAdmin(p: UserPrincipal): Promise<void> {
+    if (isAdminLike(p)) return;
+    if (atLeast(await memberRole(this.ctx.c, p.userId, this.defaultWorkspace._id), 'admin')) return;
+    throw forbidden(`invitations are for admins (global, or of workspace ${this.defaultWorkspace.slug})`);
+  }
+
+  private view(d: InvitationDoc): InvitationView {
+    return {
+      id: d._id,
+      email: d.email,
+      name: d.name,
+      workspaceId: this.defaultWorkspace._id,
+      role: d.role,
+      invitedBy: d.createdBy,
+      createdAt: d.createdAt,
+      expiresAt: new Date(Date.parse(d.createdAt) + INVITATION_TTL_MS).toISOString(),
+    };
   }
 
   private async cancelClaims(invitationIds: string[], failure: string): Promise<void> {

@@ -13,6 +13,7 @@
  *   the agent left or that was deleted) is cleared, and the agent, when online, gets the cleared
  *   config.
  */
+import { z } from 'zod';
 import type { ServiceCore } from './core.js';
 import type { AgentDoc, Collections, ModelDoc } from '../store/collections.js';
 import type { Filter } from '../store/types.js';
@@ -20,11 +21,11 @@ import type { Principal, UserPrincipal } from '../domain/principal.js';
 import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { atLeast, isAdminLike } from '../domain/permissions.js';
 import { OPENAI_COMPATIBLE, agentKeyAd, modelKeyAd, workspaceKeyAd } from '../domain/models.js';
-import type { LlmConfig } from '../domain/agent-protocol.js';
+import type { LlmConfig, LlmConfigFrame } from '../domain/agent-protocol.js';
 import { groupBy } from '../domain/group.js';
 import type { LiteLlmClient } from '../integrations/litellm.js';
 import { agentWorkspaceIds, memberRole, primaryWorkspaceOf, resolveWorkspace } from './workspaces.js';
-import type { AgentLink, PushFrame } from './ports.js';
+import type { AgentLink } from './ports.js';
 
 /** The three body modes of PUT /api/agents/{did}/llm-config. */
 export type AgentLlmInput =
@@ -32,13 +33,36 @@ export type AgentLlmInput =
   | { mode: 'registry'; registryModelId: string; systemPrompt?: string }
   | { mode: 'manual'; provider: string; model: string; baseUrl?: string; apiKey?: string; systemPrompt?: string };
 
-/** GET /api/agents/{did}/llm-config: the key masked. Fields are null when no config is stored. */
-export interface AgentLlmView {
-  provider: string | null;
-  baseUrl: string | null;
-  model: string | null;
-  apiKeySet: boolean;
-}
+/** GET /api/agents/{did}/llm-config (interface §2.3): the key masked. Fields are null when no config is stored. */
+export const AgentLlmView = z
+  .strictObject({
+    provider: z.string().nullable(),
+    baseUrl: z.string().nullable().meta({ description: "'' when the provider's default applies" }),
+    model: z.string().nullable(),
+    apiKeySet: z.boolean().meta({ description: 'Whether a key applies; the key itself is never shown' }),
+  })
+  .meta({ id: 'AgentLlmConfig' });
+export type AgentLlmView = z.infer<typeof AgentLlmView>;
+
+/** The config part of the answer to PUT /api/agents/{did}/llm-config. */
+export const AgentLlmSet = z.strictObject({ provider: z.string(), model: z.string(), apiKeySet: z.boolean() });
+export type AgentLlmSet = z.infer<typeof AgentLlmSet>;
+
+/** GET /api/agents/{did}/workspace-llm: the agent's workspaces (primary first) with their granted models. */
+export const WorkspaceLlmView = z.strictObject({
+  proxyConfigured: z.boolean(),
+  proxyBaseUrl: z.string().meta({ description: "'' without the model proxy" }),
+  workspaces: z.array(
+    z.strictObject({
+      workspaceId: z.string(),
+      workspaceName: z.string(),
+      isPrimary: z.boolean(),
+      hasVirtualKey: z.boolean(),
+      models: z.array(z.strictObject({ id: z.string(), name: z.string(), provider: z.string(), modelId: z.string(), proxyModelName: z.string() })),
+    }),
+  ),
+});
+export type WorkspaceLlmView = z.infer<typeof WorkspaceLlmView>;
 
 
 /** The model part of an agent's config; the system prompt is not about the model and survives a model going away. */
@@ -112,7 +136,7 @@ export class AgentLlmConfig {
   }
 
   /** GET /api/agents/{did}/workspace-llm. */
-  async workspaceLlmOf(p: Principal, did: string) {
+  async workspaceLlmOf(p: Principal, did: string): Promise<WorkspaceLlmView> {
     return this.workspaceLlm((await this.visibleAgent(p, did))._id);
   }
 
@@ -182,7 +206,7 @@ export class AgentLlmConfig {
     agent: AgentDoc,
     input: AgentLlmInput,
     registryAdmin: boolean,
-  ): Promise<{ pushed: boolean; config: { provider: string; model: string; apiKeySet: boolean } }> {
+  ): Promise<{ pushed: boolean; config: AgentLlmSet }> {
     const { c } = this.ctx;
     const did = agent._id;
     const set: Partial<AgentDoc> = { ...MODEL_CLEARED, llmSystemPrompt: agent.llmSystemPrompt ?? null, llmUpdatedAt: new Date().toISOString() };
@@ -271,17 +295,7 @@ export class AgentLlmConfig {
   }
 
   /** GET /api/agents/{did}/workspace-llm */
-  async workspaceLlm(did: string): Promise<{
-    proxyConfigured: boolean;
-    proxyBaseUrl: string;
-    workspaces: Array<{
-      workspaceId: string;
-      workspaceName: string;
-      isPrimary: boolean;
-      hasVirtualKey: boolean;
-      models: Array<{ id: string; name: string; provider: string; modelId: string; proxyModelName: string }>;
-    }>;
-  }> {
+  async workspaceLlm(did: string): Promise<WorkspaceLlmView> {
     const { c } = this.ctx;
     const memberships = await c.workspaceAgents.find({ agentDid: did }, { sort: { joinedAt: 1, _id: 1 } });
     const ids = memberships.map((m) => m.workspaceId);
@@ -331,7 +345,7 @@ export class AgentLlmConfig {
    * The llm_config frame for one agent (docs/models.md); `config` is empty when nothing applies.
    * `workspaceIds` are the agent's workspaces, needed only when the proxy is on.
    */
-  private async frameOf(agent: AgentDoc | null, workspaceIds: readonly string[], cache: FrameCache): Promise<PushFrame> {
+  private async frameOf(agent: AgentDoc | null, workspaceIds: readonly string[], cache: FrameCache): Promise<LlmConfigFrame> {
     const config: LlmConfig = {};
     if (agent?.llmSource) {
       config.provider = agent.llmProvider ?? '';

@@ -9,15 +9,24 @@
  * before the signature is checked, so it serves one attempt, right or wrong, even under a race.
  */
 import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
 import type { ChallengeDoc, UserDoc } from '../store/collections.js';
 import type { Principal } from '../domain/principal.js';
 import type { ServiceCore } from './core.js';
-import { userPrincipal } from './sessions.js';
+import { userPrincipal, type SessionOrigin } from './sessions.js';
 import { resolvePublicKey, verifySignature } from '../domain/did.js';
 import { loginMessage } from '../domain/claims.js';
 import { AppError } from '../domain/errors.js';
-import { toUserSummary, type UserSummary } from './users.js';
+import { toUserSummary, UserSummary } from './users.js';
+
+/** POST /api/auth/challenge. */
+export const LoginChallenge = z.strictObject({ challengeId: z.string(), nonce: z.string() });
+export type LoginChallenge = z.infer<typeof LoginChallenge>;
+
+/** POST /api/auth/login: the bearer token (also set as the session cookie) and who logged in. */
+export const LoginAnswer = z.strictObject({ token: z.string(), user: UserSummary });
+export type LoginAnswer = z.infer<typeof LoginAnswer>;
 
 export const CHALLENGE_TTL_MS = 5 * 60_000;
 /** How often expired challenges and sessions are removed. */
@@ -70,7 +79,7 @@ export class LoginService {
     if (this.sweeper) clearInterval(this.sweeper);
   }
 
-  async challenge(did: string): Promise<{ challengeId: string; nonce: string }> {
+  async challenge(did: string): Promise<LoginChallenge> {
     const doc: ChallengeDoc = {
       _id: newId(),
       did,
@@ -83,11 +92,11 @@ export class LoginService {
   }
 
   /** A new session for a valid answer to a challenge (audited); 401 saying why otherwise. */
-  async login(challengeId: string, did: string, signature: string): Promise<{ token: string; user: UserSummary }> {
+  async login(challengeId: string, did: string, signature: string, origin: SessionOrigin): Promise<LoginAnswer> {
     const result = await this.check(challengeId, did, signature);
     if ('refused' in result) throw refusedLogin(result.refused, did);
     const { user } = result;
-    const { token } = await this.ctx.sessions.create('user', user._id);
+    const { token } = await this.ctx.sessions.create('user', user._id, origin);
     await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, { action: 'auth.login', targetType: 'user', target: user._id });
     return { token, user: toUserSummary(user) };
   }

@@ -20,6 +20,8 @@
  * - Agent configs that point at a revoked or deleted model are cleared (the LLM configuration's
  *   service does that, and pushes what changed).
  */
+import { z } from 'zod';
+import { timestamp } from '../domain/views.js';
 import { randomUUID } from 'node:crypto';
 import { nanoid } from 'nanoid';
 import { newId } from '../domain/ids.js';
@@ -36,18 +38,21 @@ import { memberRole, resolveWorkspace } from './workspaces.js';
 import { hasVirtualKey, modelById, type AgentLlmConfig } from './llm-config.js';
 
 /** The registry entry as the interface shows it (§2.2), plus whether a provider key is stored. */
-export interface ModelEntry {
-  id: string;
-  name: string;
-  description?: string;
-  provider: string;
-  modelId: string;
-  baseUrl?: string;
-  status: 'active' | 'inactive';
-  proxyModelName: string;
-  apiKeySet: boolean;
-  createdAt: string;
-}
+export const ModelEntry = z
+  .strictObject({
+    id: z.string(),
+    name: z.string(),
+    description: z.string().optional(),
+    provider: z.string(),
+    modelId: z.string(),
+    baseUrl: z.string().optional(),
+    status: z.enum(['active', 'inactive']),
+    proxyModelName: z.string().optional().meta({ description: '`{provider}/{slug of the name}`' }),
+    apiKeySet: z.boolean().meta({ description: 'Whether a provider API key is stored (the key is never shown)' }),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'ModelRegistryEntry' });
+export type ModelEntry = z.infer<typeof ModelEntry>;
 
 export function toModelEntry(m: ModelDoc): ModelEntry {
   return {

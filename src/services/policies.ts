@@ -13,7 +13,9 @@
  * Offline agents get the new terms when they next connect (the gateway compares their stored
  * certificate with `termsOf`).
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { capabilityList, timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import type { AgentCertification } from './ports.js';
 import type { AgentDoc, PolicyDoc } from '../store/collections.js';
@@ -25,16 +27,29 @@ import type { Filter } from '../store/types.js';
 import { resolveWorkspace } from './workspaces.js';
 import { badRequest, notFound } from '../domain/errors.js';
 
-export interface PolicyView {
-  id: string;
-  agentDid: string | null;
-  workspaceId: string | null;
-  capabilities: Capability[];
-  resourceLimits: PolicyResourceLimits | null;
-  expiresAt: string | null;
-  createdBy: string;
-  createdAt: string;
-}
+/** resourceLimits of a policy (interface §2.4). */
+export const ResourceLimitsView = z
+  .strictObject({
+    maxTokensPerDay: z.number().int().min(1).optional(),
+    maxRequestsPerHour: z.number().int().min(1).optional(),
+    allowedDomains: z.array(z.string()).optional(),
+  })
+  .meta({ id: 'ResourceLimits' });
+
+/** A policy (interface §2.4). */
+export const PolicyView = z
+  .strictObject({
+    id: z.string(),
+    agentDid: z.string().nullable().meta({ description: 'null for a workspace-scoped policy' }),
+    workspaceId: z.string().nullable(),
+    capabilities: capabilityList,
+    resourceLimits: ResourceLimitsView.nullable(),
+    expiresAt: timestamp.nullable(),
+    createdBy: z.string(),
+    createdAt: timestamp,
+  })
+  .meta({ id: 'Policy' });
+export type PolicyView = z.infer<typeof PolicyView>;
 
 export function toPolicyView(p: PolicyDoc): PolicyView {
   return {
@@ -60,6 +75,8 @@ export interface NewPolicy {
 export class PolicyService {
   private readonly byAgent = new Map<string, PolicyDoc[]>();
   private readonly byWorkspace = new Map<string, PolicyDoc[]>();
+  /** The unexpired policies that have an expiry (the fleet summary counts those expiring soon). */
+  private readonly expiring = new Map<string, PolicyDoc>();
   /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
   version = 0;
 
@@ -152,6 +169,7 @@ export class PolicyService {
   /** Deletes an agent's agent-scoped policies (the agent is being deleted: nobody is re-certified). */
   async forgetAgent(agentDid: string): Promise<number> {
     const n = await this.ctx.c.policies.deleteMany({ agentDid });
+    for (const p of this.byAgent.get(agentDid) ?? []) this.expiring.delete(p._id);
     if (this.byAgent.delete(agentDid)) this.version++;
     return n;
   }
@@ -205,6 +223,7 @@ export class PolicyService {
     };
     if (p.agentDid) add(this.byAgent, p.agentDid);
     else if (p.workspaceId) add(this.byWorkspace, p.workspaceId);
+    if (p.expiresAt !== null) this.expiring.set(p._id, p);
   }
 
   private unindex(p: PolicyDoc): void {
@@ -215,5 +234,17 @@ export class PolicyService {
     };
     if (p.agentDid) drop(this.byAgent, p.agentDid);
     else if (p.workspaceId) drop(this.byWorkspace, p.workspaceId);
+    this.expiring.delete(p._id);
+  }
+
+  /** Policies in force now that expire before `until` (ms); those found expired leave the list. */
+  expiringBefore(until: number, now = Date.now()): PolicyDoc[] {
+    const out: PolicyDoc[] = [];
+    for (const p of this.expiring.values()) {
+      const at = Date.parse(p.expiresAt!);
+      if (at <= now) this.expiring.delete(p._id);
+      else if (at <= until) out.push(p);
+    }
+    return out;
   }
 }

@@ -8,15 +8,12 @@
  */
 import type { Capability } from '../domain/capabilities.js';
 import type { CertificateTerms } from '../domain/certificate.js';
+import type { PushFrame } from '../domain/agent-protocol.js';
+
+export type { PushFrame };
 
 // -------------------------------------------------------------------------------------------------
 // Reaching connected agents
-
-/** A frame for an agent (llm_config, skills_config, channel_message_send, ...). */
-export interface PushFrame {
-  type: string;
-  [field: string]: unknown;
-}
 
 /**
  * Runs when an agent completes its handshake. The agent's `ready` waits until the promise it
@@ -50,7 +47,8 @@ export interface AgentLink {
   /** Whether the agent has an authenticated, ready socket now. */
   isOnline(did: string): boolean;
   /**
-   * Sends one frame to the agent's ready socket; false when it is not connected (nothing is
+   * Sends one frame (llm_config, skills_config, channel_message_send, intent, ...: the protocol's
+   * PushFrame union) to the agent's ready socket; false when it is not connected (nothing is
    * queued). In a cluster: true once the frame is on its way to the process holding the socket.
    */
   push(did: string, frame: PushFrame): boolean;
@@ -113,10 +111,26 @@ export interface HeartbeatSink {
 // -------------------------------------------------------------------------------------------------
 // The people's live feed
 
-/** Publishing to the subscribers of a live-feed topic (`channel:<id>`, `actors`). */
+/**
+ * Who may receive a frame of a topic whose subscribers see different parts (presence, runs): plain
+ * data, so that a bus can carry it with the frame. Each subscriber's own filter (a workflow, an
+ * actor kind) applies on top. No audience: every subscriber of the topic.
+ */
+export interface FeedAudience {
+  /** Only people who may see one of these workspaces (a global admin sees all). */
+  workspaceIds?: readonly string[];
+  /** Only global admins. */
+  adminOnly?: boolean;
+}
+
+/**
+ * Publishing to the subscribers of a live-feed topic (`channel:<id>`, `actors`, `presence`,
+ * `registrations`, `runs`, `audit`). Frames are JSON objects with a `type` and an `at` (ISO 8601;
+ * added when missing).
+ */
 export interface FeedPublisher {
   /** Whether anyone is subscribed (so a frame nobody would read is not built). */
   hasSubscribers(topic: string): boolean;
-  /** Sends `frame` to every subscriber of `topic`; nothing when there is none. */
-  publish(topic: string, frame: object): void;
+  /** Sends `frame` to every subscriber of `topic` within `audience`; nothing when there is none. */
+  publish(topic: string, frame: object, audience?: FeedAudience): void;
 }

@@ -16,6 +16,12 @@ export interface RateRule {
 export interface RateLimiter {
   /** Counts one event for `key`: null when it is allowed, else the milliseconds until one would be. */
   take(key: string): Promise<number | null>;
+  /**
+   * Whether `key` has used up its events, without counting one: null when one more would be
+   * allowed, else the milliseconds until it would be. For limits that count only failures (wrong
+   * codes), checked before the attempt, so a refusal never depends on the attempt's outcome.
+   */
+  blocked(key: string): Promise<number | null>;
 }
 
 export interface RateLimitStore {
@@ -24,7 +30,7 @@ export interface RateLimitStore {
 }
 
 /** A limiter that never refuses (a limit set to 0). */
-export const unlimited: RateLimiter = { take: () => Promise.resolve(null) };
+export const unlimited: RateLimiter = { take: () => Promise.resolve(null), blocked: () => Promise.resolve(null) };
 
 type MakeLimiter = (opts: { keyPrefix: string; points: number; duration: number }) => RateLimiterAbstract;
 
@@ -34,9 +40,13 @@ export function flexibleStore(make: MakeLimiter): RateLimitStore {
     limiter(name, rule) {
       if (!rule) return unlimited;
       const main = make({ keyPrefix: name, points: rule.points, duration: rule.seconds });
-      const limiter = rule.burst
-        ? new BurstyRateLimiter(main, make({ keyPrefix: `${name}:burst`, points: rule.burst.points, duration: rule.burst.seconds }))
-        : main;
+      const burst = rule.burst ? make({ keyPrefix: `${name}:burst`, points: rule.burst.points, duration: rule.burst.seconds }) : null;
+      const limiter = burst ? new BurstyRateLimiter(main, burst) : main;
+      /** Milliseconds until `l` (allowing `points`) takes one more event for `key`; null when it would now. */
+      const waitOf = async (l: RateLimiterAbstract, points: number, key: string): Promise<number | null> => {
+        const res = await l.get(key);
+        return res && res.consumedPoints >= points ? Math.max(1, res.msBeforeNext) : null;
+      };
       return {
         take: (key) =>
           limiter.consume(key).then(
@@ -47,6 +57,12 @@ export function flexibleStore(make: MakeLimiter): RateLimitStore {
               throw refused;
             },
           ),
+        async blocked(key) {
+          const wait = await waitOf(main, rule.points, key);
+          if (wait === null || !burst || !rule.burst) return wait;
+          const burstWait = await waitOf(burst, rule.burst.points, key);
+          return burstWait === null ? null : Math.min(wait, burstWait);
+        },
       };
     },
   };
@@ -70,6 +86,14 @@ export const LIMIT_GROUPS = {
   webhook: { what: 'incoming deliveries', keyName: 'bridge' },
   /** Agent hellos on /ws/agent and POST /api/agents/register; no key limit. */
   agent: { what: 'agent connections', keyName: null },
+  /** POST /api/auth/device and /api/auth/device/token (a browser asking to be signed in, and polling); no key limit. */
+  device: { what: 'device sign-in requests', keyName: null },
+  /**
+   * Wrong user codes given to the approval endpoints (/api/auth/device/{userCode}/…), counted by
+   * the device approval service itself (only wrong codes count): per address, and over the whole
+   * server (the key is always the same).
+   */
+  userCode: { what: 'wrong user codes', keyName: 'server' },
 } as const;
 
 export type LimitGroup = keyof typeof LIMIT_GROUPS;

@@ -16,13 +16,17 @@
  * - A new pending registration needs a place (PendingAdmission: limits in all and per source
  *   address); an agent already pending gets its registration back whatever the limits.
  */
+import { z } from 'zod';
+import { capabilityList, pageFields, timestamp } from '../domain/views.js';
 import { newId } from '../domain/ids.js';
 import { AppError } from '../domain/errors.js';
 import type { AgentDoc, Collections, RegistrationDoc, WorkspaceDoc } from '../store/collections.js';
 import type { Capability } from '../domain/capabilities.js';
 import { decodePublicKey, didKeyFromPublicKey, encodeBase64Url, isDid, resolvePublicKey } from '../domain/did.js';
 import { DuplicateKeyError } from '../store/types.js';
+import type { RegistrationFrame } from '../domain/feed-frames.js';
 import { resolveWorkspace } from './workspaces.js';
+import type { FeedPublisher } from './ports.js';
 
 /** A refused registration (said to an agent on its socket as an error frame, over HTTP as the error answer). */
 export class RegistrationError extends AppError {
@@ -177,7 +181,27 @@ export async function latestRegistrationOf(c: Collections, agentDid: string): Pr
   return r ?? null;
 }
 
-export function toPendingRegistrationView(r: RegistrationDoc) {
+/** A pending registration (interface §2.6), with the agent's DID, version and workspace. */
+export const PendingRegistrationView = z
+  .strictObject({
+    id: z.string(),
+    name: z.string(),
+    publicKey: z.string(),
+    requestedCapabilities: capabilityList,
+    requestedAt: timestamp,
+    agentDid: z.string(),
+    version: z.string(),
+    workspaceId: z.string().meta({ description: 'The workspace it joins as primary at approval' }),
+    requestedWorkspace: z.string().nullable().meta({ description: 'A workspace named at registration that does not exist (it then waits in the default one)' }),
+  })
+  .meta({ id: 'PendingRegistration' });
+export type PendingRegistrationView = z.infer<typeof PendingRegistrationView>;
+
+/** A page of the registration queue, oldest first. */
+export const PendingRegistrationPage = z.strictObject({ registrations: z.array(PendingRegistrationView), ...pageFields });
+export type PendingRegistrationPage = z.infer<typeof PendingRegistrationPage>;
+
+export function toPendingRegistrationView(r: RegistrationDoc): PendingRegistrationView {
   return {
     id: r._id,
     name: r.name,
@@ -189,4 +213,14 @@ export function toPendingRegistrationView(r: RegistrationDoc) {
     workspaceId: r.workspaceId,
     requestedWorkspace: r.requestedWorkspace ?? null,
   };
+}
+
+/**
+ * Tells the live feed's `registrations` topic (global admins, as GET /api/registrations) that a
+ * registration was made or decided; nothing is built while nobody follows it.
+ */
+export function publishRegistration(feed: FeedPublisher | undefined, r: RegistrationDoc, status: RegistrationFrame['status']): void {
+  if (!feed?.hasSubscribers('registrations')) return;
+  const frame: RegistrationFrame = { type: 'registration', id: r._id, did: r.agentDid, name: r.name, status, at: new Date().toISOString() };
+  feed.publish('registrations', frame, { adminOnly: true });
 }

@@ -13,7 +13,9 @@
  * workspace, as editing the workflow does; a schedule is visible to whoever sees its workflow.
  */
 import cron, { type ScheduledTask } from 'node-cron';
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { jsonObject, timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
@@ -24,20 +26,23 @@ import { memberRole, resolveWorkspace, visibleWorkspaceIds } from './workspaces.
 import type { WorkflowService } from './workflows.js';
 import type { WorkflowRuns } from './workflow-runs.js';
 
-export interface ScheduleView {
-  id: string;
-  workflowId: string;
-  workspaceId: string;
-  cron: string;
-  timezone: string;
-  params: Record<string, unknown>;
-  createdBy: string;
-  createdAt: string;
-  /** The next firing, as the live task computes it; null when none is armed. */
-  nextRunAt: string | null;
-  lastRunAt: string | null;
-  lastRunId: string | null;
-}
+/** A cron schedule of a workflow. */
+export const ScheduleView = z
+  .strictObject({
+    id: z.string(),
+    workflowId: z.string(),
+    workspaceId: z.string(),
+    cron: z.string(),
+    timezone: z.string().meta({ description: 'IANA time zone name' }),
+    params: jsonObject,
+    createdBy: z.string(),
+    createdAt: timestamp,
+    nextRunAt: timestamp.nullable().meta({ description: 'The next firing, as the live task computes it; null when none is armed' }),
+    lastRunAt: timestamp.nullable(),
+    lastRunId: z.string().nullable(),
+  })
+  .meta({ id: 'Schedule' });
+export type ScheduleView = z.infer<typeof ScheduleView>;
 
 /** Why a cron expression is refused; null when node-cron accepts it. */
 export function cronProblem(expression: string): string | null {

@@ -6,10 +6,19 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { newId } from '../domain/ids.js';
-import type { Collections, SessionDoc, UserDoc } from '../store/collections.js';
+import type { Collections, SessionDoc, SessionMethod, UserDoc } from '../store/collections.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 
 const TOUCH_EVERY_MS = 60_000;
+/** The longest User-Agent kept with a session (browsers send a few hundred characters). */
+const USER_AGENT_MAX = 300;
+
+/** Who made a session: how, and the User-Agent and source address of the request that did. */
+export interface SessionOrigin {
+  method: SessionMethod;
+  userAgent?: string | null;
+  address?: string | null;
+}
 
 export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
 
@@ -40,7 +49,7 @@ export class Sessions {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async create(kind: SessionDoc['kind'], subject: string): Promise<{ token: string; session: SessionDoc }> {
+  async create(kind: SessionDoc['kind'], subject: string, origin?: SessionOrigin): Promise<{ token: string; session: SessionDoc }> {
     const token = randomBytes(32).toString('base64url');
     const t = this.now();
     const session: SessionDoc = {
@@ -51,6 +60,9 @@ export class Sessions {
       createdAt: new Date(t).toISOString(),
       lastUsedAt: new Date(t).toISOString(),
       expiresAt: new Date(t + this.ttlMs).toISOString(),
+      method: origin?.method ?? null,
+      userAgent: origin?.userAgent ? origin.userAgent.slice(0, USER_AGENT_MAX) : null,
+      address: origin?.address || null,
     };
     await this.c.sessions.insertOne(session);
     return { token, session };
@@ -97,6 +109,16 @@ export class Sessions {
 
   async end(token: string): Promise<void> {
     await this.c.sessions.deleteOne({ tokenHash: hashToken(token) });
+  }
+
+  /** The live sessions of a subject, newest first. */
+  async liveOf(subject: string): Promise<SessionDoc[]> {
+    return this.c.sessions.find({ subject, expiresAt: { $gt: new Date(this.now()).toISOString() } }, { sort: { createdAt: -1 } });
+  }
+
+  /** Ends the session `id` when it is one of `subject`'s; false when it is not (unknown, or someone else's). */
+  async endOf(subject: string, id: string): Promise<boolean> {
+    return (await this.c.sessions.deleteOne({ _id: id, subject })) > 0;
   }
 
   /** Ends every session of a subject (a deleted user, a removed agent). */

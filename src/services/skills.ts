@@ -24,6 +24,7 @@
  *   exist. A global admin gets 404 for an unknown one. Reading needs membership, changing needs
  *   the workspace admin role (admin or owner) or global admin. Every change is audited.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
 import type { Collections, SkillDoc, SkillOverrideDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
@@ -37,6 +38,8 @@ import { resolveWorkspace } from './lookups.js';
 import { memberRole } from './workspaces.js';
 import { groupBy } from '../domain/group.js';
 import type { AgentLink } from './ports.js';
+import { SkillEntry, type SkillsConfigFrame } from '../domain/agent-protocol.js';
+import { jsonObject, timestamp } from '../domain/views.js';
 import type { SkillsLibrary } from '../integrations/skills-library.js';
 import type { Logger } from '../log.js';
 import type { ServiceCore } from './core.js';
@@ -67,69 +70,68 @@ interface Access {
   role: WorkspaceRole | null;
 }
 
+// --- views -------------------------------------------------------------------------------------
+
 /** §2.11 raw row, as answered by create. */
-export interface SkillRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  description: string | null;
-  version: string | null;
-  is_required: 0 | 1;
-  config: string;
-  content: string;
-  created_at: string;
-}
+export const SkillRow = z
+  .strictObject({
+    id: z.string(),
+    workspace_id: z.string(),
+    name: z.string(),
+    description: z.string().nullable(),
+    version: z.string().nullable(),
+    is_required: z.union([z.literal(0), z.literal(1)]),
+    config: z.string().meta({ description: 'JSON text' }),
+    content: z.string(),
+    created_at: timestamp,
+  })
+  .meta({ id: 'SkillRow' });
+export type SkillRow = z.infer<typeof SkillRow>;
 
 /** §2.11 raw row with the workspace name and counters, as answered by list-all. */
-export interface SkillListRow extends SkillRow {
-  workspace_name: string;
-  agent_count: number;
-  override_count: number;
-}
+export const SkillListRow = SkillRow.extend({
+  workspace_name: z.string(),
+  agent_count: z.number().int().min(0),
+  override_count: z.number().int().min(0),
+}).meta({ id: 'SkillListRow' });
+export type SkillListRow = z.infer<typeof SkillListRow>;
 
-/** §2.11 camelCase form; `content` only in the answer to an update. */
-export interface SkillView {
-  id: string;
-  workspaceId: string;
-  name: string;
-  description: string | null;
-  version: string | null;
-  isRequired: boolean;
-  config: SkillConfig;
-  content?: string;
-  createdAt: string;
-}
+/** §2.11 camelCase form, as get answers it (no `content`). */
+export const SkillView = z
+  .strictObject({
+    id: z.string(),
+    workspaceId: z.string(),
+    name: z.string(),
+    description: z.string().nullable(),
+    version: z.string().nullable(),
+    isRequired: z.boolean(),
+    config: jsonObject,
+    createdAt: timestamp,
+  })
+  .meta({ id: 'Skill' });
+export type SkillView = z.infer<typeof SkillView>;
 
-export interface OverrideView {
-  skillId: string;
-  workspaceId: string;
-  agentDid: string;
-  enabled: boolean;
-  /** The config that replaces the skill's for this agent; null: the skill's own. */
-  config: SkillConfig | null;
-  /** False when the override opts out of a skill that is now required (the opt-out is ignored). */
-  effective: boolean;
-  createdAt: string;
-  updatedAt: string;
-  updatedBy: string;
-}
+/** §2.11 camelCase form with `content`, as update answers it. */
+export const UpdatedSkillView = SkillView.extend({ content: z.string() }).meta({ id: 'SkillWithContent' });
+export type UpdatedSkillView = z.infer<typeof UpdatedSkillView>;
 
-/** One skill as an agent receives it in `skills_config`. */
-export interface AgentSkill {
-  id: string;
-  workspaceId: string;
-  name: string;
-  description: string | null;
-  version: string | null;
-  isRequired: boolean;
-  config: SkillConfig;
-  content: string;
-}
+export const OverrideView = z
+  .strictObject({
+    skillId: z.string(),
+    workspaceId: z.string(),
+    agentDid: z.string(),
+    enabled: z.boolean(),
+    config: jsonObject.nullable().meta({ description: "The config that replaces the skill's for this agent; null: the skill's own" }),
+    effective: z.boolean().meta({ description: 'False when the override opts out of a skill that is now required (the opt-out is ignored)' }),
+    createdAt: timestamp,
+    updatedAt: timestamp,
+    updatedBy: z.string(),
+  })
+  .meta({ id: 'SkillOverride' });
+export type OverrideView = z.infer<typeof OverrideView>;
 
-export type SkillsConfigFrame = {
-  type: 'skills_config';
-  skills: AgentSkill[];
-};
+/** One skill as an agent receives it in `skills_config` (the frame's entry), strict as every view. */
+export const AgentSkillView = SkillEntry.strict().meta({ id: 'AgentSkill' });
 
 export interface CreateSkillInput {
   workspaceId: string;
@@ -176,8 +178,8 @@ export function toRow(s: SkillDoc): SkillRow {
   };
 }
 
-export function toView(s: SkillDoc, withContent: boolean): SkillView {
-  const v: SkillView = {
+export function toView(s: SkillDoc): SkillView {
+  return {
     id: s._id,
     workspaceId: s.workspace_id,
     name: s.name,
@@ -187,8 +189,10 @@ export function toView(s: SkillDoc, withContent: boolean): SkillView {
     config: parseConfig(s.config),
     createdAt: s.created_at,
   };
-  if (withContent) v.content = s.content;
-  return v;
+}
+
+export function toUpdatedView(s: SkillDoc): UpdatedSkillView {
+  return { ...toView(s), content: s.content };
 }
 
 export function toOverrideView(o: SkillOverrideDoc, skill: SkillDoc): OverrideView {
@@ -206,9 +210,9 @@ export function toOverrideView(o: SkillOverrideDoc, skill: SkillDoc): OverrideVi
 }
 
 /** Applies one agent's overrides to skills of workspaces it belongs to (sorted as given). */
-export function effectiveSkills(skills: SkillDoc[], overrides: SkillOverrideDoc[]): AgentSkill[] {
+export function effectiveSkills(skills: SkillDoc[], overrides: SkillOverrideDoc[]): SkillEntry[] {
   const bySkill = new Map(overrides.map((o) => [o.skillId, o]));
-  const out: AgentSkill[] = [];
+  const out: SkillEntry[] = [];
   for (const s of skills) {
     const o = bySkill.get(s._id);
     if (o && !o.enabled && s.is_required === 0) continue;
@@ -399,7 +403,7 @@ export class SkillService {
   }
 
   /** An agent's effective skills in a workspace (any member), as skills_config carries them. */
-  async effectiveFor(p: Principal, workspaceRef: string, agentDid: string): Promise<AgentSkill[]> {
+  async effectiveFor(p: Principal, workspaceRef: string, agentDid: string): Promise<SkillEntry[]> {
     const a = await this.memberAccess(p, workspaceRef);
     await this.agentIn(a, agentDid);
     return this.effectiveIn(a.ws._id, agentDid);
@@ -624,9 +628,9 @@ export class SkillService {
    * The effective skill sets of some agents, from the store, in a fixed number of queries: the
    * skills of every workspace each belongs to, with its overrides applied.
    */
-  async effectiveSets(agentDids: string[]): Promise<Map<string, AgentSkill[]>> {
+  async effectiveSets(agentDids: string[]): Promise<Map<string, SkillEntry[]>> {
     const c = this.c;
-    const out = new Map<string, AgentSkill[]>();
+    const out = new Map<string, SkillEntry[]>();
     if (agentDids.length === 0) return out;
     const memberships = await c.workspaceAgents.find({ agentDid: { $in: agentDids } }, { projection: { workspaceId: 1, agentDid: 1 } });
     const wsIds = [...new Set(memberships.map((m) => m.workspaceId))];
@@ -645,17 +649,17 @@ export class SkillService {
     return out;
   }
 
-  async effectiveSet(agentDid: string): Promise<AgentSkill[]> {
+  async effectiveSet(agentDid: string): Promise<SkillEntry[]> {
     return (await this.effectiveSets([agentDid])).get(agentDid) ?? [];
   }
 
   /** What an agent gets from one workspace. */
-  async effectiveIn(workspaceId: string, agentDid: string): Promise<AgentSkill[]> {
+  async effectiveIn(workspaceId: string, agentDid: string): Promise<SkillEntry[]> {
     const [own, overrides] = await Promise.all([this.listWorkspace(workspaceId), this.c.skillOverrides.find({ agentDid, workspaceId })]);
     return effectiveSkills(own, overrides);
   }
 
-  static frame(skills: AgentSkill[]): SkillsConfigFrame {
+  static frame(skills: SkillEntry[]): SkillsConfigFrame {
     return { type: 'skills_config', skills };
   }
 

@@ -40,31 +40,37 @@
  *    billion (the roll-up reads that document anyway).
  *    Once a UTC day, buckets that left their windows are removed: an agent keeps TOKEN_AGENT_DAYS_KEPT
  *    daily and TOKEN_AGENT_MONTHS_KEPT monthly buckets (only the current ones are read per agent),
- *    the global aggregate DAYS_KEPT days and every month.
+ *    the global aggregate TOKEN_HISTORY_DAYS_KEPT days and every month.
+ *
+ * 3. History, for the usage series (src/services/token-series.ts). A day bucket leaving an agent's
+ *    document is first copied into `token_agent_months` (one document per agent and month, its days
+ *    one text; a day's counts are set, not added, so copying again after an interruption changes
+ *    nothing): only agents that used tokens get one, and nothing is written while the day is still
+ *    in the agent's document, so a connected fleet's memory does not grow with it during the day. Each roll-up also folds
+ *    the ledger into `token_workspace_days` (one document per workspace and day, the usage of its
+ *    member agents at the time of the roll-up), with `rolledUpTo` in the same update as the
+ *    increments, as the agents' documents are. Both keep TOKEN_HISTORY_DAYS_KEPT days.
  *
  * GET /api/stats/tokens reads the global aggregate plus the ledger documents not yet folded into
  * it (bounded by the roll-up interval), so it is exact and cheap whatever the fleet size.
  */
+import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
 import { TimeSlice } from '../domain/time-slice.js';
 import { readDigits, writeDigits } from '../domain/decimal.js';
-import { BILLION, ExactSum, billionsIn, exactCount, type TokenCount } from '../domain/token-count.js';
+import { BILLION, ExactSum, billionsIn, exactCount, TokenCountView } from '../domain/token-count.js';
 import type { ServiceCore } from './core.js';
-import type { StoredTokenCounts, TokenLedgerDoc } from '../store/collections.js';
+import type { StoredTokenCounts, TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
 import type { BulkUpdateOp } from '../store/types.js';
 import type { HeartbeatPeer, HeartbeatSink } from './ports.js';
 
-export interface TokenCounts {
-  /** Exact: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
-  promptTokens: TokenCount;
-  completionTokens: TokenCount;
-}
+/** Exact counts: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
+const TokenCounts = z.strictObject({ promptTokens: TokenCountView, completionTokens: TokenCountView });
+export type TokenCounts = z.infer<typeof TokenCounts>;
 
-export interface TokenStats {
-  allTime: TokenCounts;
-  daily: TokenCounts;
-  monthly: TokenCounts;
-}
+/** Token statistics (interface §2.17): all time, today's UTC bucket, this month's. */
+export const TokenStats = z.strictObject({ allTime: TokenCounts, daily: TokenCounts, monthly: TokenCounts }).meta({ id: 'TokenStats' });
+export type TokenStats = z.infer<typeof TokenStats>;
 
 interface Entry {
   /** Its connection (which names the agent: `peer.did`). */
@@ -98,8 +104,6 @@ interface UnsettledWrite {
 }
 
 export const GLOBAL_ID = 'global';
-/** Daily buckets kept in the global totals (agents keep TOKEN_AGENT_DAYS_KEPT). Its monthly buckets and allTime are kept forever. */
-export const DAYS_KEPT = 62;
 const ROLLUP_BATCH = 5000;
 /** Per-agent updates per store call (the embedded store applies a call as one synchronous batch). */
 const UPDATE_CHUNK = 100;
@@ -136,7 +140,12 @@ const ID_COUNTER_LIMIT = 0x1000000;
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 export const utcMonth = (d: Date) => d.toISOString().slice(0, 7);
 
+/** An agent's workspaces (for folding its usage into theirs), as the fleet summary keeps them. */
+export type WorkspacesOf = (did: string) => readonly string[];
+
 export class TokenUsage implements HeartbeatSink {
+  /** The time that dates heartbeats (their UTC day) and the daily prune; tests replace it. */
+  clock: () => number = Date.now;
   /** earlyWrites: ledger writes started before the gap because LEDGER_EARLY_WRITE heartbeats waited. */
   readonly stats = { heartbeats: 0, ledgerWrites: 0, earlyWrites: 0, rollups: 0 };
   private batch: Entry[] = [];
@@ -172,6 +181,7 @@ export class TokenUsage implements HeartbeatSink {
     private readonly ctx: ServiceCore,
     /** Observes the time from a heartbeat's arrival to its ack (seconds): the heartbeat-ack metric. */
     private readonly observeAck: (seconds: number) => void = () => undefined,
+    private readonly workspacesOf: WorkspacesOf = () => [],
   ) {}
 
   /** The highest heartbeat seq of the agent whose delta is stored, or null when none is. */
@@ -212,7 +222,13 @@ export class TokenUsage implements HeartbeatSink {
     await this.drain();
     await this.rollup();
     await this.ctx.c.tokenUsage.deleteOne({ _id: did });
+    await this.ctx.c.tokenAgentMonths.deleteMany({ agentDid: did });
     this.marks.delete(did);
+  }
+
+  /** For a deleted workspace: its usage history goes (its agents' own stays). */
+  async forgetWorkspace(workspaceId: string): Promise<void> {
+    await this.ctx.c.tokenWorkspaceDays.deleteMany({ workspaceId });
   }
 
   /**
@@ -338,7 +354,7 @@ export class TokenUsage implements HeartbeatSink {
 
   /** The ledger documents of a batch, each with its id (given here, once). */
   private ledgerDocs(counted: Entry[]): TokenLedgerDoc[] {
-    const now = new Date();
+    const now = new Date(this.clock());
     const docs: TokenLedgerDoc[] = [];
     for (let i = 0; i < counted.length; i += LEDGER_DOC_MAX) {
       const doc: TokenLedgerDoc = {
@@ -534,6 +550,7 @@ export class TokenUsage implements HeartbeatSink {
         }
       }
       if (ops.length > 0) await c.tokenUsage.bulkUpdate(ops);
+      await this.foldWorkspaces(ledger, sums, done, last);
 
       // The global buckets: each day of the documents not folded into them yet, its month, and allTime.
       const byDay = new Map<string, CountSums>();
@@ -587,6 +604,85 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   /**
+   * Folds a roll-up's ledger documents into the workspaces' day documents: each agent's usage goes
+   * to every workspace it belongs to now. A workspace day whose `rolledUpTo` is below the first
+   * document (the usual case, after a clean roll-up) takes the roll-up's per-agent sums; otherwise
+   * (after an interruption) the entries are summed again, skipping documents already folded into it.
+   */
+  private async foldWorkspaces(ledger: TokenLedgerDoc[], sums: Map<string, DaySums>, done: Map<string, string> | null, last: string): Promise<void> {
+    const { c } = this.ctx;
+    const days = [...new Set(ledger.map((doc) => doc.day))];
+    const progress = new Map<string, string>();
+    for (const doc of await c.tokenWorkspaceDays.find({ day: { $in: days } }, { projection: { rolledUpTo: 1 } })) progress.set(doc._id, doc.rolledUpTo);
+    const first = ledger[0]!._id;
+    const totals = new Map<string, { workspaceId: string; day: string; counts: CountSums }>();
+    const add = (workspaceId: string, day: string, p: number, pb: number, cc: number, cb: number) => {
+      const id = `${workspaceId}|${day}`;
+      let t = totals.get(id);
+      if (!t) totals.set(id, (t = { workspaceId, day, counts: countSums() }));
+      t.counts.prompt.addStored(p, pb);
+      t.counts.completion.addStored(cc, cb);
+    };
+    let behind = false;
+    for (const to of progress.values()) if (to >= first) behind = true;
+    if (done === null && !behind) {
+      for (const [day, sum] of sums) {
+        for (const [did, at] of sum.index) {
+          const workspaces = this.workspacesOf(did);
+          if (workspaces.length === 0) continue;
+          const b = sum.billions?.get(at);
+          for (const w of workspaces) add(w, day, sum.prompt[at]!, b?.[0] ?? 0, sum.completion[at]!, b?.[1] ?? 0);
+        }
+      }
+    } else {
+      for (const doc of ledger) {
+        forEachEntry(doc.entries, (did, p, cc) => {
+          for (const w of this.workspacesOf(did)) if (doc._id > (progress.get(`${w}|${doc.day}`) ?? '')) add(w, doc.day, p, 0, cc, 0);
+        });
+      }
+    }
+    const ops: BulkUpdateOp[] = [];
+    for (const [id, { workspaceId, day, counts }] of totals) {
+      const inc: Record<string, number> = {};
+      addCount(inc, 'promptTokens', 'promptTokensBillions', counts.prompt.n, counts.prompt.billions);
+      addCount(inc, 'completionTokens', 'completionTokensBillions', counts.completion.n, counts.completion.billions);
+      ops.push({ filter: { _id: id }, update: { $inc: inc, $set: { workspaceId, day, rolledUpTo: last } }, upsert: true });
+    }
+    for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenWorkspaceDays.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
+  }
+
+  /**
+   * Copies the day buckets leaving agents' usage documents into their month documents of history:
+   * each day's counts are set (a prune interrupted and run again copies the same figures), the
+   * month's other days kept.
+   */
+  private async keepHistory(chunk: Array<Pick<TokenUsageDoc, '_id' | 'days'>>, leaving: Set<string>, historyFrom: string): Promise<void> {
+    const { c } = this.ctx;
+    const months = new Map<string, { agentDid: string; month: string; days: Map<string, string> }>();
+    for (const doc of chunk) {
+      for (const [day, counts] of Object.entries(doc.days ?? {})) {
+        if (day < historyFrom || !leaving.has(`days.${day}`)) continue;
+        const month = day.slice(0, 7);
+        const id = `${doc._id}|${month}`;
+        let m = months.get(id);
+        if (!m) months.set(id, (m = { agentDid: doc._id, month, days: new Map() }));
+        m.days.set(day.slice(8), `${exactCount(counts.promptTokens, counts.promptTokensBillions)} ${exactCount(counts.completionTokens, counts.completionTokensBillions)}`);
+      }
+    }
+    if (months.size === 0) return;
+    for (const held of await c.tokenAgentMonths.find({ _id: { $in: [...months.keys()] } })) {
+      const m = months.get(held._id)!;
+      for (const [dd, prompt, completion] of historyDays(held.days)) if (!m.days.has(dd)) m.days.set(dd, `${prompt} ${completion}`);
+    }
+    const ops: BulkUpdateOp[] = [];
+    for (const [id, m] of months) {
+      const days = [...m.days].sort(([a], [b]) => (a < b ? -1 : 1)).map(([dd, counts]) => `${dd} ${counts}`).join(';');
+      ops.push({ filter: { _id: id }, update: { $set: { agentDid: m.agentDid, month: m.month, days } }, upsert: true });
+    }
+    await c.tokenAgentMonths.bulkUpdate(ops);
+  }
+
+  /**
    * Removes the buckets that fell out of their kept windows, once per UTC day: all of them, also
    * those of days the server did not run on. Agents keep TOKEN_AGENT_DAYS_KEPT days and
    * TOKEN_AGENT_MONTHS_KEPT months (only today's and this month's are read per agent); the global
@@ -597,7 +693,7 @@ export class TokenUsage implements HeartbeatSink {
    */
   private async pruneBuckets(): Promise<void> {
     const { c, config } = this.ctx;
-    const now = new Date();
+    const now = new Date(this.clock());
     const today = utcDay(now);
     if (this.prunedDay === today) return;
     const global = await c.tokenUsage.findById(GLOBAL_ID);
@@ -614,16 +710,23 @@ export class TokenUsage implements HeartbeatSink {
     if (agentFields.length > 0) {
       const holders = await c.tokenUsage.find(
         { _id: { $ne: GLOBAL_ID }, $or: agentFields.map((field) => ({ [field]: { $exists: true } })) },
-        { projection: { _id: 1 } },
+        { projection: { _id: 1, days: 1 } },
       );
+      const historyFrom = utcDay(new Date(now.getTime() - (config.tokenHistoryDaysKept - 1) * 86_400_000));
+      const leaving = new Set(agentFields);
       const $unset = Object.fromEntries(agentFields.map((field) => [field, ''] as const));
       const slice = new TimeSlice();
       for (let i = 0; i < holders.length; i += UPDATE_CHUNK) {
-        await c.tokenUsage.bulkUpdate(holders.slice(i, i + UPDATE_CHUNK).map((doc) => ({ filter: { _id: doc._id }, update: { $unset } })));
+        const chunk = holders.slice(i, i + UPDATE_CHUNK);
+        await this.keepHistory(chunk, leaving, historyFrom);
+        await c.tokenUsage.bulkUpdate(chunk.map((doc) => ({ filter: { _id: doc._id }, update: { $unset } })));
         await slice.yieldIfDue();
       }
     }
-    const globalStale = staleDays(DAYS_KEPT);
+    const historyCutoff = utcDay(new Date(now.getTime() - config.tokenHistoryDaysKept * 86_400_000));
+    await c.tokenAgentMonths.deleteMany({ month: { $lt: historyCutoff.slice(0, 7) } });
+    await c.tokenWorkspaceDays.deleteMany({ day: { $lte: historyCutoff } });
+    const globalStale = staleDays(config.tokenHistoryDaysKept);
     if (globalStale.length > 0) await c.tokenUsage.updateOne({ _id: GLOBAL_ID }, { $unset: Object.fromEntries(globalStale.map((day) => [`days.${day}`, ''])) });
     this.prunedDay = today;
   }
@@ -632,7 +735,7 @@ export class TokenUsage implements HeartbeatSink {
   // Reading
 
   /** Fleet-wide totals: the global aggregate plus the ledger not folded into it yet. */
-  async totals(now = new Date()): Promise<TokenStats> {
+  async totals(now = new Date(this.clock())): Promise<TokenStats> {
     const day = utcDay(now);
     const month = utcMonth(now);
     const global = await this.ctx.c.tokenUsage.findById(GLOBAL_ID);
@@ -652,7 +755,7 @@ export class TokenUsage implements HeartbeatSink {
   }
 
   /** One agent's rolled-up totals (up to TOKEN_ROLLUP_INTERVAL_SECONDS behind). */
-  async ofAgent(did: string, now = new Date()): Promise<TokenStats> {
+  async ofAgent(did: string, now = new Date(this.clock())): Promise<TokenStats> {
     const doc = await this.ctx.c.tokenUsage.findById(did);
     return {
       allTime: countsOf(doc?.allTime),
@@ -660,6 +763,12 @@ export class TokenUsage implements HeartbeatSink {
       monthly: countsOf(doc?.months?.[utcMonth(now)]),
     };
   }
+}
+
+/** The days of an agent's month of history (`TokenAgentMonthDoc.days`): [DD, prompt digits, completion digits]. */
+export function historyDays(text: string): Array<[string, string, string]> {
+  if (text === '') return [];
+  return text.split(';').map((entry) => entry.split(' ') as [string, string, string]);
 }
 
 /** A ledger document's id up to its instance part: `<ms, base 36, 10 digits>-<counter, base 36, 5 digits>-`. */

@@ -10,33 +10,39 @@
  *   who reported to them. Later areas (channel memberships, ...) subscribe with `onUserDeleted`.
  */
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
 import type { Collections, UserDoc } from '../store/collections.js';
 import type { WorkspaceRole } from '../domain/roles.js';
 import type { GlobalRole } from '../domain/roles.js';
 import { groupBy } from '../domain/group.js';
 import type { Filter } from '../store/types.js';
-import type { UserPrincipal } from '../domain/principal.js';
+import type { Principal, UserPrincipal } from '../domain/principal.js';
+import { lookupNames, type NamesView } from './name-lookup.js';
 import { escapeRegex } from '../domain/regex.js';
 import { isOwnerLike } from '../domain/permissions.js';
 import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import type { ServiceCore } from './core.js';
-import { toGrantView, type GrantView } from './grants.js';
+import { GrantView, toGrantView } from './grants.js';
+import { globalRole, pageFields, timestamp, workspaceRole } from '../domain/views.js';
 import { resolveWorkspace, userByRef } from './lookups.js';
 
 export { findUserByRef } from './lookups.js';
 
 /** A person's own fields, as a login answers them and every fuller view begins. */
-export interface UserSummary {
-  id: string;
-  did: string | null;
-  name: string;
-  email: string;
-  isOwner: boolean;
-  isAdmin: boolean;
-  role: GlobalRole;
-  registeredAt: string;
-}
+export const UserSummary = z
+  .strictObject({
+    id: z.string(),
+    did: z.string().nullable().meta({ description: 'null for an unclaimed user' }),
+    name: z.string(),
+    email: z.string(),
+    isOwner: z.boolean(),
+    isAdmin: z.boolean(),
+    role: globalRole,
+    registeredAt: timestamp,
+  })
+  .meta({ id: 'UserSummary' });
+export type UserSummary = z.infer<typeof UserSummary>;
 
 export const toUserSummary = (u: UserDoc): UserSummary => ({
   id: u._id,
@@ -49,28 +55,24 @@ export const toUserSummary = (u: UserDoc): UserSummary => ({
   registeredAt: u.registeredAt,
 });
 
-export interface UserWorkspaceRef {
-  id: string;
-  name: string;
-  slug: string;
-  color: string;
-  isPrimary: boolean;
-}
+/** The User of interface §2.13. */
+export const UserView = UserSummary.extend({
+  directoryId: z.string().nullable(),
+  claimedAt: timestamp.nullable(),
+  reportsTo: z.string().nullable(),
+  description: z.string().nullable(),
+  workspaces: z.array(z.strictObject({ id: z.string(), name: z.string(), slug: z.string(), color: z.string(), isPrimary: z.boolean() })),
+  grants: z.array(GrantView),
+}).meta({ id: 'User' });
+export type UserView = z.infer<typeof UserView>;
 
-export interface UserView extends UserSummary {
-  directoryId: string | null;
-  claimedAt: string | null;
-  reportsTo: string | null;
-  description: string | null;
-  workspaces: UserWorkspaceRef[];
-  grants: GrantView[];
-}
-
-export interface MeView {
-  user: { id: string; did: string | null; name: string; email: string; isAdmin: boolean; registeredAt: string };
-  workspaces: Array<{ id: string; name: string; slug: string; color: string; role: WorkspaceRole }>;
-  grants: GrantView[];
-}
+/** GET /api/users/me: the caller, their workspaces with their role there, their grants. */
+export const MeView = z.strictObject({
+  user: UserSummary.pick({ id: true, did: true, name: true, email: true, isAdmin: true, registeredAt: true }),
+  workspaces: z.array(z.strictObject({ id: z.string(), name: z.string(), slug: z.string(), color: z.string(), role: workspaceRole })),
+  grants: z.array(GrantView),
+});
+export type MeView = z.infer<typeof MeView>;
 
 /** Memberships (primary first, then oldest first) with their workspaces, and grants, of many users at once. */
 async function relationsOf(c: Collections, userIds: string[]) {
@@ -267,13 +269,8 @@ export async function createUser(c: Collections, n: NewUser): Promise<UserDoc> {
 export type UserDeletedHook = (user: UserDoc) => Promise<void> | void;
 
 /** GET /api/users: a page of the directory with its count. */
-export interface UserPage {
-  users: UserView[];
-  total: number;
-  page: number;
-  pageSize: number;
-  totalPages: number;
-}
+export const UserPage = z.strictObject({ users: z.array(UserView), ...pageFields });
+export type UserPage = z.infer<typeof UserPage>;
 
 /**
  * People (interface §4.12): the caller's own profile, the directory, profile edits and deletion,
@@ -282,6 +279,7 @@ export interface UserPage {
 export class UserService {
   private readonly c: Collections;
   private readonly deletedHooks: UserDeletedHook[] = [];
+  private readonly roleHooks: UserDeletedHook[] = [];
 
   constructor(private readonly ctx: ServiceCore) {
     this.c = ctx.c;
@@ -290,6 +288,16 @@ export class UserService {
   /** Runs `fn` after a user is deleted. A failing hook is logged; the deletion stands. */
   onUserDeleted(fn: UserDeletedHook): void {
     this.deletedHooks.push(fn);
+  }
+
+  /** POST /api/lookup/names: display names of the DIDs the caller may see (src/services/name-lookup.ts). */
+  async names(p: Principal, dids: readonly string[]): Promise<NamesView> {
+    return lookupNames(this.c, p, dids);
+  }
+
+  /** Runs `fn` after a person's global role changed (`user` as it is now). A failing hook is logged; the change stands. */
+  onRoleChanged(fn: (user: UserDoc) => Promise<void> | void): void {
+    this.roleHooks.push(fn);
   }
 
   /** GET /api/users/me. */
@@ -368,6 +376,15 @@ export class UserService {
       target: user._id,
       details: { did: user.did, unclaimed: user.did === null, changes: patch },
     });
+    if (updated.role !== user.role) {
+      for (const fn of this.roleHooks) {
+        try {
+          await fn(updated);
+        } catch (err) {
+          this.ctx.log.error({ err, userId: user._id }, 'role-changed hook failed');
+        }
+      }
+    }
     return userView(c, updated);
   }
 

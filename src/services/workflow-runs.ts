@@ -15,24 +15,39 @@
  * - Time (timestamps, retry timers, `delay`) comes from `clock`, which tests replace.
  * - At start, running runs are restored: attempts in flight when the server stopped fail with
  *   the error `interrupted` (their onError decides), retry timers are re-armed.
+ * - Each change of a run's or a step's status is published to the live feed's `runs` topic, for
+ *   the people who may read the run (its workspace's members, global admins), while anyone
+ *   follows it.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { jsonObject, pageFields, timestamp } from '../domain/views.js';
 import type { Actor } from 'xstate';
 import type { ServiceCore } from './core.js';
 import type { Logger } from '../log.js';
-import type { AgentLink } from './ports.js';
+import type { AgentLink, FeedPublisher } from './ports.js';
+import type { RunFrame } from '../domain/feed-frames.js';
 import type { IntentService } from './intents.js';
 import { userPrincipal } from './sessions.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkflowRunStarter } from '../store/collections.js';
 import { CAPABILITIES, isCapability, type Capability } from '../domain/capabilities.js';
 import type { WorkflowDefinition } from '../domain/workflow/definition.js';
-import { inFlightSteps, initialRunState, type RunCommand, type RunEvent } from '../domain/workflow/engine.js';
+import { RUN_STATUSES, STEP_STATUSES, inFlightSteps, initialRunState, type RunCommand, type RunEvent, type StepState } from '../domain/workflow/engine.js';
 import { boundBroadcast, boundOutput, jsonBytes, type BroadcastResult } from '../domain/workflow/output-limit.js';
 import { WORKFLOW_RUN_KIND, workflowRunMachine, type WorkflowRunContext, type WorkflowRunInput } from '../actors/workflow-run.js';
 import { AppError, conflict } from '../domain/errors.js';
 import { MAX_CONTENT } from '../domain/messages.js';
 import { toMessageView, type ChannelService } from './channels.js';
+
+/** A run's listing record changed status (`workspaceId` null when the executor does not hold it at hand). */
+export interface RunStatusChange {
+  runId: string;
+  workspaceId: string | null;
+  status: WorkflowRunDoc['status'];
+  /** When it ended; null while running. */
+  at: string | null;
+}
 
 /** Time for the executor; tests replace it to see and fire back-off timers. */
 export interface WorkflowClock {
@@ -96,39 +111,126 @@ class StepFailure extends Error {
 }
 
 
-export interface RunStepView {
-  status: string;
-  durationMs: number | null;
-  output: unknown;
-  attempts: number;
-  startedAt: string | null;
-  completedAt: string | null;
-  error: string | null;
-  retryAt: string | null;
+/** Who started a run: a person, or a schedule (on behalf of the person who made it). */
+const RunStarterView = z.strictObject({
+  type: z.enum(['person', 'schedule']),
+  userId: z.string(),
+  did: z.string(),
+  scheduleId: z.string().optional(),
+});
+
+/** One step of a run (interface §2.12: status, durationMs, output; and how it went). */
+const RunStepView = z.strictObject({
+  status: z.enum(STEP_STATUSES),
+  durationMs: z.number().int().min(0).nullable(),
+  output: z.unknown().meta({ description: "The step's output (null until it has one)" }),
+  attempts: z.number().int().min(0),
+  startedAt: timestamp.nullable(),
+  completedAt: timestamp.nullable(),
+  error: z.string().nullable(),
+  retryAt: timestamp.nullable(),
+});
+
+/** A run's listing (GET /api/workflows/{id}/runs). */
+export const RunSummaryView = z
+  .strictObject({
+    runId: z.string(),
+    workflowId: z.string(),
+    status: z.enum(RUN_STATUSES),
+    startedAt: timestamp,
+    completedAt: timestamp.nullable(),
+    startedBy: RunStarterView,
+    error: z.string().nullable(),
+  })
+  .meta({ id: 'WorkflowRunSummary' });
+export type RunSummaryView = z.infer<typeof RunSummaryView>;
+
+/** A run (interface §2.12), its steps keyed by step id. */
+export const RunView = RunSummaryView.extend({
+  steps: z.record(z.string(), RunStepView),
+  params: jsonObject,
+}).meta({ id: 'WorkflowRun' });
+export type RunView = z.infer<typeof RunView>;
+
+/** GET /api/workflows/{id}/runs: newest first, one page at a time. */
+export const RunPage = z.strictObject({ runs: z.array(RunSummaryView), ...pageFields });
+export type RunPage = z.infer<typeof RunPage>;
+
+/** POST /api/workflows/{id}/run: 202 before any step runs. */
+export const RunStarted = z.strictObject({ runId: z.string(), status: z.literal('running') });
+export type RunStarted = z.infer<typeof RunStarted>;
+
+
+/** A run in a list across workflows (GET /api/runs): the run summary with its workflow's name. */
+export const runListItemSchema = RunSummaryView.extend({ workflowName: z.string() }).meta({ id: 'WorkflowRunListItem' });
+export type RunListItem = z.infer<typeof runListItemSchema>;
+
+/** GET /api/runs: newest first, one page at a time. */
+export const runPageSchema = z.strictObject({ runs: z.array(runListItemSchema), ...pageFields });
+export type RunListPage = z.infer<typeof runPageSchema>;
+
+/** What a bulk cancel did to each run asked for. */
+export const CANCEL_OUTCOMES = ['cancelled', 'already_finished', 'not_found', 'forbidden'] as const;
+export const bulkCancelSchema = z.strictObject({
+  results: z.array(z.strictObject({ runId: z.string(), outcome: z.enum(CANCEL_OUTCOMES) })),
+});
+export type BulkCancelResult = z.infer<typeof bulkCancelSchema>;
+
+/** A run's timeline: each step's attempts with their times, outcome, error and retry wait. */
+export const timelineSchema = z.strictObject({
+  runId: z.string(),
+  status: z.enum(RUN_STATUSES),
+  startedAt: timestamp,
+  finishedAt: timestamp.nullable(),
+  steps: z.array(
+    z.strictObject({
+      stepId: z.string(),
+      status: z.enum(STEP_STATUSES),
+      attempts: z.array(
+        z.strictObject({
+          attempt: z.number().int().min(0),
+          startedAt: timestamp,
+          finishedAt: timestamp.nullable(),
+          outcome: z.enum(['running', 'succeeded', 'failed', 'cancelled', 'skipped']),
+          error: z.string().nullable(),
+          retryAt: timestamp.nullable(),
+        }),
+      ),
+    }),
+  ),
+});
+export type TimelineView = z.infer<typeof timelineSchema>;
+type TimelineAttempt = TimelineView['steps'][number]['attempts'][number];
+
+/**
+ * A step's attempts for the timeline. Steps of runs stored before attempts were recorded, and
+ * steps that ended without an attempt (skipped, failed on their condition or params), get one
+ * entry built from the step's own times; a step that never started has none.
+ */
+export function stepAttempts(st: StepState): TimelineAttempt[] {
+  if (st.history && st.history.length > 0) return st.history.map((h) => ({ ...h }));
+  // Never started: pending, or cancelled while pending.
+  if (st.status === 'pending' || (st.status === 'cancelled' && st.attempts === 0)) return [];
+  const at = st.startedAt ?? st.completedAt;
+  if (at === null) return [];
+  const outcome: TimelineAttempt['outcome'] =
+    st.status === 'completed' ? 'succeeded' : st.status === 'running' ? 'running' : st.status === 'failed' ? 'failed' : st.status === 'skipped' ? 'skipped' : 'cancelled';
+  return [{ attempt: st.attempts, startedAt: at, finishedAt: st.completedAt, outcome, error: st.error, retryAt: st.retryAt }];
 }
 
-export interface RunView {
-  runId: string;
-  workflowId: string;
-  status: WorkflowRunDoc['status'];
-  startedAt: string;
-  completedAt: string | null;
-  steps: Record<string, RunStepView>;
-  params: Record<string, unknown>;
-  startedBy: WorkflowRunStarter;
-  error: string | null;
+export function toTimeline(run: WorkflowRunContext): TimelineView {
+  return {
+    runId: run.runId,
+    status: run.status,
+    startedAt: run.startedAt,
+    finishedAt: run.completedAt,
+    // In the definition's order.
+    steps: run.definition.steps.map((d) => {
+      const st = run.steps[d.id]!;
+      return { stepId: d.id, status: st.status, attempts: stepAttempts(st) };
+    }),
+  };
 }
-
-export interface RunSummaryView {
-  runId: string;
-  workflowId: string;
-  status: WorkflowRunDoc['status'];
-  startedAt: string;
-  completedAt: string | null;
-  startedBy: WorkflowRunStarter;
-  error: string | null;
-}
-
 
 export const toRunSummary = (r: WorkflowRunDoc): RunSummaryView => ({
   runId: r._id,
@@ -141,7 +243,7 @@ export const toRunSummary = (r: WorkflowRunDoc): RunSummaryView => ({
 });
 
 function toRunView(run: WorkflowRunContext): RunView {
-  const steps: Record<string, RunStepView> = {};
+  const steps: RunView['steps'] = {};
   for (const [id, st] of Object.entries(run.steps)) {
     steps[id] = {
       status: st.status,
@@ -196,9 +298,11 @@ export class WorkflowRuns {
   private readonly log: Logger;
   private readonly intents: IntentService;
   private readonly agents: AgentLink;
+  private readonly feed: FeedPublisher | undefined;
   private readonly inputs = new Map<string, WorkflowRunInput>();
   private readonly listening = new WeakSet<object>();
   private readonly executions = new Map<string, Execution>();
+  private readonly statusHooks: Array<(change: RunStatusChange) => void> = [];
   /** Writes of run ends in progress; awaited at shutdown (attempts in flight are not: they are abandoned). */
   private readonly writes = new Set<Promise<unknown>>();
   private stopped = false;
@@ -206,8 +310,9 @@ export class WorkflowRuns {
   /** Defines the workflow-run actor kind. */
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { intents: IntentService; agents: AgentLink; channelPoster: WorkflowChannelPoster },
+    deps: { intents: IntentService; agents: AgentLink; channelPoster: WorkflowChannelPoster; feed?: FeedPublisher },
   ) {
+    this.feed = deps.feed;
     this.c = ctx.c;
     this.log = ctx.log;
     this.intents = deps.intents;
@@ -252,11 +357,28 @@ export class WorkflowRuns {
       const run = inspected?.context as WorkflowRunContext | undefined;
       if (run && run.status !== 'running') {
         await this.c.workflowRuns.updateOne({ _id: doc._id }, { $set: { status: run.status, completedAt: run.completedAt, error: run.error } });
+        this.statusChanged({ runId: doc._id, workspaceId: doc.workspaceId, status: run.status, at: run.completedAt });
       } else if (!inspected) {
         await this.c.workflowRuns.updateOne(
           { _id: doc._id },
           { $set: { status: 'failed', completedAt: at, error: 'the server stopped before the run started' } },
         );
+        this.statusChanged({ runId: doc._id, workspaceId: doc.workspaceId, status: 'failed', at });
+      }
+    }
+  }
+
+  /** Runs `fn` whenever a run's listing record changes status (the fleet summary counts runs with it). */
+  onRunStatus(fn: (change: RunStatusChange) => void): void {
+    this.statusHooks.push(fn);
+  }
+
+  private statusChanged(change: RunStatusChange): void {
+    for (const fn of this.statusHooks) {
+      try {
+        fn(change);
+      } catch (err) {
+        this.log.error({ err, runId: change.runId }, 'run status listener failed');
       }
     }
   }
@@ -277,7 +399,7 @@ export class WorkflowRuns {
   // Runs
 
   /** Starts a run; it is running (and persisted) when this returns, and its first steps start just after. */
-  async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<{ runId: string; status: 'running' }> {
+  async startRun(wf: WorkflowDoc, params: Record<string, unknown>, startedBy: WorkflowRunStarter): Promise<RunStarted> {
     if (this.stopped) throw new AppError(503, 'shutting_down', 'the server is shutting down');
     const definition = JSON.parse(wf.definition) as WorkflowDefinition;
     const runId = newId();
@@ -300,15 +422,19 @@ export class WorkflowRuns {
       error: null,
       startedBy,
     });
+    this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'running', at: null });
     this.inputs.set(runId, input);
     try {
       await this.actorOf(runId);
     } catch (err) {
-      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: 'failed', completedAt: this.nowIso(), error: 'the run could not start' } });
+      const failedAt = this.nowIso();
+      await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: 'failed', completedAt: failedAt, error: 'the run could not start' } });
+      this.statusChanged({ runId, workspaceId: wf.workspaceId, status: 'failed', at: failedAt });
       throw err;
     } finally {
       this.inputs.delete(runId);
     }
+    this.publishRun(input, input, true);
     // The answer goes out before any step runs.
     setImmediate(() => this.deliver(runId, { type: 'START', at: this.nowIso() }));
     return { runId, status: 'running' };
@@ -323,7 +449,7 @@ export class WorkflowRuns {
     return { ...toRunSummary(doc), steps: {}, params: {} };
   }
 
-  async listRuns(workflowId: string, opts: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }) {
+  async listRuns(workflowId: string, opts: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }): Promise<RunPage> {
     const filter: Record<string, unknown> = { workflowId };
     if (opts.status) filter.status = opts.status;
     const total = await this.c.workflowRuns.count(filter);
@@ -333,6 +459,42 @@ export class WorkflowRuns {
       limit: opts.pageSize,
     });
     return { runs: docs.map(toRunSummary), total, page: opts.page, pageSize: opts.pageSize, totalPages: Math.ceil(total / opts.pageSize) };
+  }
+
+  /** A run's timeline from its actor (live or stored); null when the run has no snapshot. */
+  async timeline(runId: string): Promise<TimelineView | null> {
+    const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, runId);
+    return inspected?.context ? toTimeline(inspected.context as WorkflowRunContext) : null;
+  }
+
+  /**
+   * Runs across workflows, newest first. `workspaceIds` is what the caller may read ('all' for a
+   * global admin); the query is answered from the workspace (or start time) index.
+   */
+  async listAcross(
+    workspaceIds: string[] | 'all',
+    q: { status?: WorkflowRunDoc['status']; workflowId?: string; startedBy?: string; from?: string; to?: string; page: number; pageSize: number },
+  ): Promise<RunListPage> {
+    const filter: Record<string, unknown> = {};
+    if (workspaceIds !== 'all') filter.workspaceId = workspaceIds.length === 1 ? workspaceIds[0] : { $in: workspaceIds };
+    if (q.workflowId) filter.workflowId = q.workflowId;
+    if (q.status) filter.status = q.status;
+    if (q.startedBy) filter['startedBy.did'] = q.startedBy;
+    if (q.from || q.to) filter.startedAt = { ...(q.from ? { $gte: q.from } : {}), ...(q.to ? { $lt: q.to } : {}) };
+    const empty = { runs: [], total: 0, page: q.page, pageSize: q.pageSize, totalPages: 0 };
+    if (workspaceIds !== 'all' && workspaceIds.length === 0) return empty;
+    const total = await this.c.workflowRuns.count(filter);
+    if (total === 0) return empty;
+    const docs = await this.c.workflowRuns.find(filter, { sort: { startedAt: -1, _id: 1 }, skip: (q.page - 1) * q.pageSize, limit: q.pageSize });
+    const ids = [...new Set(docs.map((d) => d.workflowId))];
+    const names = new Map((await this.c.workflows.find({ _id: { $in: ids } }, { projection: { name: 1 } })).map((w) => [w._id, w.name]));
+    return {
+      runs: docs.map((d) => ({ ...toRunSummary(d), workflowName: names.get(d.workflowId) ?? '' })),
+      total,
+      page: q.page,
+      pageSize: q.pageSize,
+      totalPages: Math.ceil(total / q.pageSize),
+    };
   }
 
   /** Cancels a running run; 409 when it has already ended. */
@@ -396,8 +558,36 @@ export class WorkflowRuns {
     if (!this.listening.has(actor)) {
       this.listening.add(actor);
       actor.on('*', (cmd) => this.onCommand(runId, cmd as RunCommand));
+      let last = actor.getSnapshot().context;
+      actor.subscribe({
+        next: (snap) => {
+          const now = snap.context;
+          if (now === last) return;
+          const before = last;
+          last = now;
+          this.publishRun(before, now, false);
+        },
+        error: () => {}, // the actor host logs and handles a failed actor
+      });
     }
     return actor;
+  }
+
+  /** Publishes what changed between two states of a run: each step whose status or attempt changed, then the run's status. */
+  private publishRun(before: WorkflowRunContext, now: WorkflowRunContext, started: boolean): void {
+    const feed = this.feed;
+    if (!feed?.hasSubscribers('runs')) return;
+    const at = this.nowIso();
+    const audience = { workspaceIds: [now.workspaceId] };
+    const base = { type: 'run', workflowId: now.workflowId, runId: now.runId, status: now.status } as const;
+    for (const [stepId, st] of Object.entries(now.steps)) {
+      const was = before.steps[stepId];
+      if (was ? was.status === st.status && was.attempts === st.attempts : st.status === 'pending') continue;
+      const frame: RunFrame = { ...base, stepId, stepStatus: st.status, at };
+      if (st.attempts > 0) frame.attempt = st.attempts;
+      feed.publish('runs', frame, audience);
+    }
+    if (started || now.status !== before.status) feed.publish('runs', { ...base, at } satisfies RunFrame, audience);
   }
 
   private async send(runId: string, event: RunEvent): Promise<void> {
@@ -467,6 +657,7 @@ export class WorkflowRuns {
     }
     try {
       await this.c.workflowRuns.updateOne({ _id: runId }, { $set: { status: cmd.status, completedAt: cmd.completedAt, error: cmd.error } });
+      this.statusChanged({ runId, workspaceId: null, status: cmd.status, at: cmd.completedAt });
     } catch (err) {
       this.log.error({ err, runId }, 'could not record the end of a workflow run (fixed at the next start)');
     }

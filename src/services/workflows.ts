@@ -8,39 +8,41 @@
  * to anyone else it does not exist (404). Creating, changing and deleting need the workspace admin
  * role or global admin (403 otherwise); running and cancelling need operator or higher.
  */
+import { z } from 'zod';
 import { newId } from '../domain/ids.js';
+import { timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import type { Principal, UserPrincipal } from '../domain/principal.js';
 import type { WorkspaceRole } from '../domain/roles.js';
 import type { Collections, WorkflowDoc, WorkflowRunDoc, WorkspaceDoc } from '../store/collections.js';
 import { DuplicateKeyError } from '../store/types.js';
-import { DefinitionError, validateDefinition, type WorkflowDefinition } from '../domain/workflow/definition.js';
+import { DefinitionError, validateDefinition, WorkflowDefinitionView, type WorkflowDefinition } from '../domain/workflow/definition.js';
 import { atLeast, can } from '../domain/permissions.js';
-import { badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../domain/errors.js';
 import { memberRole, resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
-import type { RunView, WorkflowRuns } from './workflow-runs.js';
+import type { BulkCancelResult, RunListPage, RunPage, RunStarted, RunView, TimelineView, WorkflowRuns } from './workflow-runs.js';
 
-export interface WorkflowSummaryView {
-  id: string;
-  name: string;
-  description: string;
-  workspaceId: string;
-  createdBy: string;
-  createdAt: string;
-  updatedAt: string;
-  stepCount: number;
-}
+const workflowFields = {
+  id: z.string(),
+  name: z.string(),
+  description: z.string(),
+  workspaceId: z.string(),
+  createdBy: z.string().meta({ description: "The creator's DID" }),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+};
 
-export interface WorkflowDetailView {
-  id: string;
-  name: string;
-  definition: WorkflowDefinition;
-  description: string;
-  workspaceId: string;
-  createdBy: string;
-  createdAt: string;
-  updatedAt: string;
-}
+/** A workflow of the list (interface §2.12). */
+export const WorkflowSummaryView = z.strictObject({ ...workflowFields, stepCount: z.number().int().min(1) }).meta({ id: 'WorkflowSummary' });
+export type WorkflowSummaryView = z.infer<typeof WorkflowSummaryView>;
+
+/** A workflow with its definition (interface §2.12: id, name, definition; and the summary's other fields). */
+export const WorkflowDetailView = z.strictObject({ ...workflowFields, definition: WorkflowDefinitionView }).meta({ id: 'Workflow' });
+export type WorkflowDetailView = z.infer<typeof WorkflowDetailView>;
+
+/** What deleting a workflow removed with it. */
+export const WorkflowRemoved = z.strictObject({ runs: z.number().int().min(0), schedules: z.number().int().min(0) });
+export type WorkflowRemoved = z.infer<typeof WorkflowRemoved>;
 
 export const toWorkflowSummary = (w: WorkflowDoc): WorkflowSummaryView => ({
   id: w._id,
@@ -170,7 +172,7 @@ export class WorkflowService {
   }
 
   /** Deletes a workflow (workspace admins) with its schedules and run history. */
-  async remove(p: UserPrincipal, id: string): Promise<{ runs: number; schedules: number }> {
+  async remove(p: UserPrincipal, id: string): Promise<WorkflowRemoved> {
     const a = await this.access(p, id);
     await this.needEditor(a, a.wf.workspaceId, 'creating or editing workflows');
     return this.delete(a.wf, p);
@@ -260,7 +262,7 @@ export class WorkflowService {
   // Runs, as the routes ask for them
 
   /** Starts a run (workspace operator or higher); it answers before any step runs. */
-  async run(p: UserPrincipal, id: string, params: Record<string, unknown>): Promise<{ runId: string; status: 'running' }> {
+  async run(p: UserPrincipal, id: string, params: Record<string, unknown>): Promise<RunStarted> {
     const a = await this.access(p, id);
     await this.needRunner(a);
     const started = await this.runs.startRun(a.wf, params, { type: 'person', userId: p.userId, did: p.did });
@@ -269,7 +271,7 @@ export class WorkflowService {
   }
 
   /** Runs of a workflow, newest first, one page at a time. */
-  async runsOf(p: Principal, id: string, q: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }) {
+  async runsOf(p: Principal, id: string, q: { status?: WorkflowRunDoc['status']; page: number; pageSize: number }): Promise<RunPage> {
     const a = await this.access(p, id);
     return this.runs.listRuns(a.wf._id, q);
   }
@@ -285,6 +287,62 @@ export class WorkflowService {
     await this.runIn(a, runId);
     await this.needRunner(a);
     return this.runs.cancelRun(runId, p);
+  }
+
+  /** A run's timeline: each step's attempts with their start, end, outcome, error and retry wait. */
+  async timelineOf(p: Principal, id: string, runId: string): Promise<TimelineView> {
+    const a = await this.access(p, id);
+    await this.runIn(a, runId);
+    const timeline = await this.runs.timeline(runId);
+    if (!timeline) throw notFound(`no run ${runId} of workflow ${a.wf._id}`);
+    return timeline;
+  }
+
+  /**
+   * Runs of every workflow the caller may read, newest first. A workspace or workflow filter the
+   * caller may not see answers 404, as for a record that does not exist.
+   */
+  async runsAcross(
+    p: Principal,
+    q: { status?: WorkflowRunDoc['status']; workspace?: string; workflowId?: string; startedBy?: string; from?: string; to?: string; page: number; pageSize: number },
+  ): Promise<RunListPage> {
+    let workspaceIds = await visibleWorkspaceIds(this.c, p);
+    if (q.workspace) workspaceIds = [(await this.visibleWorkspace(p, q.workspace))._id];
+    if (q.workflowId) {
+      const wf = (await this.access(p, q.workflowId)).wf;
+      if (workspaceIds !== 'all' && !workspaceIds.includes(wf.workspaceId)) workspaceIds = [];
+    }
+    return this.runs.listAcross(workspaceIds, q);
+  }
+
+  /**
+   * Cancels several runs, each with the rules of POST …/runs/{runId}/cancel, and says per run what
+   * happened: a run the caller may not see is `not_found`, as is one that does not exist.
+   */
+  async cancelMany(p: UserPrincipal, runIds: string[]): Promise<BulkCancelResult> {
+    const results: BulkCancelResult['results'] = [];
+    const roles = new Map<string, WorkflowAccess>();
+    for (const runId of new Set(runIds)) {
+      const doc = await this.c.workflowRuns.findById(runId);
+      let a = doc ? roles.get(doc.workspaceId) : undefined;
+      if (doc && !a) roles.set(doc.workspaceId, (a = await this.accessTo(p, doc.workspaceId)));
+      if (!doc || !a!.visible) {
+        results.push({ runId, outcome: 'not_found' });
+      } else if (!a!.isGlobalAdmin && !atLeast(a!.role, 'operator')) {
+        results.push({ runId, outcome: 'forbidden' });
+      } else if (doc.status !== 'running') {
+        results.push({ runId, outcome: 'already_finished' });
+      } else {
+        try {
+          await this.runs.cancelRun(runId, p);
+          results.push({ runId, outcome: 'cancelled' });
+        } catch (err) {
+          if (!(err instanceof AppError && err.status === 409)) throw err;
+          results.push({ runId, outcome: 'already_finished' });
+        }
+      }
+    }
+    return { results };
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@
  *
  * The plain functions take the collections so the fleet can call them without a service.
  */
+import { z } from 'zod';
+import { timestamp, workspaceRole } from '../domain/views.js';
 import { newId } from '../domain/ids.js';
 import type { Collections, UserDoc, WorkspaceAgentDoc, WorkspaceDoc, WorkspaceMemberDoc } from '../store/collections.js';
 import type { WorkspaceRole } from '../domain/roles.js';
@@ -34,16 +36,20 @@ import { findUserByRef, resolveWorkspace } from './lookups.js';
 
 export { resolveWorkspace } from './lookups.js';
 
-export interface WorkspaceView {
-  id: string;
-  name: string;
-  slug: string;
-  color: string;
-  description: string;
-  isDefault: boolean;
-  createdAt: string;
-  updatedAt: string;
-}
+/** A workspace (interface §2.15). */
+export const WorkspaceView = z
+  .strictObject({
+    id: z.string(),
+    name: z.string(),
+    slug: z.string(),
+    color: z.string().meta({ description: 'Hex colour, #rrggbb' }),
+    description: z.string(),
+    isDefault: z.boolean(),
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  })
+  .meta({ id: 'Workspace' });
+export type WorkspaceView = z.infer<typeof WorkspaceView>;
 
 export function toWorkspaceView(ws: WorkspaceDoc): WorkspaceView {
   return {
@@ -183,15 +189,18 @@ export type MemberRemovedHook = (workspaceId: string, userId: string) => Promise
 export type AgentMembershipHook = (workspaceId: string, agentDid: string) => Promise<void> | void;
 
 /** A person's membership as the interface shows it. */
-export interface WorkspaceMemberView {
-  userId: string;
-  did: string | null;
-  name: string | null;
-  email: string | null;
-  role: WorkspaceRole;
-  isPrimary: boolean;
-  joinedAt: string;
-}
+export const WorkspaceMemberView = z
+  .strictObject({
+    userId: z.string(),
+    did: z.string().nullable(),
+    name: z.string().nullable(),
+    email: z.string().nullable(),
+    role: workspaceRole,
+    isPrimary: z.boolean(),
+    joinedAt: timestamp,
+  })
+  .meta({ id: 'WorkspaceMember' });
+export type WorkspaceMemberView = z.infer<typeof WorkspaceMemberView>;
 
 export function toWorkspaceMemberView(m: WorkspaceMemberDoc, u: Pick<UserDoc, 'did' | 'name' | 'email'> | null): WorkspaceMemberView {
   return {
@@ -206,25 +215,18 @@ export function toWorkspaceMemberView(m: WorkspaceMemberDoc, u: Pick<UserDoc, 'd
 }
 
 /** An agent's membership as the interface shows it. */
-export interface WorkspaceAgentView {
-  id: string;
-  name: string | null;
-  isPrimary: boolean;
-  joinedAt: string;
-}
+export const WorkspaceAgentView = z
+  .strictObject({ id: z.string().meta({ description: "The agent's DID" }), name: z.string().nullable(), isPrimary: z.boolean(), joinedAt: timestamp })
+  .meta({ id: 'WorkspaceAgent' });
+export type WorkspaceAgentView = z.infer<typeof WorkspaceAgentView>;
 
 export function toWorkspaceAgentView(m: WorkspaceAgentDoc, agentName: string | null): WorkspaceAgentView {
   return { id: m.agentDid, name: agentName, isPrimary: m.isPrimary, joinedAt: m.joinedAt };
 }
 
 /** One of the caller's workspaces (GET /api/me/workspaces). */
-export interface MyWorkspaceView {
-  id: string;
-  name: string;
-  slug: string;
-  isPrimary: boolean;
-  isAdmin: boolean;
-}
+export const MyWorkspaceView = z.strictObject({ id: z.string(), name: z.string(), slug: z.string(), isPrimary: z.boolean(), isAdmin: z.boolean() });
+export type MyWorkspaceView = z.infer<typeof MyWorkspaceView>;
 
 export interface NewWorkspace {
   name: string;

@@ -92,6 +92,44 @@ export interface SessionDoc {
   createdAt: string;
   lastUsedAt: string;
   expiresAt: string;
+  /**
+   * How the session was made, and by which client (the User-Agent header and source address of
+   * the request that made it); absent on sessions made before these were recorded.
+   */
+  method?: SessionMethod | null;
+  userAgent?: string | null;
+  address?: string | null;
+}
+
+/** How a session was made: a signed login challenge, or a browser's device approval by a wallet. */
+export type SessionMethod = 'login' | 'device';
+
+/**
+ * A browser's request to be signed in by a wallet (device approval, docs/identity.md). Both of
+ * its codes are secrets, stored only as their SHA-256: the device code (what the browser polls
+ * with) is the id, the user code (what the person types into the wallet) is `userCodeHash`.
+ */
+export interface DeviceRequestDoc {
+  /** SHA-256 of the device code, hex. */
+  _id: string;
+  /** SHA-256 of the user code in its shown form (`WDJB-MJHT`), hex. */
+  userCodeHash: string;
+  /** pending -> approved -> used (the browser has its session), or pending -> denied. */
+  status: 'pending' | 'approved' | 'denied' | 'used';
+  createdAt: string;
+  expiresAt: string;
+  /** Seconds the browser must wait between two polls; grows by 5 with each slow_down. */
+  interval: number;
+  lastPolledAt: string | null;
+  /** The browser that asked: its User-Agent header and source address. */
+  userAgent: string | null;
+  address: string | null;
+  /** The nonce a wallet signs to approve, handed out by the last GET of the approval (to `nonceUserId`); null once used. */
+  nonce: string | null;
+  nonceUserId: string | null;
+  /** The person who approved or denied, and when. */
+  decidedBy: string | null;
+  decidedAt: string | null;
 }
 
 export interface ChallengeDoc {
@@ -264,6 +302,33 @@ export interface StoredTokenCounts {
   completionTokensBillions?: number;
 }
 
+/**
+ * One agent's token counts of the past UTC days of one month (`_id` = `<did>|<YYYY-MM>`), for the
+ * usage series. `days` is one text, `<DD> <promptTokens> <completionTokens>` per day with usage,
+ * joined by `;`, each count exact in decimal digits: a document per agent and month costs the
+ * embedded store's memory far less than one per agent and day (docs/performance.md). Written by
+ * the daily prune of the roll-up, as day buckets leave the agent's usage document (so only for
+ * agents that used tokens); kept TOKEN_HISTORY_DAYS_KEPT days (whole months).
+ */
+export interface TokenAgentMonthDoc {
+  _id: string;
+  agentDid: string;
+  month: string;
+  days: string;
+}
+
+/**
+ * One workspace's token counts of one UTC day (`_id` = `<workspaceId>|<day>`): the usage of its
+ * member agents, folded in by the roll-up with `rolledUpTo` in the same update, as an agent's
+ * usage document is; kept TOKEN_HISTORY_DAYS_KEPT days.
+ */
+export interface TokenWorkspaceDayDoc extends StoredTokenCounts {
+  _id: string;
+  workspaceId: string;
+  day: string;
+  rolledUpTo: string;
+}
+
 /** One batch of acknowledged heartbeat deltas, written in one store operation before the acks go out. */
 export interface TokenLedgerDoc {
   _id: string; // time-ordered, given once: a write retried after a failure finds what landed
@@ -378,6 +443,21 @@ export interface ChannelDoc {
   creatorDid: string;
   createdAt: string;
   updatedAt: string;
+  /** The highest `seq` of its messages, kept as posts are stored (unread counts are read from it); 0 or absent when it has none. */
+  lastSeq?: number;
+}
+
+/**
+ * How far a member has read a channel (`_id` = `<channelId> <memberDid>`): the `seq` of the
+ * newest message they marked read. Unread = the channel's `lastSeq` − `lastReadSeq`.
+ */
+export interface ChannelReadDoc {
+  _id: string;
+  channelId: string;
+  memberDid: string;
+  lastReadSeq: number;
+  lastReadMessageId: string;
+  updatedAt: string;
 }
 
 /** A channel member (interface §2.8). */
@@ -412,6 +492,12 @@ export interface ChannelMessageDoc {
   createdAt: string;
   /** The bridge the message came in through (never sent back out through it); null otherwise. */
   viaBridgeId: string | null;
+  /**
+   * Top-level messages: replies not deleted, and when the newest of them was posted; kept as
+   * replies are posted and deleted (src/services/channels.ts). Absent means 0 / null.
+   */
+  replyCount?: number;
+  lastReplyAt?: string | null;
 }
 
 /**
@@ -526,6 +612,7 @@ export interface Collections {
   sessions: Collection<SessionDoc>;
   challenges: Collection<ChallengeDoc>;
   claimSessions: Collection<ClaimSessionDoc>;
+  deviceRequests: Collection<DeviceRequestDoc>;
   invitations: Collection<InvitationDoc>;
   grants: Collection<GrantDoc>;
   audit: Collection<AuditDoc>;
@@ -535,6 +622,8 @@ export interface Collections {
   certificates: Collection<CertificateDoc>;
   tokenUsage: Collection<TokenUsageDoc>;
   tokenLedger: Collection<TokenLedgerDoc>;
+  tokenAgentMonths: Collection<TokenAgentMonthDoc>;
+  tokenWorkspaceDays: Collection<TokenWorkspaceDayDoc>;
   models: Collection<ModelDoc>;
   workspaceModels: Collection<WorkspaceModelDoc>;
   workspaceLlmKeys: Collection<WorkspaceLlmKeyDoc>;
@@ -543,6 +632,7 @@ export interface Collections {
   channels: Collection<ChannelDoc>;
   channelMembers: Collection<ChannelMemberDoc>;
   channelMessages: Collection<ChannelMessageDoc>;
+  channelReads: Collection<ChannelReadDoc>;
   bridges: Collection<BridgeDoc>;
   bridgeDeliveries: Collection<BridgeDeliveryDoc>;
   bridgeOutbox: Collection<BridgeOutboxDoc>;
@@ -566,6 +656,7 @@ export function collections(store: Store): Collections {
     sessions: store.collection('sessions'),
     challenges: store.collection('auth_challenges'),
     claimSessions: store.collection('claim_sessions'),
+    deviceRequests: store.collection('device_requests'),
     invitations: store.collection('invitations'),
     grants: store.collection('grants'),
     audit: store.collection('audit'),
@@ -575,6 +666,8 @@ export function collections(store: Store): Collections {
     certificates: store.collection('certificates'),
     tokenUsage: store.collection('token_usage'),
     tokenLedger: store.collection('token_ledger'),
+    tokenAgentMonths: store.collection('token_agent_months'),
+    tokenWorkspaceDays: store.collection('token_workspace_days'),
     models: store.collection('models'),
     workspaceModels: store.collection('workspace_models'),
     workspaceLlmKeys: store.collection('workspace_llm_keys'),
@@ -583,6 +676,7 @@ export function collections(store: Store): Collections {
     channels: store.collection('channels'),
     channelMembers: store.collection('channel_members'),
     channelMessages: store.collection('channel_messages'),
+    channelReads: store.collection('channel_reads'),
     bridges: store.collection('bridges'),
     bridgeDeliveries: store.collection('bridge_deliveries'),
     bridgeOutbox: store.collection('bridge_outbox'),
@@ -612,6 +706,7 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.workspaceAgents.createIndex({ fields: { agentDid: 1 } }),
     c.sessions.createIndex({ fields: { tokenHash: 1 }, unique: true, name: 'token_unique' }),
     c.sessions.createIndex({ fields: { subject: 1 } }),
+    c.deviceRequests.createIndex({ fields: { userCodeHash: 1 }, unique: true, name: 'user_code_unique' }),
     c.invitations.createIndex({ fields: { emailLower: 1 } }),
     c.grants.createIndex({ fields: { userId: 1 } }),
     // The audit list's sort (newest first, ties by id); the embedded store keeps `at` for its time range.
@@ -633,12 +728,25 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
     c.channelMembers.createIndex({ fields: { memberDid: 1 } }),
     c.channelMessages.createIndex({ fields: { channelId: 1, seq: 1 }, unique: true, name: 'channel_message_seq_unique' }),
     c.channelMessages.createIndex({ fields: { channelId: 1 } }),
+    c.channelReads.createIndex({ fields: { memberDid: 1 } }),
+    c.channelReads.createIndex({ fields: { channelId: 1 } }),
     c.bridges.createIndex({ fields: { channelId: 1, externalService: 1, externalChannelId: 1 }, unique: true, name: 'bridge_unique' }),
     c.bridges.createIndex({ fields: { channelId: 1 } }),
     c.bridges.createIndex({ fields: { externalChannelId: 1 } }),
     c.bridgeOutbox.createIndex({ fields: { bridgeId: 1 } }),
     c.workflows.createIndex({ fields: { workspaceId: 1, nameKey: 1 }, unique: true, name: 'workflow_name_unique' }),
     c.workflowRuns.createIndex({ fields: { workflowId: 1 } }),
+    // GET /api/runs: by the caller's workspaces (or, for a global admin, by start time), newest first.
+    ...(kind === 'mongodb'
+      ? [
+          c.workflowRuns.createIndex({ fields: { workspaceId: 1, startedAt: -1, _id: 1 }, name: 'workspace_started' }),
+          c.workflowRuns.createIndex({ fields: { startedAt: -1, _id: 1 }, name: 'started' }),
+        ]
+      : [c.workflowRuns.createIndex({ fields: { workspaceId: 1 } }), c.workflowRuns.createIndex({ fields: { startedAt: 1 } })]),
+    c.tokenAgentMonths.createIndex({ fields: { agentDid: 1 } }),
+    c.tokenAgentMonths.createIndex({ fields: { month: 1 } }),
+    c.tokenWorkspaceDays.createIndex({ fields: { workspaceId: 1 } }),
+    c.tokenWorkspaceDays.createIndex({ fields: { day: 1 } }),
     c.workflowSchedules.createIndex({ fields: { workflowId: 1 } }),
   ]);
 }

@@ -5,41 +5,56 @@
  * PUBLIC_URL's or the Host's, as for cookie-authenticated HTTP), or — for scripts — a first frame
  * `{type: "auth", token}` within 5 seconds. Only people: agent sessions are refused.
  *
- * Frames from the client: `{type: "subscribe" | "unsubscribe", topic}` and, in a later issue,
- * `{type: "subscribe" | "unsubscribe", channelId}`. Frames to the client: `{type: "welcome"}` once
- * authenticated, `{type: "subscribed" | "unsubscribed", topic | channelId}`, `{type: "error", code,
- * message}` for a refused frame (the socket stays open), and the published events. A channel
- * subscription ends by itself, with `{type: "unsubscribed", channelId, reason: "access_lost"}`,
- * when the person may no longer read the channel (see `recheckChannel`).
+ * Frames from the client: `{type: "subscribe" | "unsubscribe", topic, ...filters}` and
+ * `{type: "subscribe" | "unsubscribe", channelId}`. Frames to the client (each with `at`):
+ * `{type: "welcome"}` once authenticated, `{type: "subscribed" | "unsubscribed", topic |
+ * channelId}`, `{type: "error", code, message, topic?}` for a refused frame (the socket stays
+ * open), and the published events. A subscription ends by itself, with `{type: "unsubscribed",
+ * channelId | topic, reason: "access_lost"}`, when the person may no longer read it (see
+ * `recheckChannel`, `recheckPerson`).
  *
- * Topics are uWS pub/sub topics, published to through `FeedTopics` (the FeedPublisher port).
- * `actors` (global admins only) carries `{type: "actor.transition", actorId, kind, state, event}`
- * from the actor host; the frame is built only while someone is subscribed. Who may subscribe to a
- * channel is the channel service's decision (`channelAccess`).
+ * Channels are uWS pub/sub topics; the named topics (presence, registrations, runs, audit,
+ * actors; docs/feed.md) reach each subscriber through its filter and its batcher (feed-topics.ts,
+ * feed-batch.ts). Who may subscribe to a channel is the channel service's decision
+ * (`channelAccess`); to a named topic, the rules of the matching HTTP route (FeedRights).
  *
- * Close codes: 4401 no valid session, 4403 not a person, 4408 no auth frame within 5 s, 1008 after
- * repeated invalid frames, 1011 when authentication failed on the server's side (the store
- * unavailable): reconnect with back-off.
+ * Close codes: 4401 no valid session, 4403 not a person, 4408 no auth frame within 5 s, 4429 the
+ * client does not read its frames (reconnect and re-read over HTTP), 1008 after repeated invalid
+ * frames, 1011 when authentication failed on the server's side (the store unavailable): reconnect
+ * with back-off.
  */
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { TemplatedApp, WebSocket } from '../http/uws.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { ActorHost } from '../actors/host.js';
-import type { FeedPublisher } from '../services/ports.js';
+import type { FeedAudience } from '../services/ports.js';
 import type { Sessions } from '../services/sessions.js';
+import type { FeedRights } from '../services/feed-rights.js';
+import { FEED_TOPICS, isFeedTopic, type ActorTransitionFrame, type FeedTopicName } from '../domain/feed-frames.js';
 import { SESSION_COOKIE, isSameOrigin } from '../http/auth.js';
 import { parseCookies } from '../http/router.js';
 import type { SocketRegistry } from './sockets.js';
+import type { FeedTopics, TopicSubscriber } from './feed-topics.js';
+import { FEED_TOO_SLOW, FeedBatcher } from './feed-batch.js';
+
+export { FeedTopics } from './feed-topics.js';
 
 export const FEED_PATH = '/ws/feed';
 export const FEED_AUTH_TIMEOUT_MS = 5000;
 const INVALID_LIMIT = 5;
 
-interface FeedTopic {
-  /** Whether this person may subscribe. */
-  allowed(user: UserPrincipal): boolean;
-}
+/** Topics only global admins may follow (as GET /api/registrations, /api/audit, /api/admin/actors). */
+const ADMIN_TOPICS: ReadonlySet<FeedTopicName> = new Set(['registrations', 'audit', 'actors']);
+
+/** The filters each topic takes (strings; docs/feed.md). */
+const TOPIC_FILTERS: Record<FeedTopicName, readonly string[]> = {
+  presence: ['workspaceId'],
+  registrations: [],
+  runs: ['workflowId'],
+  audit: ['action', 'actor', 'targetType', 'target'],
+  actors: ['kind', 'id'],
+};
 
 /**
  * Decides a channel subscription. Resolves to the topic to subscribe to, or null when the channel
@@ -57,23 +72,63 @@ class FeedConn {
   closed = false;
   /** Channel subscriptions: channel id -> uWS topic (so access can be re-checked and revoked). */
   channels: Map<string, string> | null = null;
+  /** Named-topic subscriptions, and what they are about to be sent. */
+  topics: Map<FeedTopicName, TopicSub> | null = null;
+  batcher: FeedBatcher | null = null;
+}
+
+/** One person's subscription to a named topic: their rights when it was checked, and their filter. */
+class TopicSub implements TopicSubscriber {
+  constructor(
+    readonly conn: FeedConn,
+    readonly topic: FeedTopicName,
+    readonly filters: Readonly<Record<string, string>>,
+    /** The workspaces whose agents and runs the person sees ('all': a global admin). */
+    public workspaces: ReadonlySet<string> | 'all',
+    public isAdmin: boolean,
+  ) {}
+
+  wants(frame: Record<string, unknown>, audience: FeedAudience | undefined): boolean {
+    if (audience?.adminOnly && !this.isAdmin) return false;
+    const ws = this.workspaces;
+    if (audience?.workspaceIds && ws !== 'all' && !audience.workspaceIds.some((id) => ws.has(id))) return false;
+    return matches(this.topic, this.filters, frame);
+  }
+
+  deliver(frame: { type: string; [field: string]: unknown }, text: string): void {
+    this.conn.batcher?.add(frame, text);
+  }
+}
+
+/** Whether a frame passes a subscription's filters. */
+function matches(topic: FeedTopicName, f: Readonly<Record<string, string>>, frame: Record<string, unknown>): boolean {
+  switch (topic) {
+    case 'presence':
+      return f.workspaceId === undefined || (Array.isArray(frame.workspaceIds) && frame.workspaceIds.includes(f.workspaceId));
+    case 'runs':
+      return f.workflowId === undefined || frame.workflowId === f.workflowId;
+    case 'actors':
+      return (f.kind === undefined || frame.kind === f.kind) && (f.id === undefined || frame.actorId === f.id);
+    case 'audit': {
+      const entry = frame.entry as Record<string, unknown> | undefined;
+      if (!entry) return false;
+      if (f.action !== undefined) {
+        const action = String(entry.action);
+        if (f.action.endsWith('*') ? !action.startsWith(f.action.slice(0, -1)) : action !== f.action) return false;
+      }
+      return (
+        (f.actor === undefined || entry.actor === f.actor) &&
+        (f.targetType === undefined || entry.targetType === f.targetType) &&
+        (f.target === undefined || entry.target === f.target)
+      );
+    }
+    case 'registrations':
+      return true;
+  }
 }
 
 interface FeedRef {
   conn: FeedConn;
-}
-
-/** The live feed's topics on the uWS app: what services publish to (the FeedPublisher port). */
-export class FeedTopics implements FeedPublisher {
-  constructor(private readonly app: TemplatedApp) {}
-
-  hasSubscribers(topic: string): boolean {
-    return this.app.numSubscribers(topic) > 0;
-  }
-
-  publish(topic: string, frame: object): void {
-    if (this.app.numSubscribers(topic) > 0) this.app.publish(topic, JSON.stringify(frame));
-  }
 }
 
 export interface FeedDeps {
@@ -85,26 +140,36 @@ export interface FeedDeps {
   sessions: Sessions;
   actors: ActorHost;
   channelAccess: ChannelAccess;
+  rights: FeedRights;
 }
 
 export class Feed {
-  private readonly topics = new Map<string, FeedTopic>();
   /** Who may subscribe to a channel (the channel service decides; tests replace it to inject a failure). */
   channelAccess: ChannelAccess;
   /** Sockets subscribed to each channel. */
   private readonly channelSubs = new Map<string, Set<FeedConn>>();
+  /** Sockets with a named-topic subscription (their rights are re-checked with the person's). */
+  private readonly topicConns = new Set<FeedConn>();
   private unlisten: (() => void) | undefined;
 
   constructor(private readonly deps: FeedDeps) {
     this.channelAccess = deps.channelAccess;
-    this.topics.set('actors', { allowed: (u) => u.isAdmin });
+    for (const topic of FEED_TOPICS) deps.topics.declare(topic);
+  }
+
+  /** What services publish to (tests publish through it too). */
+  get publisher(): FeedTopics {
+    return this.deps.topics;
   }
 
   attach(): void {
     const { app, config, sockets, topics, actors } = this.deps;
     app.ws<FeedRef>(FEED_PATH, {
       maxPayloadLength: 64 * 1024,
-      maxBackpressure: config.agentSendBufferLimitBytes,
+      // The batcher closes a subscriber past the limit with 4429 (feed-batch.ts), having sent it at
+      // most one batch of at most the limit (or one larger frame) since; uWS's own close (no code)
+      // is for what goes further, so that the 4429 close frame still fits.
+      maxBackpressure: 3 * config.agentSendBufferLimitBytes,
       closeOnBackpressureLimit: 1,
       idleTimeout: 120,
       sendPingsAutomatically: true,
@@ -133,13 +198,17 @@ export class Feed {
         conn.closed = true;
         conn.ws = null;
         for (const channelId of conn.channels?.keys() ?? []) this.forgetChannel(conn, channelId);
+        for (const topic of conn.topics?.keys() ?? []) this.forgetTopic(conn, topic);
+        conn.batcher?.stop();
         if (conn.timer) clearTimeout(conn.timer);
         sockets.delete('feed', ws as WebSocket<unknown>);
       },
     });
     this.unlisten = actors.onTransition((t) => {
       if (!topics.hasSubscribers('actors')) return;
-      topics.publish('actors', { type: 'actor.transition', actorId: t.actorId, kind: t.kind, state: t.state, event: t.event });
+      const frame: ActorTransitionFrame = { type: 'actor.transition', actorId: t.actorId, kind: t.kind, state: t.state, event: t.event, at: t.at };
+      if (t.from !== undefined) frame.from = t.from;
+      topics.publish('actors', frame, { adminOnly: true });
     });
   }
 
@@ -165,7 +234,7 @@ export class Feed {
 
   private async onMessage(conn: FeedConn, data: ArrayBuffer, isBinary: boolean): Promise<void> {
     if (conn.closed) return;
-    let frame: { type?: unknown; token?: unknown; topic?: unknown; channelId?: unknown };
+    let frame: { type?: unknown; token?: unknown; topic?: unknown; channelId?: unknown; [field: string]: unknown };
     try {
       if (isBinary) throw new Error('binary');
       frame = JSON.parse(Buffer.from(data).toString('utf8')) as typeof frame;
@@ -183,12 +252,13 @@ export class Feed {
     if (frame.type !== 'subscribe' && frame.type !== 'unsubscribe') return this.refuse(conn, 'unknown_frame', `unknown frame type ${JSON.stringify(frame.type ?? null)}`);
     const subscribe = frame.type === 'subscribe';
     if (typeof frame.topic === 'string') {
-      const topic = this.topics.get(frame.topic);
-      if (!topic) return this.refuse(conn, 'unknown_topic', `no topic '${frame.topic}'`);
-      if (!topic.allowed(user)) return this.refuse(conn, 'forbidden', `topic '${frame.topic}' is for global admins`);
-      if (subscribe) conn.ws?.subscribe(frame.topic);
-      else conn.ws?.unsubscribe(frame.topic);
-      return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', topic: frame.topic });
+      const name = frame.topic;
+      if (!isFeedTopic(name)) return this.refuse(conn, 'unknown_topic', `no topic '${name}'`, name);
+      if (!subscribe) {
+        this.forgetTopic(conn, name);
+        return this.send(conn, { type: 'unsubscribed', topic: name });
+      }
+      return this.subscribeTopic(conn, user, name, frame);
     }
     if (typeof frame.channelId === 'string') {
       const uwsTopic = await this.channelAccess(user, frame.channelId);
@@ -207,6 +277,97 @@ export class Feed {
       return this.send(conn, { type: subscribe ? 'subscribed' : 'unsubscribed', channelId: frame.channelId });
     }
     return this.refuse(conn, 'invalid_frame', `${frame.type} needs a topic or a channelId`);
+  }
+
+  /**
+   * Subscribes to a named topic with the rights of its HTTP route: an admin topic refused to
+   * others (`forbidden`, as the route's 403), a workspace or workflow the person may not see
+   * reported as one that does not exist (`not_found`, as the route's 404). Subscribing again
+   * replaces the filters.
+   */
+  private async subscribeTopic(conn: FeedConn, user: UserPrincipal, name: FeedTopicName, frame: Record<string, unknown>): Promise<void> {
+    const filters: Record<string, string> = {};
+    for (const field of TOPIC_FILTERS[name]) {
+      const value = frame[field];
+      if (value === undefined) continue;
+      if (typeof value !== 'string' || value.length === 0 || value.length > 512) {
+        return this.refuse(conn, 'invalid_filter', `${field} is a non-empty string of at most 512 characters`, name);
+      }
+      filters[field] = value;
+    }
+    if (ADMIN_TOPICS.has(name) && !user.isAdmin) return this.refuse(conn, 'forbidden', `topic '${name}' is for global admins`, name);
+    const { rights } = this.deps;
+    if (filters.workspaceId !== undefined) {
+      const id = await rights.workspace(user, filters.workspaceId);
+      if (conn.closed) return;
+      if (!id) return this.refuse(conn, 'not_found', `workspace ${filters.workspaceId} not found`, name);
+      filters.workspaceId = id;
+    }
+    if (filters.workflowId !== undefined && !(await rights.workflowWorkspace(user, filters.workflowId))) {
+      if (conn.closed) return;
+      return this.refuse(conn, 'not_found', `no workflow ${filters.workflowId}`, name);
+    }
+    const workspaces = await rights.workspacesOf(user);
+    if (conn.closed) return;
+    this.forgetTopic(conn, name);
+    const sub = new TopicSub(conn, name, filters, workspaces === 'all' ? 'all' : new Set(workspaces), user.isAdmin);
+    (conn.topics ??= new Map()).set(name, sub);
+    conn.batcher ??= this.batcherFor(conn);
+    this.topicConns.add(conn);
+    this.deps.topics.add(name, sub);
+    this.send(conn, { type: 'subscribed', topic: name });
+  }
+
+  private batcherFor(conn: FeedConn): FeedBatcher {
+    const { config } = this.deps;
+    return new FeedBatcher(
+      {
+        buffered: () => (conn.ws && !conn.closed ? conn.ws.getBufferedAmount() : 0),
+        send: (text) => {
+          if (!conn.closed && conn.ws) conn.ws.send(text);
+        },
+        tooSlow: () => this.end(conn, FEED_TOO_SLOW, 'too slow: reconnect and re-read over HTTP'),
+      },
+      { windowMs: config.feedBatchWindowMs, maxFrames: config.feedBatchMaxFrames, bufferLimitBytes: config.agentSendBufferLimitBytes },
+    );
+  }
+
+  private forgetTopic(conn: FeedConn, name: FeedTopicName): void {
+    const sub = conn.topics?.get(name);
+    if (!sub) return;
+    conn.topics!.delete(name);
+    this.deps.topics.remove(name, sub);
+    if (conn.topics!.size === 0) this.topicConns.delete(conn);
+  }
+
+  /**
+   * Re-checks the named-topic subscriptions of a person (their role changed, they left a
+   * workspace, their account is gone): each is narrowed to what they may see now, or ends with
+   * `{type: "unsubscribed", topic, reason: "access_lost"}`.
+   */
+  private async recheckTopics(did: string): Promise<void> {
+    const { rights } = this.deps;
+    for (const conn of [...this.topicConns]) {
+      if (conn.closed || conn.user?.did !== did) continue;
+      const user = await rights.current(conn.user);
+      if (conn.closed) continue;
+      const workspaces = user ? await rights.workspacesOf(user) : [];
+      if (conn.closed) continue;
+      if (user) conn.user = user;
+      for (const sub of [...(conn.topics?.values() ?? [])]) {
+        let kept = user !== null && (user.isAdmin || !ADMIN_TOPICS.has(sub.topic));
+        if (kept && sub.filters.workspaceId !== undefined) kept = (await rights.workspace(user!, sub.filters.workspaceId)) !== null;
+        if (kept && sub.filters.workflowId !== undefined) kept = (await rights.workflowWorkspace(user!, sub.filters.workflowId)) !== null;
+        if (conn.closed) break;
+        if (kept) {
+          sub.isAdmin = user!.isAdmin;
+          sub.workspaces = workspaces === 'all' ? 'all' : new Set(workspaces);
+          continue;
+        }
+        this.forgetTopic(conn, sub.topic);
+        this.send(conn, { type: 'unsubscribed', topic: sub.topic, reason: 'access_lost' });
+      }
+    }
   }
 
   /**
@@ -229,8 +390,9 @@ export class Feed {
     }
   }
 
-  /** Re-checks every channel subscription of one person (they left a workspace, or are gone). */
+  /** Re-checks every subscription of one person (they left a workspace, lost a role, or are gone). */
   async recheckPerson(did: string): Promise<void> {
+    await this.recheckTopics(did);
     const channels = [...this.channelSubs].filter(([, subs]) => [...subs].some((conn) => conn.user?.did === did)).map(([id]) => id);
     for (const channelId of channels) await this.recheckChannel(channelId, did);
   }
@@ -258,8 +420,8 @@ export class Feed {
   }
 
   /** Answers an error frame; malformed frames count towards the 1008 close, refusals do not. */
-  private refuse(conn: FeedConn, code: string, message: string): void {
-    this.send(conn, { type: 'error', code, message });
+  private refuse(conn: FeedConn, code: string, message: string, topic?: string): void {
+    this.send(conn, topic === undefined ? { type: 'error', code, message } : { type: 'error', code, message, topic });
     if (code === 'invalid_frame' || code === 'unknown_frame') {
       conn.invalid++;
       if (conn.invalid >= INVALID_LIMIT) this.end(conn, 1008, 'too many invalid frames');
@@ -267,7 +429,7 @@ export class Feed {
   }
 
   private send(conn: FeedConn, frame: object): void {
-    if (!conn.closed && conn.ws) conn.ws.send(JSON.stringify(frame));
+    if (!conn.closed && conn.ws) conn.ws.send(JSON.stringify({ ...frame, at: new Date().toISOString() }));
   }
 
   private end(conn: FeedConn, code: number, reason: string): void {

@@ -18,6 +18,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import { findReferences, InterpolationError } from './interpolation.js';
 import { ConditionError, parseCondition } from './conditions.js';
 import { ancestorsOf, findCycle } from './graph.js';
+import { inlineRefs, jsonSchemaView } from '../json-schema-view.js';
 
 export type OnError = 'stop' | 'continue' | 'retry';
 
@@ -57,8 +58,12 @@ function schemaPath(): string {
   throw new Error('schemas/workflow-definition.schema.json not found');
 }
 
-const validateShape: ValidateFunction = new Ajv2020({ strict: true, allErrors: false }).compile(
-  JSON.parse(readFileSync(schemaPath(), 'utf8')) as object,
+const definitionSchema = JSON.parse(readFileSync(schemaPath(), 'utf8')) as Record<string, unknown>;
+const validateShape: ValidateFunction = new Ajv2020({ strict: true, allErrors: false }).compile(definitionSchema);
+
+/** A definition in a view (the workflow detail): checked and described by schemas/workflow-definition.schema.json. */
+export const WorkflowDefinitionView = jsonSchemaView<WorkflowDefinition>('WorkflowDefinition', inlineRefs(definitionSchema), (value) =>
+  validateShape(value) ? null : describeShapeError(value, validateShape.errors),
 );
 
 /** Checks a definition; throws DefinitionError whose message names the step at fault. */

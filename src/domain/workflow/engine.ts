@@ -21,8 +21,10 @@ import { DEFAULT_RETRIES, type WorkflowDefinition, type WorkflowStep } from './d
 import { evaluateCondition } from './conditions.js';
 import { interpolate, type Scope } from './interpolation.js';
 
-export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled';
-export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled';
+export const RUN_STATUSES = ['running', 'completed', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export const STEP_STATUSES = ['pending', 'running', 'completed', 'failed', 'skipped', 'cancelled'] as const;
+export type StepStatus = (typeof STEP_STATUSES)[number];
 
 export interface StepState {
   status: StepStatus;
@@ -37,7 +39,31 @@ export interface StepState {
   error: string | null;
   /** Set while a `retry` step waits for its next attempt. */
   retryAt: string | null;
+  /**
+   * The step's latest attempts (at most MAX_ATTEMPT_HISTORY, oldest first), for the run's
+   * timeline; absent on runs stored before attempts were recorded.
+   */
+  history?: AttemptRecord[];
 }
+
+export type AttemptOutcome = 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+/** One attempt of a step, as the run's timeline shows it. */
+export interface AttemptRecord {
+  attempt: number;
+  startedAt: string;
+  finishedAt: string | null;
+  outcome: AttemptOutcome;
+  /** The attempt's error, clipped to ATTEMPT_ERROR_MAX_CHARS. */
+  error: string | null;
+  /** When the next attempt was due, for a failed attempt that was retried. */
+  retryAt: string | null;
+}
+
+/** Attempts kept per step: a step retried more often keeps its latest ones (each carries its number). */
+export const MAX_ATTEMPT_HISTORY = 10;
+/** The longest error an attempt record keeps (the step's own `error` keeps more of the last one). */
+export const ATTEMPT_ERROR_MAX_CHARS = 200;
 
 export interface RunState {
   status: RunStatus;
@@ -74,7 +100,7 @@ export const INTERRUPTED = 'interrupted';
 export function initialRunState(definition: WorkflowDefinition, params: Record<string, unknown>, at: string): RunState {
   const steps: Record<string, StepState> = {};
   for (const s of definition.steps) {
-    steps[s.id] = { status: 'pending', attempts: 0, startedAt: null, completedAt: null, durationMs: null, output: null, error: null, retryAt: null };
+    steps[s.id] = { status: 'pending', attempts: 0, startedAt: null, completedAt: null, durationMs: null, output: null, error: null, retryAt: null, history: [] };
   }
   return {
     status: 'running',
@@ -139,6 +165,7 @@ class Reducer<S extends RunState> {
         st.status = 'completed';
         st.output = ev.output ?? null;
         st.error = null;
+        closeAttempt(st, ev.at, 'succeeded', null, null);
         this.end(st, ev.at);
         this.settle(ev.at);
         break;
@@ -222,6 +249,7 @@ class Reducer<S extends RunState> {
     }
     st.status = 'running';
     st.attempts += 1;
+    openAttempt(st, st.attempts, at);
     this.commands.push({ type: 'step.execute', stepId: step.id, attempt: st.attempts, action: step.action, agentDid: step.agentDid ?? null, params });
   }
 
@@ -245,9 +273,11 @@ class Reducer<S extends RunState> {
     if (onError === 'retry' && retryable && st.attempts <= (step.retries ?? DEFAULT_RETRIES)) {
       st.status = 'running';
       st.retryAt = new Date(Date.parse(at) + Math.max(0, backoffMs)).toISOString();
+      closeAttempt(st, at, 'failed', error, st.retryAt);
       this.commands.push({ type: 'step.wait', stepId, attempt: st.attempts, at: st.retryAt });
       return;
     }
+    closeAttempt(st, at, 'failed', error, null);
     st.status = 'failed';
     this.end(st, at);
     if (onError === 'continue') this.settle(at);
@@ -266,12 +296,30 @@ class Reducer<S extends RunState> {
     this.s.error = error;
     for (const st of Object.values(this.s.steps)) {
       if (st.status === 'running' || st.status === 'pending') {
+        closeAttempt(st, at, 'cancelled', null, null);
         st.status = 'cancelled';
         this.end(st, at);
       }
     }
     this.commands.push({ type: 'run.ended', status, completedAt: at, error });
   }
+}
+
+/** Records the start of an attempt, dropping the oldest record past MAX_ATTEMPT_HISTORY. */
+function openAttempt(st: StepState, attempt: number, at: string): void {
+  const history = (st.history ??= []);
+  history.push({ attempt, startedAt: at, finishedAt: null, outcome: 'running', error: null, retryAt: null });
+  if (history.length > MAX_ATTEMPT_HISTORY) history.splice(0, history.length - MAX_ATTEMPT_HISTORY);
+}
+
+/** Ends the step's attempt in flight, if it has one (a step waiting for a retry has none). */
+function closeAttempt(st: StepState, at: string, outcome: Exclude<AttemptOutcome, 'running'>, error: string | null, retryAt: string | null): void {
+  const last = st.history?.at(-1);
+  if (!last || last.outcome !== 'running' || last.attempt !== st.attempts) return;
+  last.finishedAt = at;
+  last.outcome = outcome;
+  last.error = error === null ? null : error.length <= ATTEMPT_ERROR_MAX_CHARS ? error : `${error.slice(0, ATTEMPT_ERROR_MAX_CHARS)}…`;
+  last.retryAt = retryAt;
 }
 
 function messageOf(err: unknown): string {

@@ -18,12 +18,14 @@ import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import type { Config } from '../../config.js';
 import type { FleetService } from '../../services/fleet.js';
-import type { AgentViews } from '../../services/agent-views.js';
-import type { IntentService } from '../../services/intents.js';
+import { AGENTS_PAGE_SIZE_DEFAULT, AGENTS_PAGE_SIZE_MAX, AgentDetail, AgentPage, AgentSearch, type AgentViews } from '../../services/agent-views.js';
+import { IntentAnswer, type IntentService } from '../../services/intents.js';
 import { CAPABILITIES, type Capability } from '../../domain/capabilities.js';
 import { AVAILABLE_CAPABILITIES } from '../../domain/agent-protocol.js';
+import { capabilityList } from '../../domain/views.js';
 import { sourceOf } from '../../services/registration-limits.js';
-import { AGENTS_PAGE_SIZE_DEFAULT, AGENTS_PAGE_SIZE_MAX } from '../../services/agent-views.js';
+import { PendingRegistrationPage } from '../../services/registrations.js';
+import { Ok, Success } from '../answers.js';
 
 const capability = z.enum(CAPABILITIES);
 const did = z.string().min(1).max(512);
@@ -57,6 +59,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
       summary: `Agents the caller may see; pageSize default ${AGENTS_PAGE_SIZE_DEFAULT}, max ${AGENTS_PAGE_SIZE_MAX}; online counts the online agents among all matching ones`,
       tags: ['agents'],
       query: listQuery,
+      responses: { 200: AgentPage },
       handler: async (r) => ({ body: await views.list(r.principal!, r.query) }),
     }),
 
@@ -67,6 +70,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
       summary: 'Agents whose name or DID contains q (case-insensitive), at most 20',
       tags: ['agents'],
       query: z.object({ q: z.string().max(200).optional() }),
+      responses: { 200: AgentSearch },
       handler: async (r) => ({ body: await views.search(r.principal!, r.query.q) }),
     }),
 
@@ -77,6 +81,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
       summary: 'Agent detail: the list fields plus llmSystemPrompt, publicKey, workspaces, effective policy, current certificate, token usage',
       tags: ['agents'],
       params: z.object({ id: did }),
+      responses: { 200: z.strictObject({ agent: AgentDetail }) },
       handler: async (r) => ({ body: { agent: await views.detail(r.principal!, r.params.id) } }),
     }),
 
@@ -88,6 +93,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
         'Decommissions an agent (any status, a rejected registration included): closes its socket (4403), ends its session, deletes its records; global admin or admin of its primary workspace',
       tags: ['agents'],
       params: z.object({ id: did }),
+      responses: { 200: Ok },
       handler: async (r) => {
         await fleet.decommission(personOf(r), r.params.id);
         return { body: { ok: true } };
@@ -101,7 +107,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
       limit: { group: 'agent' },
       summary: 'Registers an agent; it awaits approval by a global admin. agentId is its DID (did:key of publicKey when no did is given)',
       tags: ['agents'],
-      successStatus: 201,
+      responses: { 201: z.strictObject({ agentId: z.string().meta({ description: "The agent's DID" }), message: z.string() }) },
       body: z.strictObject({
         name: z.string().trim().min(1).max(200),
         version: z.string().trim().min(1).max(64),
@@ -131,6 +137,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
         params: z.record(z.string(), z.unknown()).default({}),
         timeoutMs: z.number().int().min(100).max(config.intentMaxTimeoutMs).optional(),
       }),
+      responses: { 200: IntentAnswer },
       handler: async (r) => {
         const answer = await intents.send(personOf(r), r.params.id, {
           action: r.body.action,
@@ -151,6 +158,11 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
         page: q.int(1, 1_000_000).default(1),
         pageSize: q.int(1, REGISTRATIONS_PAGE_SIZE_MAX).default(REGISTRATIONS_PAGE_SIZE_DEFAULT),
       }),
+      responses: {
+        200: PendingRegistrationPage.extend({
+          availableCapabilities: capabilityList.meta({ description: 'The capabilities an admin may approve: the first eight (interface §2.1)' }),
+        }),
+      },
       handler: async (r) => {
         const { registrations, ...page } = await fleet.pendingRegistrations(r.query.page, r.query.pageSize);
         return { body: { registrations, availableCapabilities: [...AVAILABLE_CAPABILITIES], ...page } };
@@ -165,6 +177,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
       tags: ['agents'],
       params: z.object({ id: z.string().min(1).max(100) }),
       body: z.strictObject({ capabilities: z.array(capability).max(CAPABILITIES.length * 2) }),
+      responses: { 200: z.strictObject({ success: z.literal(true), agentId: z.string() }) },
       handler: async (r) => {
         const { agentId } = await fleet.approve(r.params.id, r.body.capabilities as Capability[], r.principal!);
         return { body: { success: true, agentId } };
@@ -179,6 +192,7 @@ export function agentRoutes({ fleet, views, intents, config }: { fleet: FleetSer
       tags: ['agents'],
       params: z.object({ id: z.string().min(1).max(100) }),
       body: z.strictObject({ reason: z.string().trim().min(1).max(2000) }),
+      responses: { 200: Success },
       handler: async (r) => {
         await fleet.reject(r.params.id, r.body.reason, r.principal!);
         return { body: { success: true } };

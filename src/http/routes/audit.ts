@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { instant, q, route, type RouteDef } from '../router.js';
-import type { AuditLog } from '../../services/audit.js';
+import { AuditPage, type AuditLog } from '../../services/audit.js';
 
 const auditQuery = z.object({
   page: q.int(1).default(1),
@@ -27,6 +27,7 @@ export function auditRoutes({ audit }: { audit: AuditLog }): RouteDef[] {
       summary: 'The activity log, newest first, filtered by actor, action, target and time',
       tags: ['audit'],
       query: auditQuery,
+      responses: { 200: AuditPage },
       handler: async (r) => ({ body: await audit.list(r.query) }),
     }),
   ];

@@ -3,37 +3,16 @@
  * /api/auth/logout. See docs/identity.md.
  */
 import { z } from 'zod';
-import { route, type Cookie, type RouteDef } from '../router.js';
-import { forbidden } from '../../domain/errors.js';
-import { isSameOrigin, SESSION_COOKIE, tokenOf } from '../auth.js';
+import { route, type RouteDef } from '../router.js';
+import { refuseCrossOrigin, sessionCookie, tokenOf } from '../auth.js';
 import { isDid } from '../../domain/did.js';
 import type { Config } from '../../config.js';
-import type { LoginService } from '../../services/login.js';
+import { LoginAnswer, LoginChallenge, type LoginService } from '../../services/login.js';
+import { Ok } from '../answers.js';
 
 const did = z.string().refine(isDid, { message: 'expected a DID (did:<method>:<identifier>)' });
 
-const userView = z.object({
-  id: z.string(),
-  did: z.string().nullable(),
-  name: z.string(),
-  email: z.string(),
-  isOwner: z.boolean(),
-  isAdmin: z.boolean(),
-  role: z.string(),
-  registeredAt: z.string(),
-});
-
 export function authRoutes({ login, config }: { login: LoginService; config: Config }): RouteDef[] {
-  const sessionCookie = (value: string, maxAgeSeconds: number): Cookie => ({
-    name: SESSION_COOKIE,
-    value,
-    maxAgeSeconds,
-    httpOnly: true,
-    sameSite: 'Lax',
-    path: '/',
-    secure: config.publicUrl.startsWith('https:'),
-  });
-
   return [
     route({
       method: 'POST',
@@ -43,7 +22,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       tags: ['auth'],
       body: z.object({ did }),
       limit: { group: 'login', key: ({ body }) => body.did },
-      response: z.object({ challengeId: z.string(), nonce: z.string() }),
+      responses: { 200: LoginChallenge },
       handler: async ({ body }) => ({ body: await login.challenge(body.did) }),
     }),
     route({
@@ -58,14 +37,16 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
         signature: z.string().min(1).max(200),
       }),
       limit: { group: 'login', key: ({ body }) => body.did },
-      response: z.object({ token: z.string(), user: userView }),
-      handler: async ({ body, headers }) => {
+      responses: { 200: LoginAnswer },
+      handler: async ({ body, headers, remoteAddress }) => {
         // The answer sets a cookie: a page on another origin must not log a browser in.
-        if (headers.origin && !isSameOrigin(headers.origin, config.publicUrl, headers.host)) {
-          throw forbidden('cross-origin login refused', 'cross_origin');
-        }
-        const { token, user } = await login.login(body.challengeId, body.did, body.signature);
-        return { body: { token, user }, cookies: [sessionCookie(token, Math.floor(config.sessionTtlMs / 1000))] };
+        refuseCrossOrigin(headers, config.publicUrl);
+        const { token, user } = await login.login(body.challengeId, body.did, body.signature, {
+          method: 'login',
+          userAgent: headers['user-agent'] ?? null,
+          address: remoteAddress,
+        });
+        return { body: { token, user }, cookies: [sessionCookie(config.publicUrl, token, Math.floor(config.sessionTtlMs / 1000))] };
       },
     }),
     route({
@@ -74,10 +55,10 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       auth: 'session',
       summary: 'End the session of this request (cookie or bearer token) and clear the cookie',
       tags: ['auth'],
-      response: z.object({ ok: z.literal(true) }),
+      responses: { 200: Ok },
       handler: async (req) => {
         await login.logout(req.principal!, tokenOf(req)?.token ?? null);
-        return { body: { ok: true }, cookies: [sessionCookie('', 0)] };
+        return { body: { ok: true }, cookies: [sessionCookie(config.publicUrl, '', 0)] };
       },
     }),
   ];

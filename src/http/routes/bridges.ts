@@ -7,24 +7,15 @@
  */
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
-import { toBridgeView, type BridgeService } from '../../services/bridges.js';
+import { BridgeView, toBridgeView, type BridgeService } from '../../services/bridges.js';
+import { Success } from '../answers.js';
 import { channelParams } from './channels.js';
 
 const direction = z.enum(['incoming', 'outgoing', 'bidirectional']);
 const bridgeParams = channelParams.extend({ bridgeId: z.string().min(1).max(128) });
 
-const bridgeShape = z.object({
-  id: z.string(),
-  channelId: z.string(),
-  externalService: z.enum(['webhook', 'teams']),
-  externalChannelId: z.string(),
-  externalChannelName: z.string(),
-  externalWorkspaceId: z.string(),
-  syncDirection: direction,
-  isSyncEnabled: z.boolean(),
-  createdAt: z.string(),
-});
-const incomingAnswer = z.object({ ok: z.literal(true), messageId: z.string().nullable() });
+const bridgeAnswer = z.strictObject({ bridge: BridgeView });
+const incomingAnswer = z.strictObject({ ok: z.literal(true), messageId: z.string().nullable() });
 
 export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[] {
   return [
@@ -35,7 +26,7 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
       summary: "A channel's bridges (channel members and global admins); their configuration is never shown",
       tags: ['bridges'],
       params: channelParams,
-      response: z.object({ bridges: z.array(bridgeShape) }),
+      responses: { 200: z.strictObject({ bridges: z.array(BridgeView) }) },
       handler: async (r) => ({ body: { bridges: (await bridges.list(r.principal!, r.params.channelId)).map(toBridgeView) } }),
     }),
 
@@ -46,7 +37,6 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
       summary: 'Creates a bridge (channel owner or global admin); its config is stored encrypted; 409 for the same service and external channel',
       tags: ['bridges'],
       params: channelParams,
-      successStatus: 201,
       body: z.strictObject({
         externalService: z.enum(['webhook', 'teams'], { message: "externalService must be 'webhook' or 'teams'" }),
         externalChannelId: z.string({ message: 'required: the external channel id' }).min(1).max(512),
@@ -55,7 +45,7 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
         syncDirection: direction.optional(),
         config: z.record(z.string(), z.unknown(), { message: 'required: the service configuration object' }),
       }),
-      response: z.object({ bridge: bridgeShape }),
+      responses: { 201: bridgeAnswer },
       handler: async (r) => ({ status: 201, body: { bridge: toBridgeView(await bridges.create(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
@@ -67,7 +57,7 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
       tags: ['bridges'],
       params: bridgeParams,
       body: z.strictObject({ isSyncEnabled: z.boolean().optional(), syncDirection: direction.optional() }),
-      response: z.object({ bridge: bridgeShape }),
+      responses: { 200: bridgeAnswer },
       handler: async (r) => ({ body: { bridge: toBridgeView(await bridges.update(r.principal!, r.params.channelId, r.params.bridgeId, r.body)) } }),
     }),
 
@@ -78,7 +68,7 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
       summary: 'Deletes a bridge with its encrypted configuration (channel owner or global admin); its incoming address then answers 404',
       tags: ['bridges'],
       params: bridgeParams,
-      response: z.object({ success: z.literal(true) }),
+      responses: { 200: Success },
       handler: async (r) => {
         await bridges.remove(r.principal!, r.params.channelId, r.params.bridgeId);
         return { body: { success: true } };
@@ -94,7 +84,7 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
       tags: ['bridges'],
       params: z.object({ bridgeId: z.string().min(1).max(128) }),
       limit: { group: 'webhook', key: ({ params }) => params.bridgeId },
-      response: incomingAnswer,
+      responses: { 200: incomingAnswer },
       handler: async (r) => ({ body: { ok: true, messageId: await bridges.webhookIncoming(r.params.bridgeId, r.headers, r.rawBody) } }),
     }),
 
@@ -106,7 +96,7 @@ export function bridgeRoutes({ bridges }: { bridges: BridgeService }): RouteDef[
         'A bot-framework activity from the team-chat service (its bearer token is NOT verified: do not expose publicly); messageId null for activities that are not messages',
       tags: ['bridges'],
       limit: { group: 'webhook' },
-      response: incomingAnswer,
+      responses: { 200: incomingAnswer },
       handler: async (r) => ({ body: { ok: true, messageId: await bridges.teamsIncoming(r.headers, r.rawBody) } }),
     }),
   ];

@@ -9,7 +9,19 @@ import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import { CHANNEL_ROLES, type ChannelRole } from '../../domain/roles.js';
 import { CHANNEL_SLUG_MAX } from '../../domain/slugs.js';
-import { toChannelView, toMemberView, type ChannelService } from '../../services/channels.js';
+import {
+  ChannelDetail,
+  ChannelListItem,
+  ChannelView,
+  MemberView,
+  readMarkSchema,
+  toChannelView,
+  toDetailMemberView,
+  toMemberView,
+  unreadSchema,
+  type ChannelService,
+} from '../../services/channels.js';
+import { Success } from '../answers.js';
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(100);
 const description = z.string().max(1000);
@@ -25,29 +37,7 @@ const did = z.string().max(512).regex(/^did:[a-z0-9]+:\S+$/, { message: 'expecte
 export const channelParams = z.object({ channelId: z.string().min(1).max(128) });
 const memberParams = channelParams.extend({ memberDid: z.string().min(1).max(512).describe("The member's DID, percent-encoded") });
 
-const channelShape = z.object({
-  id: z.string(),
-  workspaceId: z.string().nullable(),
-  name: z.string(),
-  slug: z.string(),
-  description: z.string(),
-  topic: z.string(),
-  isPublic: z.boolean(),
-  isArchived: z.boolean(),
-  creatorDid: z.string(),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-});
-const memberShape = z.object({
-  id: z.string(),
-  channelId: z.string().optional(),
-  memberDid: z.string(),
-  memberType: z.enum(['user', 'agent']),
-  role: z.enum(['member', 'moderator', 'owner']),
-  joinedAt: z.string(),
-  invitedBy: z.string().nullable(),
-});
-const success = z.object({ success: z.literal(true) });
+const channelAnswer = z.strictObject({ channel: ChannelView });
 
 export function channelRoutes({ channels }: { channels: ChannelService }): RouteDef[] {
   return [
@@ -62,7 +52,7 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
         includeArchived: q.bool().optional(),
         includeGlobal: q.bool().optional(),
       }),
-      response: z.object({ channels: z.array(channelShape.extend({ memberCount: z.number(), messageCount: z.number() })) }),
+      responses: { 200: z.strictObject({ channels: z.array(ChannelListItem) }) },
       handler: async (r) => ({
         body: {
           channels: await channels.list(r.principal!, r.query.workspace, {
@@ -80,7 +70,6 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
       summary:
         'Creates a channel in a workspace the caller (person or agent) belongs to, or a global one when workspaceId is omitted (global admins only); the creator becomes its owner',
       tags: ['channels'],
-      successStatus: 201,
       body: z.strictObject({
         name,
         workspaceId: z.string().min(1).max(200).nullable().optional(),
@@ -89,7 +78,7 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
         slug: slug.optional(),
         isPublic: z.boolean().optional(),
       }),
-      response: z.object({ channel: channelShape }),
+      responses: { 201: channelAnswer },
       handler: async (r) => ({ status: 201, body: { channel: toChannelView(await channels.create(r.principal!, r.body)) } }),
     }),
 
@@ -100,14 +89,10 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
       summary: 'One channel with its members and stats (404 when it is private and the caller is not a member)',
       tags: ['channels'],
       params: channelParams,
-      response: z.object({
-        channel: channelShape,
-        members: z.array(memberShape),
-        stats: z.object({ messageCount: z.number(), memberCount: z.number() }),
-      }),
+      responses: { 200: ChannelDetail },
       handler: async (r) => {
         const { channel, members, stats } = await channels.detail(r.principal!, r.params.channelId);
-        return { body: { channel: toChannelView(channel), members: members.map((m) => toMemberView(m, false)), stats } };
+        return { body: { channel: toChannelView(channel), members: members.map(toDetailMemberView), stats } };
       },
     }),
 
@@ -119,7 +104,7 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
       tags: ['channels'],
       params: channelParams,
       body: z.strictObject({ name: name.optional(), description: description.optional(), topic: topic.optional(), isArchived: z.boolean().optional() }),
-      response: z.object({ channel: channelShape }),
+      responses: { 200: channelAnswer },
       handler: async (r) => ({ body: { channel: toChannelView(await channels.edit(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
@@ -130,7 +115,7 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
       summary: 'Archives a channel (channel owner or global admin); its history stays readable',
       tags: ['channels'],
       params: channelParams,
-      response: success,
+      responses: { 200: Success },
       handler: async (r) => {
         await channels.archive(r.principal!, r.params.channelId);
         return { body: { success: true } };
@@ -144,13 +129,12 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
       summary: 'Adds a member (owner, moderator or global admin; the owner and moderator roles only by an owner); 409 when already a member',
       tags: ['channels'],
       params: channelParams,
-      successStatus: 201,
       body: z.strictObject({
         memberDid: did,
         memberType: z.enum(['user', 'agent']),
         role: z.enum(CHANNEL_ROLES as [ChannelRole, ...ChannelRole[]]).optional(),
       }),
-      response: z.object({ member: memberShape }),
+      responses: { 201: z.strictObject({ member: MemberView }) },
       handler: async (r) => {
         const member = await channels.addMember(r.principal!, r.params.channelId, { memberDid: r.body.memberDid, memberType: r.body.memberType, role: r.body.role ?? 'member' });
         return { status: 201, body: { member: toMemberView(member) } };
@@ -164,11 +148,33 @@ export function channelRoutes({ channels }: { channels: ChannelService }): Route
       summary: 'Removes a member (owner or global admin; a moderator members with the member role; anyone themselves)',
       tags: ['channels'],
       params: memberParams,
-      response: success,
+      responses: { 200: Success },
       handler: async (r) => {
         await channels.removeMember(r.principal!, r.params.channelId, r.params.memberDid);
         return { body: { success: true } };
       },
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/channels/:channelId/read',
+      auth: 'session',
+      summary: "Marks the channel read up to a message (members; the position only moves forward); answers the channel's unread count",
+      tags: ['channels'],
+      params: channelParams,
+      body: z.strictObject({ messageId: z.string({ message: 'required: the id of the newest message read' }).min(1).max(128) }),
+      responses: { 200: readMarkSchema },
+      handler: async (r) => ({ body: await channels.markRead(r.principal!, r.params.channelId, r.body.messageId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/me/unread',
+      auth: 'session',
+      summary: 'Unread counts of every channel the caller is a member of',
+      tags: ['channels'],
+      responses: { 200: unreadSchema },
+      handler: async (r) => ({ body: await channels.unread(r.principal!) }),
     }),
   ];
 }

@@ -3,10 +3,10 @@
  * listen, send-qr and the open invite link. See docs/identity.md.
  */
 import { z } from 'zod';
-import { route, type RouteDef } from '../router.js';
+import { rawResponse, route, type RouteDef } from '../router.js';
 import { isDid } from '../../domain/did.js';
 import { personOf } from '../auth.js';
-import type { ClaimService } from '../../services/claims.js';
+import { ClaimChallenge, ClaimListen, type ClaimService } from '../../services/claims.js';
 import type { ServerIdentity } from '../../services/server-identity.js';
 
 const tokenParam = z.object({ token: z.string().min(1).max(100) });
@@ -22,7 +22,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       tags: ['claims'],
       params: tokenParam,
       limit: byToken,
-      response: z.object({ nonce: z.string(), serverDid: z.string(), expiresAt: z.string() }),
+      responses: { 200: ClaimChallenge },
       handler: async ({ params }) => ({ body: await claims.challengeOf(params.token) }),
     }),
     route({
@@ -39,7 +39,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
         signature: z.string().min(1).max(200),
         name: z.string().trim().min(1).max(200).optional(),
       }),
-      response: z.object({ ok: z.literal(true), did: z.string() }),
+      responses: { 200: z.strictObject({ ok: z.literal(true), did: z.string() }) },
       handler: async ({ params, body }) => {
         const { did } = await claims.complete(params.token, body);
         return { body: { ok: true, did } };
@@ -53,6 +53,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       tags: ['claims'],
       params: tokenParam,
       limit: byToken,
+      responses: { 200: rawResponse('image/svg+xml; charset=utf-8', 'The QR code, an SVG image') },
       handler: async ({ params }) => ({ raw: { contentType: 'image/svg+xml; charset=utf-8', data: await claims.qrSvg(params.token) } }),
     }),
     route({
@@ -63,7 +64,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       tags: ['claims'],
       params: tokenParam,
       limit: byToken,
-      response: z.object({ status: z.number().int(), did: z.string().optional(), expiresAt: z.string() }),
+      responses: { 200: ClaimListen },
       handler: async ({ params }) => ({ body: await claims.listen(params.token) }),
     }),
     route({
@@ -73,7 +74,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       summary: 'Open a claim session for an unclaimed user and optionally mail it (404 unknown or claimed user)',
       tags: ['claims'],
       body: z.object({ userId: z.string().min(1).max(100), sendByEmail: z.boolean().default(false) }),
-      response: z.object({ qrUrl: z.string(), token: z.string(), serverDid: z.string(), emailSent: z.boolean() }),
+      responses: { 200: z.strictObject({ qrUrl: z.string(), token: z.string(), serverDid: z.string(), emailSent: z.boolean() }) },
       handler: async (r) => {
         const { token, emailSent } = await claims.openForUser(personOf(r), r.body.userId, r.body.sendByEmail);
         return { body: { qrUrl: claims.qrUrl(token), token, serverDid: identity.did, emailSent } };
@@ -85,7 +86,7 @@ export function claimRoutes({ claims, identity }: { claims: ClaimService; identi
       auth: 'owner',
       summary: 'Open an invite link: whoever claims it becomes a new member (key = the nonce to sign)',
       tags: ['claims'],
-      response: z.object({ connectionString: z.string(), token: z.string(), key: z.string(), serverDid: z.string() }),
+      responses: { 200: z.strictObject({ connectionString: z.string(), token: z.string(), key: z.string(), serverDid: z.string() }) },
       handler: async (r) => {
         const { token, nonce } = await claims.openInviteLink(personOf(r));
         return { body: { connectionString: claims.connectionString(token), token, key: nonce, serverDid: identity.did } };

@@ -8,7 +8,10 @@ import { z } from 'zod';
 import { instant, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import { CAPABILITIES } from '../../domain/capabilities.js';
-import { toGrantView, type GrantService } from '../../services/grants.js';
+import { GrantView, toGrantView, type GrantService } from '../../services/grants.js';
+import { Ok } from '../answers.js';
+
+const grantAnswer = z.strictObject({ grant: GrantView });
 
 const grantFields = {
   agentDid: z.string().min(1).max(512).nullable().describe('The agent, or null for all agents (required: say null explicitly)'),
@@ -29,8 +32,8 @@ export function grantRoutes({ grants }: { grants: GrantService }): RouteDef[] {
       auth: 'globalAdmin',
       summary: 'Grants a claimed user capabilities on one agent or on all agents (agentDid null)',
       tags: ['grants'],
-      successStatus: 201,
       body: z.strictObject({ userDid: z.string().min(1).max(512), ...grantFields }),
+      responses: { 201: grantAnswer },
       handler: async (r) => ({ status: 201, body: { grant: toGrantView(await grants.issue(personOf(r), r.body.userDid, r.body)) } }),
     }),
 
@@ -40,9 +43,9 @@ export function grantRoutes({ grants }: { grants: GrantService }): RouteDef[] {
       auth: 'globalAdmin',
       summary: 'Grants this user capabilities on one agent or on all agents (agentDid null)',
       tags: ['grants'],
-      successStatus: 201,
       params: didParams,
       body: z.strictObject(grantFields),
+      responses: { 201: grantAnswer },
       handler: async (r) => ({ status: 201, body: { grant: toGrantView(await grants.issue(personOf(r), r.params.did, r.body)) } }),
     }),
 
@@ -53,6 +56,7 @@ export function grantRoutes({ grants }: { grants: GrantService }): RouteDef[] {
       summary: "A user's grants, newest first (expired ones included)",
       tags: ['grants'],
       params: didParams,
+      responses: { 200: z.strictObject({ grants: z.array(GrantView) }) },
       handler: async (r) => ({ body: { grants: (await grants.list(r.params.did)).map(toGrantView) } }),
     }),
 
@@ -63,6 +67,7 @@ export function grantRoutes({ grants }: { grants: GrantService }): RouteDef[] {
       summary: 'Revokes a grant; it stops working at once',
       tags: ['grants'],
       params: didParams.extend({ grantId: z.string().min(1).max(100) }),
+      responses: { 200: Ok },
       handler: async (r) => {
         await grants.revoke(personOf(r), r.params.did, r.params.grantId);
         return { body: { ok: true } };

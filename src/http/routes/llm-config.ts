@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import type { AgentLlmConfig, AgentLlmInput } from '../../services/llm-config.js';
+import { AgentLlmSet, AgentLlmView, WorkspaceLlmView, type AgentLlmConfig, type AgentLlmInput } from '../../services/llm-config.js';
 import { apiKeySchema, baseUrlSchema, providerSchema } from './models.js';
 
 const params = z.object({ id: z.string().min(1).max(512).describe("The agent's DID, percent-encoded") });
@@ -58,8 +58,6 @@ const putBody = z
   });
 
 export function llmConfigRoutes({ llmConfig }: { llmConfig: AgentLlmConfig }): RouteDef[] {
-  const view = z.object({ provider: z.string().nullable(), baseUrl: z.string().nullable(), model: z.string().nullable(), apiKeySet: z.boolean() });
-
   return [
     route({
       method: 'GET',
@@ -68,7 +66,7 @@ export function llmConfigRoutes({ llmConfig }: { llmConfig: AgentLlmConfig }): R
       summary: "The agent's stored LLM config, key masked (apiKeySet); null fields when none is stored",
       tags: ['models'],
       params,
-      response: z.object({ config: view }),
+      responses: { 200: z.strictObject({ config: AgentLlmView }) },
       handler: async (r) => ({ body: { config: await llmConfig.view(r.principal!, r.params.id) } }),
     }),
 
@@ -80,7 +78,7 @@ export function llmConfigRoutes({ llmConfig }: { llmConfig: AgentLlmConfig }): R
       tags: ['models'],
       params,
       body: putBody,
-      response: z.object({ ok: z.literal(true), pushed: z.boolean(), config: z.object({ provider: z.string(), model: z.string(), apiKeySet: z.boolean() }) }),
+      responses: { 200: z.strictObject({ ok: z.literal(true), pushed: z.boolean(), config: AgentLlmSet }) },
       handler: async (r) => {
         const out = await llmConfig.set(personOf(r), r.params.id, r.body);
         return { body: { ok: true, pushed: out.pushed, config: out.config } };
@@ -94,7 +92,7 @@ export function llmConfigRoutes({ llmConfig }: { llmConfig: AgentLlmConfig }): R
       summary: 'Removes the stored LLM config (the agent falls back to its environment); pushed is true when the online agent received the cleared config',
       tags: ['models'],
       params,
-      response: z.object({ ok: z.literal(true), pushed: z.boolean() }),
+      responses: { 200: z.strictObject({ ok: z.literal(true), pushed: z.boolean() }) },
       handler: async (r) => {
         const out = await llmConfig.clear(personOf(r), r.params.id);
         return { body: { ok: true, pushed: out.pushed } };
@@ -108,6 +106,7 @@ export function llmConfigRoutes({ llmConfig }: { llmConfig: AgentLlmConfig }): R
       summary: "The agent's workspaces (primary first) with their granted models and whether each has a virtual key",
       tags: ['models'],
       params,
+      responses: { 200: WorkspaceLlmView },
       handler: async (r) => ({ body: await llmConfig.workspaceLlmOf(r.principal!, r.params.id) }),
     }),
   ];

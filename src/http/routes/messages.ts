@@ -6,7 +6,8 @@
 import { z } from 'zod';
 import { q, route, type RouteDef } from '../router.js';
 import { MAX_CONTENT, MAX_PAGE } from '../../domain/messages.js';
-import { toMessageView, type ChannelService } from '../../services/channels.js';
+import { MessageView, toMessageView, type ChannelService } from '../../services/channels.js';
+import { Success } from '../answers.js';
 import { channelParams } from './channels.js';
 
 export const content = z
@@ -25,19 +26,7 @@ const emoji = z
 
 const messageParams = channelParams.extend({ messageId: z.string().min(1).max(128) });
 
-const messageShape = z.object({
-  id: z.string(),
-  channelId: z.string(),
-  threadId: z.string().nullable(),
-  authorDid: z.string(),
-  authorType: z.enum(['user', 'agent']),
-  content: z.string(),
-  metadata: z.record(z.string(), z.unknown()),
-  reactions: z.record(z.string(), z.array(z.string())),
-  editedAt: z.string().nullable(),
-  deletedAt: z.string().nullable(),
-  createdAt: z.string(),
-});
+const messageAnswer = z.strictObject({ message: MessageView });
 
 export function messageRoutes({ channels }: { channels: ChannelService }): RouteDef[] {
   return [
@@ -49,7 +38,7 @@ export function messageRoutes({ channels }: { channels: ChannelService }): Route
       tags: ['messages'],
       params: channelParams,
       query: z.object({ limit: q.int(1).optional(), offset: q.int(0).optional(), threadId: z.string().min(1).max(128).optional() }),
-      response: z.object({ messages: z.array(messageShape) }),
+      responses: { 200: z.strictObject({ messages: z.array(MessageView) }) },
       handler: async (r) => {
         const list = await channels.messages(r.principal!, r.params.channelId, {
           limit: Math.min(r.query.limit ?? 50, MAX_PAGE),
@@ -67,9 +56,8 @@ export function messageRoutes({ channels }: { channels: ChannelService }): Route
       summary: 'Posts a message (channel members); @mentioned agent members that are online get channel_message_send',
       tags: ['messages'],
       params: channelParams,
-      successStatus: 201,
       body: z.strictObject({ content, threadId, metadata }),
-      response: z.object({ message: messageShape }),
+      responses: { 201: messageAnswer },
       handler: async (r) => ({ status: 201, body: { message: toMessageView(await channels.postAs(r.principal!, r.params.channelId, r.body)) } }),
     }),
 
@@ -80,9 +68,8 @@ export function messageRoutes({ channels }: { channels: ChannelService }): Route
       summary: "An agent's reply (a channel member whose type is agent, with its session); authorType is agent",
       tags: ['messages'],
       params: channelParams,
-      successStatus: 201,
       body: z.strictObject({ content, threadId, metadata }),
-      response: z.object({ message: messageShape }),
+      responses: { 201: messageAnswer },
       handler: async (r) => ({ status: 201, body: { message: toMessageView(await channels.postAs(r.principal!, r.params.channelId, r.body, true)) } }),
     }),
 
@@ -94,7 +81,7 @@ export function messageRoutes({ channels }: { channels: ChannelService }): Route
       tags: ['messages'],
       params: messageParams,
       body: z.strictObject({ content }),
-      response: z.object({ message: messageShape }),
+      responses: { 200: messageAnswer },
       handler: async (r) => ({ body: { message: toMessageView(await channels.editMessage(r.principal!, r.params.channelId, r.params.messageId, r.body.content)) } }),
     }),
 
@@ -105,7 +92,7 @@ export function messageRoutes({ channels }: { channels: ChannelService }): Route
       summary: "Deletes a message (its author, a channel owner or moderator, or a global admin); it stays as a tombstone",
       tags: ['messages'],
       params: messageParams,
-      response: z.object({ success: z.literal(true) }),
+      responses: { 200: Success },
       handler: async (r) => {
         await channels.deleteMessage(r.principal!, r.params.channelId, r.params.messageId);
         return { body: { success: true } };
@@ -120,7 +107,7 @@ export function messageRoutes({ channels }: { channels: ChannelService }): Route
       tags: ['messages'],
       params: messageParams,
       body: z.strictObject({ emoji, add: z.boolean().optional() }),
-      response: z.object({ message: messageShape }),
+      responses: { 200: messageAnswer },
       handler: async (r) => ({ body: { message: toMessageView(await channels.react(r.principal!, r.params.channelId, r.params.messageId, r.body.emoji, r.body.add ?? true)) } }),
     }),
   ];

@@ -7,7 +7,9 @@ import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import { OPENAI_COMPATIBLE } from '../../domain/models.js';
-import { toModelEntry, type ModelCatalogue } from '../../services/model-catalogue.js';
+import { ModelEntry, toModelEntry, type ModelCatalogue } from '../../services/model-catalogue.js';
+import { timestamp } from '../../domain/views.js';
+import { Ok } from '../answers.js';
 
 /** Provider names: lower-cased, then letters, digits, `.`, `_`, `-` (they become the proxy name's prefix). */
 export const providerSchema = z
@@ -54,19 +56,6 @@ const idParams = z.object({ id: z.string().min(1).max(100) });
 const wsParams = z.object({ workspace: z.string().min(1).max(200) });
 const modelRef = z.uuid({ message: 'the UUID of a registry model' });
 
-const entrySchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  description: z.string().optional(),
-  provider: z.string(),
-  modelId: z.string(),
-  baseUrl: z.string().optional(),
-  status: z.enum(['active', 'inactive']),
-  proxyModelName: z.string(),
-  apiKeySet: z.boolean(),
-  createdAt: z.string(),
-});
-const ok = z.object({ ok: z.literal(true) });
 
 export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] {
   return [
@@ -76,7 +65,7 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       auth: 'admin',
       summary: 'The model registry, oldest first (provider keys never shown: apiKeySet only)',
       tags: ['models'],
-      response: z.object({ models: z.array(entrySchema) }),
+      responses: { 200: z.strictObject({ models: z.array(ModelEntry) }) },
       handler: async () => ({ body: { models: (await models.list()).map(toModelEntry) } }),
     }),
 
@@ -86,9 +75,8 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       auth: 'admin',
       summary: 'Registers a model (active); with the proxy configured, registers it there too (502 and nothing kept when that fails)',
       tags: ['models'],
-      successStatus: 201,
       body: createBody,
-      response: z.object({ model: z.object({ id: z.string(), name: z.string() }) }),
+      responses: { 201: z.strictObject({ model: z.strictObject({ id: z.string(), name: z.string() }) }) },
       handler: async (r) => {
         const m = await models.create(personOf(r), r.body);
         return { status: 201, body: { model: { id: m._id, name: m.name } } };
@@ -102,7 +90,7 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       summary: 'One registry entry',
       tags: ['models'],
       params: idParams,
-      response: entrySchema,
+      responses: { 200: ModelEntry },
       handler: async (r) => ({ body: toModelEntry(await models.get(r.params.id)) }),
     }),
 
@@ -114,7 +102,7 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       tags: ['models'],
       params: idParams,
       body: updateBody,
-      response: ok,
+      responses: { 200: Ok },
       handler: async (r) => {
         await models.update(personOf(r), r.params.id, r.body);
         return { body: { ok: true } };
@@ -128,7 +116,7 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       summary: 'Deletes a model: from the proxy first (502 when that fails), then every workspace access to it',
       tags: ['models'],
       params: idParams,
-      response: ok,
+      responses: { 200: Ok },
       handler: async (r) => {
         await models.delete(personOf(r), r.params.id);
         return { body: { ok: true } };
@@ -142,6 +130,12 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       summary: "The registry models granted to a workspace, and whether it has a virtual key (members)",
       tags: ['models'],
       params: wsParams,
+      responses: {
+        200: z.strictObject({
+          models: z.array(ModelEntry.extend({ grantedAt: timestamp })),
+          hasVirtualKey: z.boolean().meta({ description: 'Whether the workspace has a virtual key of the model proxy' }),
+        }),
+      },
       handler: async (r) => {
         const { models: list, hasVirtualKey } = await models.ofWorkspace(personOf(r), r.params.workspace);
         return { body: { models: list.map((m) => ({ ...toModelEntry(m), grantedAt: m.grantedAt })), hasVirtualKey } };
@@ -156,7 +150,7 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       tags: ['models'],
       params: wsParams,
       body: z.strictObject({ modelId: modelRef }),
-      response: ok,
+      responses: { 200: Ok },
       handler: async (r) => {
         await models.grantTo(personOf(r), r.params.workspace, r.body.modelId);
         return { body: { ok: true } };
@@ -171,7 +165,7 @@ export function modelRoutes({ models }: { models: ModelCatalogue }): RouteDef[] 
       tags: ['models'],
       params: wsParams,
       query: z.object({ modelId: modelRef }),
-      response: ok,
+      responses: { 200: Ok },
       handler: async (r) => {
         await models.revokeFrom(personOf(r), r.params.workspace, r.query.modelId);
         return { body: { ok: true } };

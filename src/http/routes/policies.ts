@@ -12,7 +12,10 @@
 import { z } from 'zod';
 import { instant, q, route, type RouteDef } from '../router.js';
 import { CAPABILITIES } from '../../domain/capabilities.js';
-import { toPolicyView, type PolicyService } from '../../services/policies.js';
+import { PolicyView, toPolicyView, type PolicyService } from '../../services/policies.js';
+
+const sentToField = z.array(z.string()).meta({ description: 'The connected agents re-certified at once (update_capabilities and a new certificate_offer)' });
+const policyAnswer = z.strictObject({ policy: PolicyView });
 
 const HOSTNAME = /^(?=.{1,253}$)(\*\.)?([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
 
@@ -41,8 +44,8 @@ export function policyRoutes({ policies }: { policies: PolicyService }): RouteDe
       auth: 'globalAdmin',
       summary: 'Creates a policy for an agent or a workspace; connected agents whose effective policy changes are re-certified at once',
       tags: ['policies'],
-      successStatus: 201,
       body: policyBody,
+      responses: { 201: z.strictObject({ policy: PolicyView, sentTo: sentToField }) },
       handler: async (r) => {
         const { policy, sentTo } = await policies.create(r.body, r.principal!);
         return { status: 201, body: { policy: toPolicyView(policy), sentTo } };
@@ -59,6 +62,7 @@ export function policyRoutes({ policies }: { policies: PolicyService }): RouteDe
         workspaceId: z.string().min(1).max(200).optional(),
         includeExpired: q.bool().default(false),
       }),
+      responses: { 200: z.strictObject({ policies: z.array(PolicyView) }) },
       handler: async (r) => ({ body: { policies: (await policies.list(r.query)).map(toPolicyView) } }),
     }),
     route({
@@ -68,6 +72,7 @@ export function policyRoutes({ policies }: { policies: PolicyService }): RouteDe
       summary: 'One policy (expired or not)',
       tags: ['policies'],
       params: z.object({ id: z.string().min(1).max(100) }),
+      responses: { 200: policyAnswer },
       handler: async (r) => ({ body: { policy: toPolicyView(await policies.get(r.params.id)) } }),
     }),
     route({
@@ -77,6 +82,7 @@ export function policyRoutes({ policies }: { policies: PolicyService }): RouteDe
       summary: 'Deletes a policy; connected agents it applied to are re-certified without it',
       tags: ['policies'],
       params: z.object({ id: z.string().min(1).max(100) }),
+      responses: { 200: z.strictObject({ ok: z.literal(true), sentTo: sentToField }) },
       handler: async (r) => {
         const { sentTo } = await policies.remove(r.params.id, r.principal!);
         return { body: { ok: true, sentTo } };

@@ -11,7 +11,8 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import { cronProblem, isTimeZone, type ScheduleService } from '../../services/schedules.js';
+import { ScheduleView, cronProblem, isTimeZone, type ScheduleService } from '../../services/schedules.js';
+import { Success } from '../answers.js';
 
 const cronField = z
   .string({ message: 'required: a cron expression' })
@@ -36,7 +37,7 @@ export function scheduleRoutes({ schedules }: { schedules: ScheduleService }): R
       auth: 'user',
       summary: 'Schedules runs of a workflow with a cron expression (5 fields, or 6 with seconds) in an IANA time zone (default UTC)',
       tags: ['workflows'],
-      successStatus: 201,
+      responses: { 201: z.strictObject({ success: z.literal(true), schedule: ScheduleView }) },
       body: z.strictObject({
         workflowId: z.string({ message: 'required: the workflow id' }).min(1).max(200),
         cron: cronField,
@@ -53,6 +54,7 @@ export function scheduleRoutes({ schedules }: { schedules: ScheduleService }): R
       summary: "Schedules of the workflows the caller sees, filtered by workflowId or workspaceId (id or slug)",
       tags: ['workflows'],
       query: z.object({ workflowId: z.string().min(1).max(200).optional(), workspaceId: z.string().min(1).max(200).optional() }),
+      responses: { 200: z.strictObject({ success: z.literal(true), schedules: z.array(ScheduleView) }) },
       handler: async (r) => ({ body: { success: true, schedules: (await schedules.list(r.principal!, r.query)).map((d) => schedules.view(d)) } }),
     }),
 
@@ -63,6 +65,7 @@ export function scheduleRoutes({ schedules }: { schedules: ScheduleService }): R
       summary: 'A schedule, with its next firing',
       tags: ['workflows'],
       params: z.object({ id: z.string().min(1).max(200) }),
+      responses: { 200: z.strictObject({ schedule: ScheduleView }) },
       handler: async (r) => ({ body: { schedule: schedules.view(await schedules.get(r.principal!, r.params.id)) } }),
     }),
 
@@ -73,6 +76,7 @@ export function scheduleRoutes({ schedules }: { schedules: ScheduleService }): R
       summary: 'Deletes a schedule (workspace admin or global admin); runs it already started go on',
       tags: ['workflows'],
       params: z.object({ id: z.string().min(1).max(200) }),
+      responses: { 200: Success },
       handler: async (r) => {
         await schedules.delete(personOf(r), r.params.id);
         return { body: { success: true } };

@@ -9,8 +9,22 @@
 import { z } from 'zod';
 import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import { MAX_SKILL_CONTENT, toOverrideView, toRow, toView, type SkillService } from '../../services/skills.js';
-import { skillIdSchema, sourceSchema } from '../../integrations/skills-library.js';
+import {
+  AgentSkillView,
+  MAX_SKILL_CONTENT,
+  OverrideView,
+  SkillListRow,
+  SkillRow,
+  SkillView,
+  UpdatedSkillView,
+  toOverrideView,
+  toRow,
+  toUpdatedView,
+  toView,
+  type SkillService,
+} from '../../services/skills.js';
+import { CatalogueEntry, skillIdSchema, sourceSchema } from '../../integrations/skills-library.js';
+import { Ok } from '../answers.js';
 
 const required = (what: string) => ({ message: `required: ${what}` });
 const configSchema = z.record(z.string(), z.unknown(), { message: 'expected a JSON object' });
@@ -25,27 +39,7 @@ const skillParams = wsParams.extend({ skillId: z.string().min(1).max(200) });
 const overrideParams = skillParams.extend({ agentDid: z.string().min(1).max(512).describe("The agent's DID, percent-encoded") });
 const agentParams = wsParams.extend({ agentDid: z.string().min(1).max(512) });
 
-const skillRowShape = z.object({
-  id: z.string(),
-  workspace_id: z.string(),
-  name: z.string(),
-  description: z.string().nullable(),
-  version: z.string().nullable(),
-  is_required: z.union([z.literal(0), z.literal(1)]),
-  config: z.string().describe('JSON text'),
-  content: z.string(),
-  created_at: z.string(),
-});
-const skillViewShape = z.object({
-  id: z.string(),
-  workspaceId: z.string(),
-  name: z.string(),
-  description: z.string().nullable(),
-  version: z.string().nullable(),
-  isRequired: z.boolean(),
-  config: z.record(z.string(), z.unknown()),
-  createdAt: z.string(),
-});
+const overrideAnswer = z.strictObject({ override: OverrideView });
 
 export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
   return [
@@ -57,7 +51,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       auth: 'globalAdmin',
       summary: 'Every skill as a raw row with workspace_name, agent_count and override_count',
       tags: ['skills'],
-      response: z.array(skillRowShape.extend({ workspace_name: z.string(), agent_count: z.number(), override_count: z.number() })),
+      responses: { 200: z.array(SkillListRow) },
       handler: async () => ({ body: await skills.listAll() }),
     }),
 
@@ -67,8 +61,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       auth: 'globalAdmin',
       summary: 'Creates a skill in a workspace (400 no workspaceId or blank name, 404 unknown workspace, 409 name taken)',
       tags: ['skills'],
-      successStatus: 201,
-      response: skillRowShape,
+      responses: { 201: SkillRow },
       body: z.strictObject({
         workspaceId,
         name: skillName,
@@ -92,6 +85,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       auth: 'globalAdmin',
       summary: 'Catalogue entries of the external skills library (cached 1 hour; X-Skills-Library-Stale: true when a refresh failed)',
       tags: ['skills'],
+      responses: { 200: z.array(CatalogueEntry) },
       handler: async () => {
         const cat = await skills.catalogue();
         const headers: Record<string, string> = { 'x-skills-library-fetched-at': cat.fetchedAt };
@@ -107,7 +101,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: "A library skill's SKILL.md without its front matter, and the URL it was read from (404 when none of the paths exists)",
       tags: ['skills'],
       query: z.object({ source: sourceSchema, skillId: skillIdSchema }),
-      response: z.object({ content: z.string(), url: z.string() }),
+      responses: { 200: z.strictObject({ content: z.string(), url: z.string() }) },
       handler: async (r) => {
         const file = await skills.libraryFile(r.query.source, r.query.skillId);
         return { body: { content: file.content, url: file.url } };
@@ -120,8 +114,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       auth: 'globalAdmin',
       summary: 'Installs a library skill into a workspace in one call: reads its SKILL.md and creates the skill (201 raw row)',
       tags: ['skills'],
-      successStatus: 201,
-      response: skillRowShape,
+      responses: { 201: SkillRow },
       body: z.strictObject({
         workspaceId,
         source: sourceSchema,
@@ -144,7 +137,8 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: "A workspace's skills in camelCase, without content (any member)",
       tags: ['skills'],
       params: wsParams,
-      handler: async (r) => ({ body: { skills: (await skills.listIn(r.principal!, r.params.workspace)).map((s) => toView(s, false)) } }),
+      responses: { 200: z.strictObject({ skills: z.array(SkillView) }) },
+      handler: async (r) => ({ body: { skills: (await skills.listIn(r.principal!, r.params.workspace)).map(toView) } }),
     }),
 
     route({
@@ -154,8 +148,8 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: 'One skill in camelCase, without content (any member; 403 non-member; 404 missing or in another workspace)',
       tags: ['skills'],
       params: skillParams,
-      response: z.object({ skill: skillViewShape }),
-      handler: async (r) => ({ body: { skill: toView(await skills.getIn(r.principal!, r.params.workspace, r.params.skillId), false) } }),
+      responses: { 200: z.strictObject({ skill: SkillView }) },
+      handler: async (r) => ({ body: { skill: toView(await skills.getIn(r.principal!, r.params.workspace, r.params.skillId)) } }),
     }),
 
     route({
@@ -165,7 +159,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: 'Edits a skill (workspace admin or global admin); answers the updated skill in camelCase with content',
       tags: ['skills'],
       params: skillParams,
-      response: skillViewShape.extend({ content: z.string() }),
+      responses: { 200: UpdatedSkillView },
       body: z.strictObject({
         description: description.nullable().optional(),
         version: version.nullable().optional(),
@@ -173,7 +167,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
         config: configSchema.optional(),
         content: content.nullable().optional(),
       }),
-      handler: async (r) => ({ body: toView(await skills.updateIn(personOf(r), r.params.workspace, r.params.skillId, r.body), true) }),
+      handler: async (r) => ({ body: toUpdatedView(await skills.updateIn(personOf(r), r.params.workspace, r.params.skillId, r.body)) }),
     }),
 
     route({
@@ -183,6 +177,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: 'Deletes a skill and its overrides (workspace admin or global admin; 403 others; 404 missing)',
       tags: ['skills'],
       params: skillParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await skills.removeIn(personOf(r), r.params.workspace, r.params.skillId);
         return { body: { ok: true } };
@@ -198,6 +193,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: "The per-agent overrides of a skill (any member)",
       tags: ['skills'],
       params: skillParams,
+      responses: { 200: z.strictObject({ overrides: z.array(OverrideView) }) },
       handler: async (r) => {
         const { skill, overrides } = await skills.overridesIn(r.principal!, r.params.workspace, r.params.skillId);
         return { body: { overrides: overrides.map((o) => toOverrideView(o, skill)) } };
@@ -211,6 +207,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: "One agent's override of a skill (any member; 404 when the agent has none)",
       tags: ['skills'],
       params: overrideParams,
+      responses: { 200: overrideAnswer },
       handler: async (r) => {
         const { skill, override } = await skills.overrideIn(r.principal!, r.params.workspace, r.params.skillId, r.params.agentDid);
         return { body: { override: toOverrideView(override, skill) } };
@@ -228,6 +225,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
         enabled: z.boolean().optional(),
         config: configSchema.nullable().optional(),
       }),
+      responses: { 200: overrideAnswer, 201: overrideAnswer },
       handler: async (r) => {
         const { skill, override, created } = await skills.setOverrideIn(personOf(r), r.params.workspace, r.params.skillId, r.params.agentDid, r.body);
         return { status: created ? 201 : 200, body: { override: toOverrideView(override, skill) } };
@@ -241,6 +239,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: "Removes an agent's override of a skill (workspace admin or global admin; 404 when it has none)",
       tags: ['skills'],
       params: overrideParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await skills.removeOverrideIn(personOf(r), r.params.workspace, r.params.skillId, r.params.agentDid);
         return { body: { ok: true } };
@@ -254,6 +253,7 @@ export function skillRoutes({ skills }: { skills: SkillService }): RouteDef[] {
       summary: "An agent's effective skills in this workspace (overrides applied, content included), as skills_config carries them",
       tags: ['skills'],
       params: agentParams,
+      responses: { 200: z.strictObject({ skills: z.array(AgentSkillView) }) },
       handler: async (r) => ({ body: { skills: await skills.effectiveFor(r.principal!, r.params.workspace, r.params.agentDid) } }),
     }),
   ];

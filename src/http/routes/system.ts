@@ -1,7 +1,7 @@
 /** Health, readiness, Prometheus metrics and the OpenAPI document. */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { route, type RouteDef } from '../router.js';
+import { rawResponse, route, type RouteDef } from '../router.js';
 import { AppError } from '../../domain/errors.js';
 import { HttpError } from '../errors.js';
 import { buildOpenApi } from '../openapi.js';
@@ -28,7 +28,7 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
       auth: 'public',
       summary: 'Liveness: the process answers',
       tags: ['system'],
-      response: z.object({ status: z.literal('ok'), version: z.string(), uptimeSeconds: z.number() }),
+      responses: { 200: z.strictObject({ status: z.literal('ok'), version: z.string(), uptimeSeconds: z.number().int().min(0) }) },
       handler: () => ({
         body: { status: 'ok', version: ctx.version, uptimeSeconds: Math.round(process.uptime()) },
       }),
@@ -39,7 +39,7 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
       auth: 'public',
       summary: 'Readiness: the store is reachable (503 otherwise)',
       tags: ['system'],
-      response: z.object({ status: z.literal('ready'), store: z.enum(['embedded', 'mongodb']) }),
+      responses: { 200: z.strictObject({ status: z.literal('ready'), store: z.enum(['embedded', 'mongodb']) }) },
       handler: async () => {
         try {
           await withTimeout(ctx.store.ping(), 2000);
@@ -55,6 +55,7 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
       auth: 'public',
       summary: 'Prometheus metrics (text exposition format); with METRICS_TOKEN set, only for `Authorization: Bearer <METRICS_TOKEN>`',
       tags: ['system'],
+      responses: { 200: rawResponse('text/plain; version=0.0.4; charset=utf-8', 'Prometheus text exposition format') },
       handler: async ({ headers }) => {
         if (metricsToken && !presents(headers.authorization, metricsToken)) {
           throw new HttpError(401, 'unauthorized', 'GET /metrics needs the metrics bearer token', { 'www-authenticate': 'Bearer realm="metrics"' });
@@ -68,6 +69,7 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
       auth: 'public',
       summary: 'OpenAPI 3.1 description of every route, generated from the route table',
       tags: ['system'],
+      responses: { 200: rawResponse('application/json; charset=utf-8', 'This OpenAPI 3.1 document', { type: 'object' }) },
       handler: () => {
         openapi ??= JSON.stringify(buildOpenApi(ctx.routes(), { version: ctx.version, serverUrl: ctx.config.publicUrl }));
         return { raw: { contentType: 'application/json; charset=utf-8', data: openapi } };

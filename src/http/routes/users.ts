@@ -7,7 +7,11 @@ import { z } from 'zod';
 import { GLOBAL_ROLES } from '../../domain/roles.js';
 import { q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import type { UserService } from '../../services/users.js';
+import { MeView, UserPage, UserView, type UserService } from '../../services/users.js';
+import { Ok } from '../answers.js';
+import { MAX_LOOKUP_DIDS, namesSchema } from '../../services/name-lookup.js';
+
+const userAnswer = z.strictObject({ user: UserView });
 
 const didParams = z.object({ did: z.string().min(1).max(512) });
 const idParams = z.object({ id: z.string().min(1).max(200) });
@@ -35,11 +39,22 @@ const patchBody = z.strictObject({
 export function userRoutes({ users }: { users: UserService }): RouteDef[] {
   return [
     route({
+      method: 'POST',
+      path: '/api/lookup/names',
+      auth: 'session',
+      summary: 'Display names of people and agents by DID; only those the caller may see are answered, the others are absent',
+      tags: ['users'],
+      body: z.strictObject({ dids: z.array(z.string().min(1).max(512)).min(1).max(MAX_LOOKUP_DIDS) }),
+      responses: { 200: namesSchema },
+      handler: async (r) => ({ body: await users.names(r.principal!, r.body.dids) }),
+    }),
+    route({
       method: 'GET',
       path: '/api/users/me',
       auth: 'user',
       summary: "The caller's profile, workspaces (with their role there) and grants",
       tags: ['users'],
+      responses: { 200: MeView },
       handler: async (r) => ({ body: await users.me(personOf(r)) }),
     }),
 
@@ -50,6 +65,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'The user directory: filtered, sorted, one page at a time',
       tags: ['users'],
       query: listQuery,
+      responses: { 200: UserPage },
       handler: async (r) => ({ body: await users.list({ ...r.query, q: r.query.q || undefined }) }),
     }),
 
@@ -60,6 +76,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'An unclaimed user with their workspaces (404 when missing or already claimed)',
       tags: ['users'],
       params: idParams,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.getUnclaimed(r.params.id) } }),
     }),
 
@@ -71,6 +88,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       tags: ['users'],
       params: idParams,
       body: patchBody,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.updateUnclaimed(personOf(r), r.params.id, r.body) } }),
     }),
 
@@ -81,6 +99,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'Removes a provisioned, unclaimed user (a later directory sync may add it again)',
       tags: ['users'],
       params: idParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await users.removeUnclaimed(personOf(r), r.params.id);
         return { body: { ok: true } };
@@ -94,6 +113,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: "A user's full profile with workspaces and grants",
       tags: ['users'],
       params: didParams,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.get(r.params.did) } }),
     }),
 
@@ -105,6 +125,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       tags: ['users'],
       params: didParams,
       body: patchBody,
+      responses: { 200: userAnswer },
       handler: async (r) => ({ body: { user: await users.update(personOf(r), r.params.did, r.body) } }),
     }),
 
@@ -115,6 +136,7 @@ export function userRoutes({ users }: { users: UserService }): RouteDef[] {
       summary: 'Deletes a user with their memberships, grants and sessions (not yourself, not the owner)',
       tags: ['users'],
       params: didParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await users.remove(personOf(r), r.params.did);
         return { body: { ok: true } };

@@ -11,13 +11,19 @@
  *   GET    /api/workflows/:id/runs                     session  200 {runs, total, page, pageSize, totalPages}
  *   GET    /api/workflows/:id/runs/:runId              session  200 Run
  *   POST   /api/workflows/:id/runs/:runId/cancel       user     200 Run (cancelled); 409 when it has ended
+ *   GET    /api/workflows/:id/runs/:runId/timeline     session  200 {runId, status, startedAt, finishedAt, steps}
+ *   GET    /api/runs                                   session  200 {runs, total, page, pageSize, totalPages}
+ *   POST   /api/runs/cancel                            user     200 {results: [{runId, outcome}]}
  *
  * Who may see, change and run a workflow is the workflow service's (src/services/workflows.ts).
  */
 import { z } from 'zod';
-import { q, route, type RouteDef } from '../router.js';
+import { instant, q, route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
-import { toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
+import { WorkflowDetailView, WorkflowRemoved, WorkflowSummaryView, toWorkflowDetail, toWorkflowSummary, type WorkflowService } from '../../services/workflows.js';
+import { bulkCancelSchema, RunPage, runPageSchema, RunStarted, RunView, timelineSchema } from '../../services/workflow-runs.js';
+
+const changedAnswer = z.strictObject({ success: z.literal(true), workflow: WorkflowDetailView });
 
 const name = z.string().trim().min(1, { message: 'must not be blank' }).max(200);
 const description = z.string().max(2000);
@@ -35,6 +41,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: "Workflows of the caller's workspaces (all for global admins), filtered by workspaceId (id or slug) and createdBy (DID)",
       tags: ['workflows'],
       query: z.object({ workspaceId: z.string().min(1).max(200).optional(), createdBy: z.string().min(1).max(512).optional() }),
+      responses: { 200: z.strictObject({ success: z.literal(true), workflows: z.array(WorkflowSummaryView) }) },
       handler: async (r) => ({ body: { success: true, workflows: (await workflows.list(r.principal!, r.query)).map(toWorkflowSummary) } }),
     }),
 
@@ -44,7 +51,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       auth: 'user',
       summary: 'Creates a workflow (workspace admin or global admin); 400 names the step of a refused definition',
       tags: ['workflows'],
-      successStatus: 201,
+      responses: { 201: z.strictObject({ success: z.literal(true), id: z.string(), name: z.string(), workspaceId: z.string() }) },
       body: z.strictObject({
         name,
         description: description.optional(),
@@ -64,6 +71,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'A workflow with its definition',
       tags: ['workflows'],
       params: idParams,
+      responses: { 200: z.strictObject({ workflow: WorkflowDetailView }) },
       handler: async (r) => ({ body: { workflow: toWorkflowDetail(await workflows.get(r.principal!, r.params.id)) } }),
     }),
 
@@ -75,6 +83,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       tags: ['workflows'],
       params: idParams,
       body: z.strictObject({ name, description: description.optional(), definition: definitionBody }),
+      responses: { 200: changedAnswer },
       handler: async (r) => ({ body: { success: true, workflow: toWorkflowDetail(await workflows.replace(personOf(r), r.params.id, r.body)) } }),
     }),
 
@@ -86,6 +95,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       tags: ['workflows'],
       params: idParams,
       body: z.strictObject({ name: name.optional(), description: description.optional(), definition: definitionBody.optional() }),
+      responses: { 200: changedAnswer },
       handler: async (r) => ({ body: { success: true, workflow: toWorkflowDetail(await workflows.change(personOf(r), r.params.id, r.body)) } }),
     }),
 
@@ -96,6 +106,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'Deletes a workflow with its schedules and run history; running runs are cancelled first',
       tags: ['workflows'],
       params: idParams,
+      responses: { 200: WorkflowRemoved.extend({ success: z.literal(true) }) },
       handler: async (r) => ({ body: { success: true, ...(await workflows.remove(personOf(r), r.params.id)) } }),
     }),
 
@@ -105,8 +116,8 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       auth: 'user',
       summary: 'Starts a run (workspace operator or higher); answers 202 before any step runs',
       tags: ['workflows'],
-      successStatus: 202,
       params: idParams,
+      responses: { 202: RunStarted },
       body: z.strictObject({ params: params.default({}) }),
       handler: async (r) => ({ status: 202, body: await workflows.run(personOf(r), r.params.id, r.body.params) }),
     }),
@@ -123,6 +134,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
         page: q.int(1).default(1),
         pageSize: q.int(1, 100).default(20),
       }),
+      responses: { 200: RunPage },
       handler: async (r) => ({ body: await workflows.runsOf(r.principal!, r.params.id, r.query) }),
     }),
 
@@ -133,6 +145,7 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'A run: its status, and each step\'s status, durationMs and output',
       tags: ['workflows'],
       params: runParams,
+      responses: { 200: RunView },
       handler: async (r) => ({ body: await workflows.runOf(r.principal!, r.params.id, r.params.runId) }),
     }),
 
@@ -143,7 +156,50 @@ export function workflowRoutes({ workflows }: { workflows: WorkflowService }): R
       summary: 'Cancels a running run (workspace operator or higher); 409 when it has already ended',
       tags: ['workflows'],
       params: runParams,
+      responses: { 200: RunView },
       handler: async (r) => ({ body: await workflows.cancel(personOf(r), r.params.id, r.params.runId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/workflows/:id/runs/:runId/timeline',
+      auth: 'session',
+      summary: "A run's timeline: each step's attempts with their start, end, outcome, error and retry wait",
+      tags: ['workflows'],
+      params: runParams,
+      responses: { 200: timelineSchema },
+      handler: async (r) => ({ body: await workflows.timelineOf(r.principal!, r.params.id, r.params.runId) }),
+    }),
+
+    route({
+      method: 'GET',
+      path: '/api/runs',
+      auth: 'session',
+      summary: 'Runs of every workflow the caller may read, newest first, filtered by status, workspace (id or slug), workflow, who started them (DID) and start time',
+      tags: ['workflows'],
+      query: z.object({
+        status: z.enum(['running', 'completed', 'failed', 'cancelled']).optional(),
+        workspace: z.string().min(1).max(200).optional(),
+        workflowId: z.string().min(1).max(200).optional(),
+        startedBy: z.string().min(1).max(512).optional(),
+        from: instant().optional(),
+        to: instant().optional(),
+        page: q.int(1).default(1),
+        pageSize: q.int(1, 100).default(20),
+      }),
+      responses: { 200: runPageSchema },
+      handler: async (r) => ({ body: await workflows.runsAcross(r.principal!, r.query) }),
+    }),
+
+    route({
+      method: 'POST',
+      path: '/api/runs/cancel',
+      auth: 'user',
+      summary: 'Cancels several runs (operator or higher in each run\'s workspace) and answers per run what happened',
+      tags: ['workflows'],
+      body: z.strictObject({ runIds: z.array(z.string().min(1).max(200)).min(1).max(100) }),
+      responses: { 200: bulkCancelSchema },
+      handler: async (r) => ({ body: await workflows.cancelMany(personOf(r), r.body.runIds) }),
     }),
   ];
 }

@@ -15,7 +15,21 @@ import { route, type RouteDef } from '../router.js';
 import { personOf } from '../auth.js';
 import { WORKSPACE_ROLES, type WorkspaceRole } from '../../domain/roles.js';
 import { SLUG_RE } from '../../domain/slugs.js';
-import { COLOR_RE, normalizeColor, toWorkspaceView, type WorkspaceService } from '../../services/workspaces.js';
+import {
+  COLOR_RE,
+  MyWorkspaceView,
+  WorkspaceAgentView,
+  WorkspaceMemberView,
+  WorkspaceView,
+  normalizeColor,
+  toWorkspaceView,
+  type WorkspaceService,
+} from '../../services/workspaces.js';
+import { Ok } from '../answers.js';
+
+const workspaceAnswer = z.strictObject({ workspace: WorkspaceView });
+const memberAnswer = z.strictObject({ member: WorkspaceMemberView });
+const agentAnswer = z.strictObject({ agent: WorkspaceAgentView });
 
 const slug = z.string().max(64).regex(SLUG_RE, { message: 'lowercase letters and digits, words joined by single hyphens' });
 const color = z
@@ -40,8 +54,8 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       auth: 'globalAdmin',
       summary: 'Creates a workspace (slug derived from the name when absent; 409 when taken)',
       tags: ['workspaces'],
-      successStatus: 201,
       body: z.strictObject({ name, slug: slug.optional(), description: description.optional(), color: color.optional() }),
+      responses: { 201: workspaceAnswer },
       handler: async (r) => ({ status: 201, body: { workspace: toWorkspaceView(await workspaces.create(personOf(r), r.body)) } }),
     }),
 
@@ -51,6 +65,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       auth: 'session',
       summary: 'Workspaces the caller may see: all for a global admin, else the ones they belong to',
       tags: ['workspaces'],
+      responses: { 200: z.strictObject({ workspaces: z.array(WorkspaceView) }) },
       handler: async (r) => ({ body: { workspaces: (await workspaces.list(r.principal!)).map(toWorkspaceView) } }),
     }),
 
@@ -61,6 +76,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       summary: 'One workspace by id or slug (404 when not visible)',
       tags: ['workspaces'],
       params: wsParams,
+      responses: { 200: workspaceAnswer },
       handler: async (r) => ({ body: { workspace: toWorkspaceView(await workspaces.get(r.principal!, r.params.workspace)) } }),
     }),
 
@@ -72,6 +88,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       tags: ['workspaces'],
       params: wsParams,
       body: z.strictObject({ name: name.optional(), slug: slug.optional(), description: description.optional(), color: color.optional() }),
+      responses: { 200: workspaceAnswer },
       handler: async (r) => ({ body: { workspace: toWorkspaceView(await workspaces.update(personOf(r), r.params.workspace, r.body)) } }),
     }),
 
@@ -82,6 +99,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       summary: 'Deletes a workspace and its memberships (workspace owner or global admin; never the default one)',
       tags: ['workspaces'],
       params: wsParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await workspaces.remove(personOf(r), r.params.workspace);
         return { body: { ok: true } };
@@ -97,6 +115,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       summary: 'The people of a workspace with their roles',
       tags: ['workspaces'],
       params: wsParams,
+      responses: { 200: z.strictObject({ members: z.array(WorkspaceMemberView) }) },
       handler: async (r) => ({ body: { members: await workspaces.members(personOf(r), r.params.workspace) } }),
     }),
 
@@ -106,8 +125,8 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       auth: 'user',
       summary: 'Adds a person with a role (workspace admin or global admin; owner only by an owner); 409 when already a member',
       tags: ['workspaces'],
-      successStatus: 201,
       params: wsParams,
+      responses: { 201: memberAnswer },
       body: z.strictObject({
         userDid: z.string().min(1).max(512).describe("The user's DID (an unclaimed user: their id)"),
         role,
@@ -123,6 +142,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       tags: ['workspaces'],
       params: memberParams,
       body: z.strictObject({ role }),
+      responses: { 200: memberAnswer },
       handler: async (r) => ({ body: { member: await workspaces.changeRole(personOf(r), r.params.workspace, r.params.member, r.body.role) } }),
     }),
 
@@ -133,6 +153,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       summary: 'Removes a member (workspace admin or global admin, or the member leaving; an owner only by an owner)',
       tags: ['workspaces'],
       params: memberParams,
+      responses: { 200: Ok },
       handler: async (r) => {
         await workspaces.removeMember(personOf(r), r.params.workspace, r.params.member);
         return { body: { ok: true } };
@@ -148,6 +169,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       summary: 'The agents of a workspace (DID, name, whether it is their primary workspace)',
       tags: ['workspaces'],
       params: wsParams,
+      responses: { 200: z.strictObject({ agents: z.array(WorkspaceAgentView) }) },
       handler: async (r) => ({ body: { agents: await workspaces.agents(r.principal!, r.params.workspace) } }),
     }),
 
@@ -159,8 +181,8 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
         'Adds an agent (workspace admin or global admin); its first workspace is primary, isPrimary moves the primary here. ' +
         'When the agent is managed elsewhere, the caller must also administer its primary workspace',
       tags: ['workspaces'],
-      successStatus: 201,
       params: wsParams,
+      responses: { 200: agentAnswer, 201: agentAnswer },
       body: z.strictObject({ agentDid: z.string().min(1).max(512), isPrimary: z.boolean().optional() }),
       handler: async (r) => {
         const { agent, created } = await workspaces.addAgent(personOf(r), r.params.workspace, r.body.agentDid, r.body.isPrimary);
@@ -178,6 +200,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       tags: ['workspaces'],
       params: agentParams,
       query: z.object({ primary: z.string().min(1).max(200).optional().describe('Id or slug of the workspace that becomes primary') }),
+      responses: { 200: Ok },
       handler: async (r) => {
         await workspaces.removeAgent(personOf(r), r.params.workspace, r.params.agentDid, r.query.primary);
         return { body: { ok: true } };
@@ -193,6 +216,7 @@ export function workspaceRoutes({ workspaces }: { workspaces: WorkspaceService }
       summary:
         "The caller's workspaces (all of them for a global admin) with isPrimary and isAdmin; for an agent's session, the workspaces the agent belongs to (isAdmin false)",
       tags: ['workspaces'],
+      responses: { 200: z.strictObject({ workspaces: z.array(MyWorkspaceView) }) },
       handler: async (r) => ({ body: { workspaces: await workspaces.mine(r.principal!) } }),
     }),
   ];

@@ -5,7 +5,7 @@
  * nothing from them, so it is built before the services that use it; the gateway (gateway.ts)
  * and the handshake (handshake.ts) drive it.
  */
-import type { IntentResultFrame, OutboundFrame } from '../../domain/agent-protocol.js';
+import type { IntentResultFrame } from '../../domain/agent-protocol.js';
 import type { Logger } from '../../log.js';
 import type { AgentLink, AgentPresence, IntentOutcome, IntentRequest, LiveSeen, PushFrame, ReadyListener } from '../../services/ports.js';
 import { Phase, type AgentConn } from './connection.js';
@@ -23,6 +23,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
   private readonly conns = new Map<string, AgentConn>();
   private online = 0;
   private readonly readyListeners = new Set<ReadyListener>();
+  private readonly presenceListeners: Array<(did: string, online: boolean) => void> = [];
   private readonly intents = new Map<string, PendingIntent>();
   /** Agents whose socket closed recently: their actor learns it after the grace period (flap damping). */
   private readonly leaving = new Map<string, { timer: NodeJS.Timeout; serial: string | null }>();
@@ -38,7 +39,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
 
   push(did: string, frame: PushFrame): boolean {
     const conn = this.liveConn(did);
-    return conn ? conn.send(frame as unknown as OutboundFrame) : false;
+    return conn ? conn.send(frame) : false;
   }
 
   request(did: string, intent: IntentRequest, timeoutMs: number): Promise<IntentOutcome> {
@@ -95,6 +96,21 @@ export class AgentConnections implements AgentLink, AgentPresence {
     return out;
   }
 
+  /** Runs `listener` each time an agent comes online (ready) or goes offline (its ready socket gone), at once. */
+  onPresence(listener: (did: string, online: boolean) => void): void {
+    this.presenceListeners.push(listener);
+  }
+
+  private presenceChanged(did: string, online: boolean): void {
+    for (const l of this.presenceListeners) {
+      try {
+        l(did, online);
+      } catch (err) {
+        this.log.error({ err, did }, 'presence listener failed');
+      }
+    }
+  }
+
   // -------------------------------------------------------------------------------------------
   // For the gateway, the handshake and the tools
 
@@ -129,6 +145,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const did = conn.did!;
     conn.phase = Phase.Ready;
     this.online++;
+    this.presenceChanged(did, true);
     let pending: Array<Promise<unknown>> | null = null;
     for (const l of this.readyListeners) {
       try {
@@ -166,6 +183,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
   }
 
   private agentGone(did: string): void {
+    this.presenceChanged(did, false);
     for (const p of [...this.intents.values()]) if (p.did === did) p.settle({ failed: 'disconnected' });
   }
 

@@ -41,3 +41,31 @@ export function parseClaimText(text: string): { kind: 'claim' | 'invitation'; to
   if (invM) return { kind: 'invitation', token: invM[1]! };
   return null;
 }
+
+/** Device approval (docs/identity.md): this browser asks, a wallet approves, the browser polls for its cookie. */
+export interface DeviceStart {
+  deviceCode: string;
+  userCode: string;
+  verificationUrl: string;
+  /** A QR code of verificationUrl, as an SVG data: URL. */
+  verificationQr: string;
+  expiresIn: number;
+  interval: number;
+}
+export const startDevice = () => call<DeviceStart>('POST', '/api/auth/device', { body: {}, quiet401: true });
+/** Resolves once approved (the session cookie is set); otherwise an ApiError whose code is authorization_pending, slow_down, expired_token or access_denied. */
+export const pollDevice = (deviceCode: string) => call<{ user: LoginUser }>('POST', '/api/auth/device/token', { body: { deviceCode }, quiet401: true });
+
+/** One of the person's own sessions (GET /api/me/sessions). */
+export interface MySession {
+  id: string;
+  createdAt: string;
+  lastUsedAt: string;
+  expiresAt: string;
+  userAgent: string | null;
+  address: string | null;
+  method: 'login' | 'device' | null;
+  current: boolean;
+}
+export const mySessions = () => call<{ sessions: MySession[] }>('GET', '/api/me/sessions');
+export const endSession = (id: string) => call<{ ok: true }>('DELETE', `/api/me/sessions/${seg(id)}`);

@@ -1,10 +1,16 @@
 /**
- * The dashboard's one WebSocket, /ws/feed (DESIGN §4b), shared by every view: views subscribe to a
- * channel or a topic and get its frames; the socket opens with the first subscription, resubscribes
- * everything after a reconnect, and reconnects with exponential back-off (with jitter) whenever it
- * drops, except when the session is gone (4401/4403), which ends the session in the page.
+ * The dashboard's one WebSocket, /ws/feed (DESIGN §4b, docs/feed.md), shared by every view: views
+ * subscribe to a channel or a topic and get its frames; the socket opens with the first
+ * subscription, resubscribes everything after a reconnect, and reconnects with exponential back-off
+ * (with jitter) whenever it drops, except when the session is gone (4401/4403), which ends the
+ * session in the page.
+ *
+ * Batches are unwrapped and their frames handed on in order. A topic's views get
+ * `{type: "resync", topic}` when they may have missed frames — after a reconnect (a slow client is
+ * closed with 4429), or a batch that dropped some (`truncated`) — and re-read over HTTP.
  */
 import { signal } from '@preact/signals';
+import { useEffect, useRef } from 'preact/hooks';
 import { session } from './session';
 
 export type FeedKey = { channelId: string } | { topic: string };
@@ -12,11 +18,22 @@ export interface FeedFrame {
   type: string;
   channelId?: string;
   topic?: string;
+  /** When the server sent it (ISO 8601): every frame has one. */
+  at?: string;
   [k: string]: unknown;
 }
 type Handler = (frame: FeedFrame) => void;
 
 export const feedStatus = signal<'idle' | 'connecting' | 'open' | 'waiting'>('idle');
+
+/** The topic whose subscribers a frame type goes to. */
+const TOPIC_OF: Record<string, string> = {
+  presence: 'presence',
+  registration: 'registrations',
+  run: 'runs',
+  audit: 'audit',
+  'actor.transition': 'actors',
+};
 
 const keyOf = (k: FeedKey) => ('channelId' in k ? `channel:${k.channelId}` : `topic:${k.topic}`);
 
@@ -24,6 +41,8 @@ class FeedClient {
   private ws: WebSocket | null = null;
   private readonly subs = new Map<string, { key: FeedKey; handlers: Set<Handler> }>();
   private attempt = 0;
+  /** Whether the socket was open before: a new welcome then means frames may have been missed. */
+  private wasOpen = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
 
   subscribe(key: FeedKey, handler: Handler): () => void {
@@ -101,13 +120,20 @@ class FeedClient {
       this.attempt = 0;
       feedStatus.value = 'open';
       for (const { key } of this.subs.values()) this.send({ type: 'subscribe', ...key });
+      if (this.wasOpen) for (const { key } of [...this.subs.values()]) if ('topic' in key) this.dispatch({ type: 'resync', topic: key.topic });
+      this.wasOpen = true;
       return;
     }
     if (frame.type === 'batch' && Array.isArray(frame.frames)) {
       for (const f of frame.frames as FeedFrame[]) this.dispatch(f);
+      if (frame.truncated === true) {
+        const topics = new Set(Object.keys((frame.foldedByType as Record<string, number> | undefined) ?? {}).map((t) => TOPIC_OF[t]));
+        for (const topic of topics) if (topic) this.dispatch({ type: 'resync', topic });
+      }
       return;
     }
-    const id = frame.channelId ? `channel:${frame.channelId}` : frame.topic ? `topic:${frame.topic}` : frame.type === 'actor.transition' ? 'topic:actors' : null;
+    const topic = frame.topic ?? TOPIC_OF[frame.type];
+    const id = frame.channelId ? `channel:${frame.channelId}` : topic ? `topic:${topic}` : null;
     if (!id) return;
     for (const h of this.subs.get(id)?.handlers ?? []) h(frame);
   }
@@ -118,3 +144,10 @@ class FeedClient {
 }
 
 export const feed = new FeedClient();
+
+/** Hands a view the frames of a feed topic (and `resync`) while it is mounted and `enabled`. */
+export function useFeedTopic(topic: string, handler: Handler, enabled = true): void {
+  const saved = useRef(handler);
+  saved.current = handler;
+  useEffect(() => (enabled ? feed.subscribe({ topic }, (f) => saved.current(f)) : undefined), [topic, enabled]);
+}

@@ -40,6 +40,7 @@ export const screens: Screen[] = [
   { path: '/actors', title: 'Actors', nav: true, show: (a) => a.globalAdmin, load: () => import('../screens/actors') },
   { path: '/actors/:kind/:id', title: 'Actor', show: (a) => a.globalAdmin, load: () => import('../screens/actor') },
   { path: '/audit', title: 'Audit', nav: true, show: (a) => a.globalAdmin, load: () => import('../screens/audit') },
+  { path: '/sessions', title: 'Sessions', nav: true, show: everyone, load: () => import('../screens/sessions') },
 ];
 
 /** Where `/` leads. */

@@ -1,12 +1,11 @@
 /** The frame around every screen: navigation by role, the pending-registrations badge, feed status, sign-out, and the screen itself (loaded on demand). */
 import type { ComponentType } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { listRegistrations } from '../api/agents';
-import { logout } from '../api/auth';
 import { describeError } from '../api/http';
 import { ErrorNote, Loading } from '../ui/kit';
-import { feed, feedStatus } from './feed';
-import { usePoll } from './hooks';
+import { signOut } from './sign-out';
+import { feed, feedStatus, useFeedTopic } from './feed';
 import { loc, match, navigate, onLinkClick } from './router';
 import { home, screens, type Screen, type ScreenProps } from './routes';
 import { access, session, type Access } from './session';
@@ -39,7 +38,7 @@ function ScreenHost({ screen, params }: { screen: Screen; params: Record<string,
   return <Comp params={params} />;
 }
 
-/** Pending registrations for the badge: polled (no registrations topic on the feed yet), paused while hidden. */
+/** Pending registrations for the badge: read again when the feed's registrations topic reports one made or decided. */
 function usePendingCount(a: Access): number | null {
   const [count, setCount] = useState<number | null>(null);
   const load = () => {
@@ -50,7 +49,20 @@ function usePendingCount(a: Access): number | null {
     );
   };
   useEffect(load, [a.globalAdmin, loc.value.path]);
-  usePoll(load, 30_000, a.globalAdmin);
+  // One read for a burst of frames.
+  const soon = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(soon.current), []);
+  useFeedTopic(
+    'registrations',
+    (f) => {
+      if ((f.type !== 'registration' && f.type !== 'resync') || soon.current) return;
+      soon.current = setTimeout(() => {
+        soon.current = undefined;
+        load();
+      }, 250);
+    },
+    a.globalAdmin,
+  );
   return count;
 }
 
@@ -72,16 +84,6 @@ export function Shell({ a }: { a: Access }) {
       break;
     }
   }
-  const signOut = async () => {
-    try {
-      await logout();
-    } catch {
-      // the session may already be gone; the page signs out either way
-    }
-    feed.stop();
-    session.value = { status: 'signed-out', reason: 'You have signed out.' };
-    navigate('/signin', { replace: true });
-  };
   const status = feedStatus.value;
 
   return (
@@ -99,9 +101,9 @@ export function Shell({ a }: { a: Access }) {
         <span class={`feed-status ${status}`} title="Live updates">
           {status === 'open' ? 'Live' : status === 'connecting' ? 'Connecting…' : status === 'waiting' ? 'Reconnecting…' : ''}
         </span>
-        <span class="whoami" title={a.did}>
+        <a class="whoami" href="/sessions" title={`${a.did} — your sessions`}>
           {a.name}
-        </span>
+        </a>
         <button type="button" class="quiet" onClick={() => void signOut()}>
           Sign out
         </button>
@@ -126,6 +128,9 @@ export function Shell({ a }: { a: Access }) {
               );
             })}
         </ul>
+        <p class="nav-foot">
+          <a href="/api/docs">API reference</a>
+        </p>
       </nav>
       <main id="main" tabIndex={-1}>
         {!current ? (

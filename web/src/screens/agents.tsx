@@ -1,12 +1,14 @@
 /**
  * Agents: search, filters (online, workspace, capabilities), sort and paging, all in the URL.
- * The list is refreshed every 10 s while the tab is visible (presence has no feed topic yet).
+ * Online state follows the feed's presence topic: a row on the page changes at once (the newest
+ * frame for an agent wins, by `at`), and the page is read again within a second (the counts).
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { listAgents, type AgentQuery } from '../api/agents';
 import { myWorkspaces } from '../api/workspaces';
 import { CAPABILITIES } from '../api/types';
-import { useLoad, usePoll } from '../app/hooks';
+import { useLoad } from '../app/hooks';
+import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
 import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
 
@@ -42,7 +44,27 @@ export default function Agents() {
       }),
     [q, online, workspace, caps, sortBy, sortDir, page, pageSize],
   );
-  usePoll(list.reload, 10_000);
+  // Presence frames: did -> [online, at] of the newest one, applied over the page as loaded.
+  const [presence, setPresence] = useState<Record<string, [boolean, string]>>({});
+  useEffect(() => setPresence({}), [list.data]);
+  const soon = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(soon.current), []);
+  const reloadSoon = () => {
+    if (soon.current) return;
+    soon.current = setTimeout(() => {
+      soon.current = undefined;
+      list.reload();
+    }, 1000);
+  };
+  useFeedTopic('presence', (f) => {
+    if (f.type === 'resync') return reloadSoon();
+    if (f.type !== 'presence' || typeof f.did !== 'string') return;
+    const did = f.did;
+    const at = f.at ?? '';
+    // The row changes at once; the count of online agents (and an `online` filter) need the server's answer.
+    reloadSoon();
+    if (list.data?.agents.some((a) => a.id === did)) setPresence((p) => (p[did] && p[did][1] > at ? p : { ...p, [did]: [f.online === true, at] }));
+  });
   const selectedCaps = caps ? caps.split(',') : [];
 
   const sortHeader = (key: NonNullable<AgentQuery['sortBy']>, label: string) => (
@@ -133,7 +155,7 @@ export default function Agents() {
                       <br />
                       <Did did={a.id} />
                     </td>
-                    <td>{a.isOnline ? <Badge kind="ok">online</Badge> : <Badge kind="off">offline</Badge>}</td>
+                    <td>{(presence[a.id]?.[0] ?? a.isOnline) ? <Badge kind="ok">online</Badge> : <Badge kind="off">offline</Badge>}</td>
                     <td>
                       {a.workspace ? (
                         <>

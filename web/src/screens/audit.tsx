@@ -1,8 +1,13 @@
-/** The activity log (global admins): filters in the URL, paging, and a CSV export of the filtered entries. */
-import { useState } from 'preact/hooks';
+/**
+ * The activity log (global admins): filters in the URL, paging, and a CSV export of the filtered
+ * entries. The first page without an end time is a live tail: new entries that pass the filters
+ * arrive through the feed's audit topic and go on top.
+ */
+import { useEffect, useState } from 'preact/hooks';
 import { listAudit, type AuditEntry, type AuditQuery } from '../api/audit';
 import { describeError } from '../api/http';
 import { useLoad } from '../app/hooks';
+import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
 import { Action, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Table, Time, val } from '../ui/kit';
 
@@ -19,6 +24,12 @@ export function toCsv(entries: AuditEntry[]): string {
 
 const toIso = (local: string) => (local ? new Date(local).toISOString() : undefined);
 
+/** Whether an entry passes the filters, as GET /api/audit applies them. */
+function passes(e: AuditEntry, f: AuditQuery): boolean {
+  if (f.action && (f.action.endsWith('*') ? !e.action.startsWith(f.action.slice(0, -1)) : e.action !== f.action)) return false;
+  return (!f.actor || e.actor === f.actor) && (!f.targetType || e.targetType === f.targetType) && (!f.target || e.target === f.target) && (!f.since || e.at >= f.since);
+}
+
 export default function Audit() {
   const filters: AuditQuery = {
     actor: qp('actor') || undefined,
@@ -30,6 +41,20 @@ export default function Audit() {
   };
   const page = Math.max(1, Number(qp('page', '1')) || 1);
   const list = useLoad(() => listAudit({ ...filters, page, pageSize: 50 }), [qp('actor'), qp('action'), qp('targetType'), qp('target'), qp('since'), qp('until'), page]);
+  // The live tail: entries that arrived since the page was read, newest first.
+  const tailing = page === 1 && !filters.until;
+  const [live, setLive] = useState<AuditEntry[]>([]);
+  useEffect(() => setLive([]), [list.data]);
+  useFeedTopic(
+    'audit',
+    (f) => {
+      if (f.type === 'resync') return list.reload();
+      const entry = f.entry as AuditEntry | undefined;
+      if (f.type !== 'audit' || !entry || !passes(entry, filters)) return;
+      setLive((l) => (l.some((e) => e.id === entry.id) || list.data?.entries.some((e) => e.id === entry.id) ? l : [entry, ...l].slice(0, 50)));
+    },
+    tailing,
+  );
   const [progress, setProgress] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
 
@@ -61,7 +86,8 @@ export default function Audit() {
       <input type={type as 'text'} value={qp(key)} placeholder={placeholder} onChange={(e) => setQuery({ [key]: val(e) || null, page: null })} />
     </Field>
   );
-  const d = list.data;
+  const loaded = list.data;
+  const d = loaded && live.length > 0 ? { ...loaded, entries: [...live, ...loaded.entries].slice(0, 50), total: loaded.total + live.length } : loaded;
   return (
     <section>
       <h1>Audit</h1>

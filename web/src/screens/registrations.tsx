@@ -1,12 +1,14 @@
 /**
  * Registrations awaiting approval (global admins): approve with a checklist limited to what each
- * agent requested, reject with a reason, several at once. Refreshed every 15 s while visible.
+ * agent requested, reject with a reason, several at once. Read again when the feed's registrations
+ * topic reports one made or decided.
  */
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { approveRegistration, listRegistrations, rejectRegistration, type Registration } from '../api/agents';
 import { describeError } from '../api/http';
 import type { Capability } from '../api/types';
-import { useLoad, usePoll } from '../app/hooks';
+import { useLoad } from '../app/hooks';
+import { useFeedTopic } from '../app/feed';
 import { Action, Badge, CapabilityChecks, Did, Empty, ErrorNote, Field, Loading, Notice, Time, val } from '../ui/kit';
 
 interface Outcome {
@@ -18,7 +20,16 @@ interface Outcome {
 
 export default function Registrations() {
   const list = useLoad(() => listRegistrations(), []);
-  usePoll(list.reload, 15_000);
+  // One read for a burst of frames.
+  const soon = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(soon.current), []);
+  useFeedTopic('registrations', (f) => {
+    if ((f.type !== 'registration' && f.type !== 'resync') || soon.current) return;
+    soon.current = setTimeout(() => {
+      soon.current = undefined;
+      list.reload();
+    }, 250);
+  });
   const [chosen, setChosen] = useState<Record<string, Capability[]>>({});
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [reason, setReason] = useState('');

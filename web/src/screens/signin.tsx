@@ -1,7 +1,8 @@
 /**
  * Sign-in (DESIGN §3): this browser's own Ed25519 key (WebCrypto, not extractable, kept in
  * IndexedDB) signs the login challenge; the same key claims an account from a claim or
- * invitation link. Device approval by a wallet gets its section here once the server offers it.
+ * invitation link. Or a wallet approves this browser (device approval, device-signin.tsx), which
+ * signs it in as the wallet's identity — first on the page where the browser can hold no key.
  */
 import { useEffect, useState } from 'preact/hooks';
 import * as auth from '../api/auth';
@@ -9,6 +10,7 @@ import { ApiError, describeError } from '../api/http';
 import { loadSession } from '../app/session';
 import { createBrowserKey, deleteBrowserKey, keysAvailable, loadBrowserKey, signText, type BrowserKey } from '../crypto/browser-key';
 import { Action, ErrorNote, Field, Loading, Notice, val } from '../ui/kit';
+import { DeviceSignIn } from './device-signin';
 
 async function signIn(key: BrowserKey): Promise<void> {
   const ch = await auth.challenge(key.did);
@@ -101,17 +103,19 @@ export default function SignIn({ reason }: { reason?: string }) {
       {reason && <Notice kind="warn">{reason}</Notice>}
       {!secure && (
         <Notice kind="warn">
-          This page is not a secure context, so the browser offers no signing keys here. Open Steward over HTTPS, or on this machine at
-          http://localhost, to sign in from the browser.
+          This page is not a secure context, so the browser offers no signing keys here: sign in with your wallet below, or open Steward over
+          HTTPS (or on this machine at http://localhost) to give this browser a key of its own.
         </Notice>
       )}
+      {!secure && <DeviceSignIn />}
 
       <section class="panel" aria-labelledby="key-h">
         <h2 id="key-h">With this browser's key</h2>
         <p class="muted">
           This browser can hold its own signing key. The private key never leaves the browser and cannot be read by any page, this one included; the
           browser only signs with it. A DID is one key: this browser's key and a wallet (<code>steward wallet</code> or a phone wallet) are two
-          different identities, and an account claimed with one cannot be signed into with the other.
+          different identities, and an account claimed with one cannot be signed into with the other. To use your wallet's account here, sign
+          in with your wallet below instead.
         </p>
         {key === undefined ? (
           <Loading what="Looking for this browser's key" />
@@ -178,13 +182,7 @@ export default function SignIn({ reason }: { reason?: string }) {
         <ErrorNote error={claimError} title="The claim did not go through." />
       </section>
 
-      <section class="panel" aria-labelledby="device-h">
-        <h2 id="device-h">With your wallet (device approval)</h2>
-        <p class="muted">
-          Signing in here with a key held by your wallet, approving this browser from the wallet, is not offered by this Steward yet. Until it is, use
-          this browser's own key above; <code>steward wallet login</code> gives scripts a token.
-        </p>
-      </section>
+      {secure && <DeviceSignIn />}
     </main>
   );
 }

@@ -1,0 +1,302 @@
+/**
+ * The fleet at a glance (GET /api/fleet/summary): counters kept as the data changes, so an answer
+ * costs a few map reads whatever the fleet size, never a scan of the fleet.
+ *
+ * Per agent it keeps one small record (status, online, offered a certificate not co-signed yet,
+ * its workspaces), and from those the counters: of the whole fleet, per workspace, and per set of
+ * workspaces an agent belongs to (few distinct sets in practice), from which a caller's distinct
+ * count over several workspaces is summed without counting an agent twice. The records change on
+ * the events of the areas that own the data: a registration, a decision or a deletion (the
+ * fleet's hooks: the record is read again from the store), an agent joining or leaving a workspace
+ * (the workspace service's hook), its actor told it connected, disconnected, was offered a
+ * certificate or stored one (the agent actors' delivery hook). Runs come from the executor's
+ * status hook; policies expiring soon from the policy service's list of policies with an expiry.
+ * All of it is read from the store once at start. How a cluster gathers the same figures is in
+ * docs/fleet.md ("Fleet summary").
+ */
+import { z } from 'zod';
+import type { Principal } from '../domain/principal.js';
+import type { AgentDoc } from '../store/collections.js';
+import type { RunStatusChange } from './workflow-runs.js';
+import type { ServiceCore } from './core.js';
+import type { PolicyService } from './policies.js';
+import { visibleWorkspaceIds } from './workspaces.js';
+
+const DAY_MS = 86_400_000;
+
+const counts = z.object({ total: z.number().int(), online: z.number().int(), pending: z.number().int(), rejected: z.number().int() });
+
+/** The answer of GET /api/fleet/summary (the route's response schema; the type is inferred from it). */
+export const fleetSummaryView = z.object({
+  scope: z.enum(['server', 'workspaces']),
+  agents: counts,
+  workspaces: z.array(z.object({ id: z.string(), slug: z.string(), name: z.string(), total: z.number().int(), online: z.number().int() })),
+  registrationsPending: z.number().int().nullable(),
+  certificatesAwaitingReissue: z.number().int(),
+  policiesExpiringSoon: z.number().int(),
+  runs: z.object({ running: z.number().int(), failedLast24h: z.number().int() }),
+  at: z.string(),
+});
+export type FleetSummaryView = z.infer<typeof fleetSummaryView>;
+
+/** What is kept per agent (packed into one small integer: see `pack`). */
+interface AgentFacts {
+  status: AgentDoc['status'];
+  online: boolean;
+  /** Offered a new certificate and not co-signed yet. */
+  reissue: boolean;
+  /** Its workspaces' ids, sorted; `group` is the entry of that set. */
+  group: Group;
+}
+
+/** The counters of the agents that belong to one set of workspaces. */
+interface Group {
+  /** Its place in `groupList` (what an agent's packed facts name). */
+  index: number;
+  workspaces: readonly string[];
+  total: number;
+  online: number;
+  pending: number;
+  rejected: number;
+  reissue: number;
+}
+
+interface WorkspaceCounts {
+  total: number;
+  online: number;
+}
+
+/** Runs of one workspace: those running, and the failed ones with when they failed (ms). */
+interface RunCounts {
+  running: Set<string>;
+  failed: Map<string, number>;
+}
+
+export class FleetSummary {
+  /** Per agent its facts packed in a small integer: no object per agent (18,000 of them add up). */
+  private readonly agents = new Map<string, number>();
+  private readonly groups = new Map<string, Group>();
+  private readonly groupList: Group[] = [];
+  private readonly workspaces = new Map<string, WorkspaceCounts>();
+  private readonly runs = new Map<string, RunCounts>();
+  /** Store reads of an agent's record in progress, one after another per agent. */
+  private readonly reading = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly ctx: ServiceCore,
+    private readonly policies: PolicyService,
+  ) {}
+
+  /** Reads the counters from the store, once. */
+  async start(): Promise<void> {
+    const { c } = this.ctx;
+    const memberships = new Map<string, string[]>();
+    for (const m of await c.workspaceAgents.find({}, { projection: { agentDid: 1, workspaceId: 1 } })) {
+      const list = memberships.get(m.agentDid);
+      if (list) list.push(m.workspaceId);
+      else memberships.set(m.agentDid, [m.workspaceId]);
+    }
+    for (const a of await c.agents.find({}, { projection: { status: 1 } })) {
+      this.put(a._id, { status: a.status, online: false, reissue: false, group: this.groupOf(memberships.get(a._id) ?? []) });
+    }
+    const since = new Date(Date.now() - DAY_MS).toISOString();
+    const runs = await c.workflowRuns.find(
+      { $or: [{ status: 'running' }, { status: 'failed', completedAt: { $gte: since } }] },
+      { projection: { workspaceId: 1, status: 1, completedAt: 1 } },
+    );
+    for (const r of runs) this.runStatus({ runId: r._id, workspaceId: r.workspaceId, status: r.status, at: r.completedAt });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Changes
+
+  /** The agent's record changed in the store (registered, decided, deleted, joined or left a workspace): read it again. */
+  agentChanged(did: string): Promise<void> {
+    const next = (this.reading.get(did) ?? Promise.resolve())
+      .then(() => this.reload(did))
+      .catch((err: unknown) => this.ctx.log.error({ err, did }, 'fleet summary: reading an agent failed'))
+      .finally(() => {
+        if (this.reading.get(did) === next) this.reading.delete(did);
+      });
+    this.reading.set(did, next);
+    return next;
+  }
+
+  /** Its actor was told it connected or disconnected. */
+  connection(did: string, online: boolean): void {
+    const f = this.facts(did);
+    if (f === undefined) {
+      // Told before its record was read: the read keeps this flag.
+      this.put(did, { status: 'active', online, reissue: false, group: this.groupOf([]) });
+      void this.agentChanged(did);
+    } else if (f.online !== online) this.put(did, { ...f, online });
+  }
+
+  /** Its actor was told a new certificate is offered (true) or stored (false). */
+  reissue(did: string, pending: boolean): void {
+    const f = this.facts(did);
+    if (f !== undefined && f.reissue !== pending) this.put(did, { ...f, reissue: pending });
+  }
+
+  /** A workspace is gone: its agents' sets lose it. */
+  workspaceDeleted(workspaceId: string): void {
+    for (const did of [...this.agents.keys()]) {
+      const f = this.facts(did)!;
+      if (f.group.workspaces.includes(workspaceId)) this.put(did, { ...f, group: this.groupOf(f.group.workspaces.filter((w) => w !== workspaceId)) });
+    }
+    this.workspaces.delete(workspaceId);
+    this.runs.delete(workspaceId);
+  }
+
+  /** A run started, ended or was found ended (`at`: when it ended; `workspaceId` null: the one it was counted running in). */
+  runStatus(run: RunStatusChange): void {
+    let workspaceId = run.workspaceId;
+    if (workspaceId === null) {
+      for (const [w, counts] of this.runs) if (counts.running.has(run.runId)) workspaceId = w;
+      if (workspaceId === null) return; // never counted running here: nothing to move
+    }
+    let r = this.runs.get(workspaceId);
+    if (!r) this.runs.set(workspaceId, (r = { running: new Set(), failed: new Map() }));
+    if (run.status === 'running') r.running.add(run.runId);
+    else r.running.delete(run.runId);
+    if (run.status === 'failed') {
+      const at = run.at ? Date.parse(run.at) : Date.now();
+      if (at > Date.now() - DAY_MS) r.failed.set(run.runId, at);
+    }
+  }
+
+  private async reload(did: string): Promise<void> {
+    const { c } = this.ctx;
+    const [agent, memberships] = await Promise.all([
+      c.agents.findById(did),
+      c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1 } }),
+    ]);
+    if (!agent) {
+      this.put(did, null);
+      return;
+    }
+    const was = this.facts(did);
+    this.put(did, {
+      status: agent.status,
+      online: was?.online ?? false,
+      reissue: was?.reissue ?? false,
+      group: this.groupOf(memberships.map((m) => m.workspaceId)),
+    });
+  }
+
+  /** Replaces an agent's record (null: removes it), moving its counts. */
+  private put(did: string, next: AgentFacts | null): void {
+    const was = this.facts(did);
+    if (was) this.count(was, -1);
+    if (next) {
+      this.agents.set(did, pack(next));
+      this.count(next, 1);
+    } else this.agents.delete(did);
+  }
+
+  private facts(did: string): AgentFacts | undefined {
+    const packed = this.agents.get(did);
+    if (packed === undefined) return undefined;
+    return { status: STATUSES[packed & 3]!, online: (packed & 4) !== 0, reissue: (packed & 8) !== 0, group: this.groupList[packed >>> 4]! };
+  }
+
+  private count(f: AgentFacts, by: 1 | -1): void {
+    const g = f.group;
+    g.total += by;
+    if (f.online) g.online += by;
+    if (f.status === 'pending') g.pending += by;
+    if (f.status === 'rejected') g.rejected += by;
+    if (f.reissue) g.reissue += by;
+    for (const w of g.workspaces) {
+      let ws = this.workspaces.get(w);
+      if (!ws) this.workspaces.set(w, (ws = { total: 0, online: 0 }));
+      ws.total += by;
+      if (f.online) ws.online += by;
+    }
+  }
+
+  private groupOf(workspaceIds: readonly string[]): Group {
+    const sorted = [...new Set(workspaceIds)].sort();
+    const key = sorted.join(' ');
+    let g = this.groups.get(key);
+    if (!g) {
+      g = { index: this.groupList.length, workspaces: sorted, total: 0, online: 0, pending: 0, rejected: 0, reissue: 0 };
+      this.groups.set(key, g);
+      this.groupList.push(g);
+    }
+    return g;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Reading
+
+  /** The summary of what the principal may see: the whole fleet for a global admin, else the agents of its workspaces. */
+  async summary(principal: Principal, now = Date.now()): Promise<FleetSummaryView> {
+    const { c } = this.ctx;
+    const visible = await visibleWorkspaceIds(c, principal);
+    const all = visible === 'all';
+    const mine = new Set(all ? [] : visible);
+    const inScope = (g: Group) => all || g.workspaces.some((w) => mine.has(w));
+    const agents = { total: 0, online: 0, pending: 0, rejected: 0 };
+    let reissue = 0;
+    for (const g of this.groups.values()) {
+      if (g.total === 0 || !inScope(g)) continue;
+      agents.total += g.total;
+      agents.online += g.online;
+      agents.pending += g.pending;
+      agents.rejected += g.rejected;
+      reissue += g.reissue;
+    }
+    const wsDocs = await c.workspaces.find(all ? {} : { _id: { $in: [...mine] } }, { projection: { slug: 1, name: 1 } });
+    wsDocs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const workspaces = wsDocs.map((w) => ({ id: w._id, slug: w.slug, name: w.name, total: this.workspaces.get(w._id)?.total ?? 0, online: this.workspaces.get(w._id)?.online ?? 0 }));
+
+    const runs = { running: 0, failedLast24h: 0 };
+    for (const [workspaceId, r] of this.runs) {
+      for (const [id, at] of r.failed) if (at <= now - DAY_MS) r.failed.delete(id);
+      if (!all && !mine.has(workspaceId)) continue;
+      runs.running += r.running.size;
+      runs.failedLast24h += r.failed.size;
+    }
+
+    let policiesExpiringSoon = 0;
+    for (const p of this.policies.expiringBefore(now + DAY_MS, now)) {
+      if (all || (p.workspaceId !== null && mine.has(p.workspaceId))) policiesExpiringSoon++;
+      else if (p.agentDid !== null) {
+        const f = this.facts(p.agentDid);
+        if (f && inScope(f.group)) policiesExpiringSoon++;
+      }
+    }
+    const globalAdmin = principal.kind === 'user' && principal.isAdmin;
+    return {
+      scope: all ? 'server' : 'workspaces',
+      agents,
+      workspaces,
+      registrationsPending: globalAdmin ? this.pendingTotal() : null,
+      certificatesAwaitingReissue: reissue,
+      policiesExpiringSoon,
+      runs,
+      at: new Date(now).toISOString(),
+    };
+  }
+
+  /** Pending registrations: one per pending agent (registering again answers the pending one). */
+  private pendingTotal(): number {
+    let n = 0;
+    for (const g of this.groups.values()) n += g.pending;
+    return n;
+  }
+
+  /** An agent's workspaces as last told (for attributing its token usage to them). */
+  workspacesOf(did: string): readonly string[] {
+    const packed = this.agents.get(did);
+    return packed === undefined ? [] : this.groupList[packed >>> 4]!.workspaces;
+  }
+}
+
+const STATUSES: ReadonlyArray<AgentDoc['status']> = ['active', 'pending', 'rejected'];
+
+/** Status in bits 0-1, online bit 2, awaiting re-issue bit 3, the group's index above (a small integer, kept unboxed by V8). */
+function pack(f: AgentFacts): number {
+  return STATUSES.indexOf(f.status) | (f.online ? 4 : 0) | (f.reissue ? 8 : 0) | (f.group.index << 4);
+}
