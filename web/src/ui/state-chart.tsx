@@ -6,6 +6,7 @@
  */
 import { Graph, layout } from '@dagrejs/dagre';
 import type { StateNodeDef, StateValue } from '../api/fleet';
+import { GraphFrame, pathOf } from './dag';
 
 interface StateInfo {
   path: string;
@@ -87,42 +88,35 @@ export function StateChart({ definition, state, lastEvent, label }: { definition
   const width = Math.ceil(info.width ?? 100);
   const height = Math.ceil(info.height ?? 40);
   return (
-    <div class="dag state-chart">
-      <svg width={width} height={height} viewBox={`0 0 ${width} ${height}`} role="img" aria-label={label}>
-        <defs>
-          <marker id="state-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
-            <path d="M 0 0 L 10 5 L 0 10 z" class="arrow" />
-          </marker>
-        </defs>
-        {g.edges().map((e) => {
-          const edge = g.edge(e) as { points?: Array<{ x: number; y: number }>; x?: number; y?: number; contains?: boolean; event?: string };
-          const d = (edge.points ?? []).map((p, i) => `${i === 0 ? 'M' : 'L'}${p.x},${p.y}`).join(' ');
-          if (edge.contains) return <path key={e.name} class="edge contains" d={d} />;
-          const hot = edge.event === lastEvent && lit.has(e.w);
-          return (
-            <g key={e.name} class={hot ? 'transition hot' : 'transition'}>
-              <title>{edge.event}</title>
-              <path class="edge" d={d} marker-end="url(#state-arrow)" />
-              <text x={edge.x} y={(edge.y ?? 0) + 4} text-anchor="middle" class="event">
-                {eventText(edge.event ?? '')}
-              </text>
-            </g>
-          );
-        })}
-        {states.map((s) => {
-          const n = g.node(s.path);
-          const on = lit.has(s.path);
-          return (
-            <g key={s.path} class={`node state ${s.type}${on ? ' current' : ''}`} transform={`translate(${n.x - n.width / 2},${n.y - n.height / 2})`} data-state={s.path} aria-current={on ? 'true' : undefined}>
-              <title>{`${s.path}${on ? ' (current)' : ''}`}</title>
-              <rect width={n.width} height={n.height} rx={s.type === 'atomic' ? 14 : 4} />
-              <text x={n.width / 2} y="22" text-anchor="middle">
-                {s.name}
-              </text>
-            </g>
-          );
-        })}
-      </svg>
-    </div>
+    <GraphFrame width={width} height={height} label={label} arrowId="state-arrow" extraClass="state-chart">
+      {g.edges().map((e) => {
+        const edge = g.edge(e) as { points?: Array<{ x: number; y: number }>; x?: number; y?: number; contains?: boolean; event?: string };
+        const d = pathOf(edge.points);
+        if (edge.contains) return <path key={e.name} class="edge contains" d={d} />;
+        const hot = edge.event === lastEvent && lit.has(e.w);
+        return (
+          <g key={e.name} class={hot ? 'transition hot' : 'transition'}>
+            <title>{edge.event}</title>
+            <path class="edge" d={d} marker-end="url(#state-arrow)" />
+            <text x={edge.x} y={(edge.y ?? 0) + 4} text-anchor="middle" class="event">
+              {eventText(edge.event ?? '')}
+            </text>
+          </g>
+        );
+      })}
+      {states.map((s) => {
+        const n = g.node(s.path);
+        const on = lit.has(s.path);
+        return (
+          <g key={s.path} class={`node state ${s.type}${on ? ' current' : ''}`} transform={`translate(${n.x - n.width / 2},${n.y - n.height / 2})`} data-state={s.path} aria-current={on ? 'true' : undefined}>
+            <title>{`${s.path}${on ? ' (current)' : ''}`}</title>
+            <rect width={n.width} height={n.height} rx={s.type === 'atomic' ? 14 : 4} />
+            <text x={n.width / 2} y="22" text-anchor="middle">
+              {s.name}
+            </text>
+          </g>
+        );
+      })}
+    </GraphFrame>
   );
 }
