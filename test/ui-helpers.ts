@@ -7,7 +7,8 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { tempDir } from './helpers.js';
+import { announceOwnerClaim } from '../src/services/claims.js';
+import { tempDir, type TestServer } from './helpers.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const SCREENSHOTS = new URL('../docs/screenshots/', import.meta.url).pathname;
@@ -50,4 +51,35 @@ export async function launch(): Promise<Browser> {
 export async function screenshot(page: Page, name: string): Promise<void> {
   await mkdir(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: false });
+}
+
+/**
+ * Claims the unclaimed owner from the browser with the browser's own key (the claim link Steward
+ * prints at first start) and waits for the signed-in navigation. Returns a session token of the
+ * owner for the test's own HTTP calls.
+ */
+export async function signInOwner(s: TestServer, page: Page, path = '/'): Promise<string> {
+  let printed = '';
+  await announceOwnerClaim(s.ctx, (t) => (printed += t));
+  const link = /Connection string \(claim URL\): (\S+)/.exec(printed)?.[1];
+  if (!link) throw new Error('no claim link was printed');
+  await page.goto(`${s.url}${path}`);
+  await page.getByLabel('Claim link or invitation link').fill(link);
+  await page.getByRole('button', { name: 'Claim and sign in' }).click();
+  await page.getByRole('navigation', { name: 'Screens' }).waitFor();
+  const owner = await s.ctx.c.users.findOne({ isOwner: true });
+  return (await s.ctx.sessions.create('user', owner!._id)).token;
+}
+
+/** The HTTP interface as a bearer of `token`: status and parsed body. */
+export function apiAs(s: TestServer, token: () => string) {
+  return async (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+    const r = await fetch(new URL(path, s.url), {
+      method,
+      headers: { authorization: `Bearer ${token()}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await r.text();
+    return { status: r.status, body: text ? JSON.parse(text) : undefined };
+  };
 }

@@ -1,5 +1,6 @@
 /** Agents, registrations, intents and LLM configuration (docs/fleet.md, docs/models.md). */
 import { del, get, post, put, seg, type Page } from './http';
+import type { Policy } from './policies';
 import type { Capability, ResourceLimits, TokenStats, WorkspaceRef } from './types';
 
 export interface AgentItem {
@@ -14,16 +15,9 @@ export interface AgentItem {
   workspace: WorkspaceRef | null;
 }
 
-export interface EffectivePolicy {
-  id: string;
+/** The policy in force for an agent: a policy (api/policies.ts) and whether it is the agent's or its workspace's. */
+export interface EffectivePolicy extends Policy {
   scope: 'agent' | 'workspace';
-  agentDid: string | null;
-  workspaceId: string | null;
-  capabilities: Capability[];
-  resourceLimits: ResourceLimits | null;
-  expiresAt: string | null;
-  createdBy: string;
-  createdAt: string;
 }
 
 export interface Certificate {

@@ -1,15 +1,9 @@
 /** Sign-in, sign-out and claims (docs/identity.md). */
 import { call, post, seg } from './http';
+import type { PersonCore } from './people';
 
-export interface LoginUser {
-  id: string;
-  did: string | null;
-  name: string;
-  email: string;
-  isOwner: boolean;
-  isAdmin: boolean;
+export interface LoginUser extends PersonCore {
   role: string;
-  registeredAt: string;
 }
 
 export const challenge = (did: string) => call<{ challengeId: string; nonce: string }>('POST', '/api/auth/challenge', { body: { did }, quiet401: true });

@@ -37,6 +37,9 @@ export interface Message {
   editedAt: string | null;
   deletedAt: string | null;
   createdAt: string;
+  /** On top-level messages: how many replies its thread has, and when the last came. */
+  replyCount?: number;
+  lastReplyAt?: string | null;
 }
 
 export const listChannels = (workspace: string, includeArchived = false) => get<{ channels: Channel[] }>('/api/channels', { workspace, includeArchived });
@@ -74,3 +77,6 @@ export const createBridge = (
 export const updateBridge = (id: string, bridgeId: string, body: { isSyncEnabled?: boolean; syncDirection?: Bridge['syncDirection'] }) =>
   patch<{ bridge: Bridge }>(`/api/channels/${seg(id)}/bridges/${seg(bridgeId)}`, body);
 export const deleteBridge = (id: string, bridgeId: string) => del<{ success: true }>(`/api/channels/${seg(id)}/bridges/${seg(bridgeId)}`);
+
+export const markRead = (id: string, messageId: string) => post<{ channelId: string; lastReadMessageId: string; unread: number }>(`/api/channels/${seg(id)}/read`, { messageId });
+export const myUnread = () => get<{ channels: Array<{ channelId: string; unread: number; lastReadMessageId: string | null }> }>('/api/me/unread');

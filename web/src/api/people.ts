@@ -9,15 +9,18 @@ export interface Me {
 }
 export const getMe = () => get<Me>('/api/users/me');
 
-export interface User {
+/** What every answer about a person holds. */
+export interface PersonCore {
   id: string;
   did: string | null;
   name: string;
   email: string;
   isOwner: boolean;
   isAdmin: boolean;
-  role: GlobalRole;
   registeredAt: string;
+}
+export interface User extends PersonCore {
+  role: GlobalRole;
   directoryId: string | null;
   claimedAt: string | null;
   reportsTo: string | null;
@@ -49,9 +52,23 @@ export const sendQr = (userId: string, sendByEmail: boolean) =>
   post<{ qrUrl: string; token: string; serverDid: string; emailSent: boolean }>('/api/server/directory/send-qr', { userId, sendByEmail });
 export const inviteLink = () => get<{ connectionString: string; token: string; key: string; serverDid: string }>('/api/users/invite');
 export const inviteByEmail = (body: { email: string; name: string; role: GlobalRole }) => post<{ token: string; userId: string }>('/api/users/invite/email', body);
+export interface Invitation {
+  id: string;
+  email: string;
+  workspaceId: string | null;
+  role: string;
+  invitedBy: string;
+  createdAt: string;
+  expiresAt: string;
+}
+export const listInvitations = (q: { page?: number; pageSize?: number }) => get<Page & { invitations: Invitation[] }>('/api/invitations', q);
+export const revokeInvitationById = (id: string) => del<{ success: true }>(`/api/invitations/id/${seg(id)}`);
 export const revokeInvitation = (token: string) => post<{ success: true }>(`/api/invitations/${seg(token)}/delete`);
 
 export const listGrants = (userRef: string) => get<{ grants: Grant[] }>(`/api/users/${seg(userRef)}/grants`);
 export const createGrant = (userRef: string, body: { agentDid: string | null; capabilities: Capability[]; expiresAt?: string }) =>
   post<{ grant: Grant }>(`/api/users/${seg(userRef)}/grants`, body);
 export const revokeGrant = (userRef: string, grantId: string) => del<{ ok: true }>(`/api/users/${seg(userRef)}/grants/${seg(grantId)}`);
+
+/** Names of DIDs the caller may see (others are absent from the answer). */
+export const lookupNames = (dids: string[]) => post<{ names: Record<string, { name: string; kind: 'user' | 'agent' }> }>('/api/lookup/names', { dids });

@@ -74,3 +74,39 @@ export const cancelRun = (id: string, runId: string) => post<Run>(`/api/workflow
 export const listSchedules = (q: { workflowId?: string; workspaceId?: string }) => get<{ schedules: Schedule[] }>('/api/schedules', q);
 export const createSchedule = (body: { workflowId: string; cron: string; params?: Record<string, unknown>; timezone?: string }) => post<{ schedule: Schedule }>('/api/schedules', body);
 export const deleteSchedule = (id: string) => del<{ success: true }>(`/api/schedules/${seg(id)}`);
+
+/** A run in the list across workflows: the Run object plus its workflow's name. */
+export interface RunListItem extends RunSummary {
+  workflowName: string;
+}
+export interface RunsQuery {
+  status?: RunStatus;
+  workspace?: string;
+  workflowId?: string;
+  startedBy?: string;
+  from?: string;
+  to?: string;
+  page?: number;
+  pageSize?: number;
+}
+export const listAllRuns = (q: RunsQuery) => get<Page & { runs: RunListItem[] }>('/api/runs', { ...q });
+export type CancelOutcome = 'cancelled' | 'already_finished' | 'not_found' | 'forbidden';
+export const cancelRuns = (runIds: string[]) => post<{ results: Array<{ runId: string; outcome: CancelOutcome }> }>('/api/runs/cancel', { runIds });
+
+export type AttemptOutcome = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
+export interface Attempt {
+  attempt: number;
+  startedAt: string;
+  finishedAt: string | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+  retryAt: string | null;
+}
+export interface Timeline {
+  runId: string;
+  status: RunStatus;
+  startedAt: string;
+  finishedAt: string | null;
+  steps: Array<{ stepId: string; attempts: Attempt[] }>;
+}
+export const getTimeline = (id: string, runId: string) => get<Timeline>(`/api/workflows/${seg(id)}/runs/${seg(runId)}/timeline`);

@@ -61,3 +61,18 @@ export function usePoll(fn: () => void, intervalMs: number, enabled = true): voi
     };
   }, [intervalMs, enabled]);
 }
+
+/** `fn` once, `delayMs` after the first of a burst of calls (one read for a burst of feed frames). */
+export function useSoon(fn: () => void, delayMs: number): () => void {
+  const saved = useRef(fn);
+  saved.current = fn;
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  return useCallback(() => {
+    if (timer.current) return;
+    timer.current = setTimeout(() => {
+      timer.current = undefined;
+      saved.current();
+    }, delayMs);
+  }, [delayMs]);
+}

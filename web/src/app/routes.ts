@@ -34,6 +34,11 @@ export const screens: Screen[] = [
   { path: '/skills', title: 'Skills', nav: true, show: everyone, load: () => import('../screens/skills') },
   { path: '/workflows', title: 'Workflows', nav: true, show: everyone, load: () => import('../screens/workflows') },
   { path: '/workflows/:id', title: 'Workflow', show: everyone, load: () => import('../screens/workflow') },
+  { path: '/workflows/:id/runs/:runId', title: 'Run', show: everyone, load: () => import('../screens/run') },
+  { path: '/runs', title: 'Runs', nav: true, show: everyone, load: () => import('../screens/runs') },
+  { path: '/usage', title: 'Usage', nav: true, show: everyone, load: () => import('../screens/usage') },
+  { path: '/actors', title: 'Actors', nav: true, show: (a) => a.globalAdmin, load: () => import('../screens/actors') },
+  { path: '/actors/:kind/:id', title: 'Actor', show: (a) => a.globalAdmin, load: () => import('../screens/actor') },
   { path: '/audit', title: 'Audit', nav: true, show: (a) => a.globalAdmin, load: () => import('../screens/audit') },
   { path: '/sessions', title: 'Sessions', nav: true, show: everyone, load: () => import('../screens/sessions') },
 ];

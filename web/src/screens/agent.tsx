@@ -1,7 +1,8 @@
 /**
  * One agent: its certificate (both signatures checked here, in the browser), what is in force
  * against what was approved, workspaces, LLM configuration (the key always masked), effective
- * skills, recent intents and, for operators and up, an intent console.
+ * skills, recent intents and, for operators and up, an intent console; its tokens per day against
+ * its budget and, for global admins, its actor's state chart with transitions arriving live.
  */
 import { useEffect, useState } from 'preact/hooks';
 import * as agents from '../api/agents';
@@ -11,12 +12,15 @@ import { agentSkills } from '../api/skills';
 import { listModels } from '../api/models';
 import { CAPABILITIES, type Capability, type ResourceLimits } from '../api/types';
 import { describeError } from '../api/http';
+import { tokenSeries } from '../api/fleet';
 import { useLoad } from '../app/hooks';
 import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { checkCertificate, type CertificateChecks } from '../crypto/certificate';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Notice, Swatch, Tabs, Time, val } from '../ui/kit';
+import { ActorView } from '../ui/actor-view';
+import { TokenChart } from '../ui/token-chart';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Notice, Swatch, Table, Tabs, Time, val } from '../ui/kit';
 
 function Limits({ limits }: { limits: ResourceLimits | null }) {
   if (!limits) return <span class="muted">no limits</span>;
@@ -127,6 +131,7 @@ function Overview({ agent }: { agent: AgentDetail }) {
           <dd>{(agent.tokenUsage.allTime.promptTokens + agent.tokenUsage.allTime.completionTokens).toLocaleString()}</dd>
         </dl>
       </section>
+      <TokenUsage did={agent.id} />
       <section class="panel" aria-labelledby="ws-h">
         <h2 id="ws-h">Workspaces</h2>
         <ul class="list">
@@ -139,6 +144,19 @@ function Overview({ agent }: { agent: AgentDetail }) {
         </ul>
       </section>
     </div>
+  );
+}
+
+/** Tokens per day from the stored series, against the daily budget when the policy sets one. */
+function TokenUsage({ did }: { did: string }) {
+  const series = useLoad(() => tokenSeries({ scope: 'agent', id: did, granularity: 'day' }), [did]);
+  return (
+    <section class="panel" aria-labelledby="usage-chart-h">
+      <h2 id="usage-chart-h">Tokens per day</h2>
+      <ErrorNote error={series.error} />
+      {series.data ? <TokenChart series={series.data} label="This agent's tokens each day of the last 30 days, with its daily budget" /> : !series.error && <Loading what="Reading token usage" />}
+      <a href={`/usage?scope=agent&id=${encodeURIComponent(did)}`}>By month</a>
+    </section>
   );
 }
 
@@ -206,13 +224,10 @@ function LlmTab({ agent }: { agent: AgentDetail }) {
             <Action
               kind="danger"
               onRun={async () => {
-                try {
-                  await agents.deleteLlmConfig(agent.id);
-                  config.reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await agents.deleteLlmConfig(agent.id);
+                config.reload();
               }}
+              onError={setError}
             >
               Remove (agent falls back to its environment)
             </Action>
@@ -295,36 +310,23 @@ function SkillsTab({ agent }: { agent: AgentDetail }) {
   const all = sets.data.flatMap((s) => s.skills.map((k) => ({ ...k, ws: s.w })));
   if (all.length === 0) return <Empty title="This agent gets no skills.">Skills are added per workspace under Skills.</Empty>;
   return (
-    <div class="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th>Skill</th>
-            <th>Workspace</th>
-            <th>Version</th>
-            <th>Required</th>
-            <th>Config in effect</th>
-          </tr>
-        </thead>
-        <tbody>
-          {all.map((k) => (
-            <tr key={`${k.ws.id}:${k.id}`}>
-              <td>
-                {k.name}
-                <br />
-                <span class="muted">{k.description}</span>
-              </td>
-              <td>{k.ws.name}</td>
-              <td>{k.version ?? '—'}</td>
-              <td>{k.isRequired ? 'yes' : 'no'}</td>
-              <td>
-                <Json value={k.config} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <Table head={['Skill', 'Workspace', 'Version', 'Required', 'Config in effect']}>
+      {all.map((k) => (
+        <tr key={`${k.ws.id}:${k.id}`}>
+          <td>
+            {k.name}
+            <br />
+            <span class="muted">{k.description}</span>
+          </td>
+          <td>{k.ws.name}</td>
+          <td>{k.version ?? '—'}</td>
+          <td>{k.isRequired ? 'yes' : 'no'}</td>
+          <td>
+            <Json value={k.config} />
+          </td>
+        </tr>
+      ))}
+    </Table>
   );
 }
 
@@ -415,34 +417,22 @@ function IntentsTab({ agent }: { agent: AgentDetail }) {
           audit.data && audit.data.entries.length > 0 ? (
             <>
               <h3>From the activity log</h3>
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th>When</th>
-                      <th>By</th>
-                      <th>Action</th>
-                      <th>Outcome</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {audit.data.entries.map((e) => (
-                      <tr key={e.id}>
-                        <td>
-                          <Time iso={e.at} />
-                        </td>
-                        <td>
-                          <Did did={e.actor} />
-                        </td>
-                        <td>
-                          <code>{String(e.details?.action ?? '')}</code>
-                        </td>
-                        <td>{String(e.details?.outcome ?? '')}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table head={['When', 'By', 'Action', 'Outcome']}>
+                {audit.data.entries.map((e) => (
+                  <tr key={e.id}>
+                    <td>
+                      <Time iso={e.at} />
+                    </td>
+                    <td>
+                      <Did did={e.actor} />
+                    </td>
+                    <td>
+                      <code>{String(e.details?.action ?? '')}</code>
+                    </td>
+                    <td>{String(e.details?.outcome ?? '')}</td>
+                  </tr>
+                ))}
+              </Table>
             </>
           ) : (
             audit.data && sent.length === 0 && <Empty title="No intents yet." />
@@ -461,6 +451,8 @@ const TABS = [
   { id: 'skills', label: 'Skills' },
   { id: 'intents', label: 'Intents' },
 ];
+/** Actors are for global admins: only they see the agent's state chart. */
+const ADMIN_TABS = [...TABS, { id: 'actor', label: 'State chart' }];
 
 export default function AgentPage({ params }: ScreenProps) {
   const did = params.did!;
@@ -510,11 +502,12 @@ export default function AgentPage({ params }: ScreenProps) {
               </Action>
             )}
           </div>
-          <Tabs tabs={TABS} current={tab} label="Agent sections" onSelect={(t) => setQuery({ tab: t === 'overview' ? null : t })} />
+          <Tabs tabs={a.globalAdmin ? ADMIN_TABS : TABS} current={tab} label="Agent sections" onSelect={(t) => setQuery({ tab: t === 'overview' ? null : t })} />
           {tab === 'overview' && <Overview agent={agent} />}
           {tab === 'llm' && <LlmTab agent={agent} />}
           {tab === 'skills' && <SkillsTab agent={agent} />}
           {tab === 'intents' && <IntentsTab agent={agent} />}
+          {tab === 'actor' && a.globalAdmin && <ActorView kind="agent" id={agent.id} showContext={true} />}
         </>
       )}
     </section>

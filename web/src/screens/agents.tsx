@@ -10,7 +10,7 @@ import { CAPABILITIES } from '../api/types';
 import { useLoad } from '../app/hooks';
 import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
-import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val } from '../ui/kit';
+import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
 
 const PAGE_SIZES = [20, 50, 100];
 
@@ -90,16 +90,7 @@ export default function Agents() {
             <option value="false">Offline</option>
           </select>
         </Field>
-        <Field label="Workspace">
-          <select value={workspace} onChange={(e) => setQuery({ workspace: val(e) || null, page: null })}>
-            <option value="">All visible</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.slug}>
-                {w.name}
-              </option>
-            ))}
-          </select>
-        </Field>
+        <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={workspace} all="All visible" onChange={(w) => setQuery({ workspace: w, page: null })} />
         <Field label="Has capability">
           <select
             value=""

@@ -9,7 +9,7 @@ import { describeError } from '../api/http';
 import { useLoad } from '../app/hooks';
 import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
-import { Action, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Time, val } from '../ui/kit';
+import { Action, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Table, Time, val } from '../ui/kit';
 
 const csvCell = (v: unknown) => {
   const s = v === null || v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v);
@@ -110,38 +110,25 @@ export default function Audit() {
         <Empty title="No entry matches.">Widen the time range or clear a filter.</Empty>
       ) : (
         <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>When</th>
-                  <th>Actor</th>
-                  <th>Action</th>
-                  <th>Target</th>
-                  <th>Details</th>
-                </tr>
-              </thead>
-              <tbody>
-                {d.entries.map((e) => (
-                  <tr key={e.id}>
-                    <td>
-                      <Time iso={e.at} absolute />
-                    </td>
-                    <td>{e.actor === 'system' ? 'system' : <Did did={e.actor} />}</td>
-                    <td>
-                      <code>{e.action}</code>
-                    </td>
-                    <td>
-                      {e.targetType} {e.target && <code>{e.target.length > 30 ? `${e.target.slice(0, 30)}…` : e.target}</code>}
-                    </td>
-                    <td>
-                      <code class="mono">{e.details ? JSON.stringify(e.details) : ''}</code>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table head={['When', 'Actor', 'Action', 'Target', 'Details']}>
+            {d.entries.map((e) => (
+              <tr key={e.id}>
+                <td>
+                  <Time iso={e.at} absolute />
+                </td>
+                <td>{e.actor === 'system' ? 'system' : <Did did={e.actor} />}</td>
+                <td>
+                  <code>{e.action}</code>
+                </td>
+                <td>
+                  {e.targetType} {e.target && <code>{e.target.length > 30 ? `${e.target.slice(0, 30)}…` : e.target}</code>}
+                </td>
+                <td>
+                  <code class="mono">{e.details ? JSON.stringify(e.details) : ''}</code>
+                </td>
+              </tr>
+            ))}
+          </Table>
           <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="entries" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}

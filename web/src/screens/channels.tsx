@@ -2,22 +2,27 @@
  * Channels: the channels of a workspace (and the global ones), a channel's messages live through
  * the feed, threads, reactions, edits and deletions, @mentions completed from the names of the
  * workspace's agents and people, members, and bridges (a webhook's secret is shown once, when it
- * is made).
+ * is made). Top-level messages show their reply counts; the list marks channels with unread
+ * messages, and viewing a channel marks it read.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import * as ch from '../api/channels';
 import type { Bridge, Channel, ChannelMember, Message } from '../api/channels';
 import { describeError } from '../api/http';
 import { listMembers, listWorkspaceAgents, myWorkspaces } from '../api/workspaces';
+import { signal } from '@preact/signals';
 import { feed } from '../app/feed';
-import { useLoad } from '../app/hooks';
+import { useLoad, usePoll } from '../app/hooks';
 import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { shortDid } from '../crypto/did';
-import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Table, Tabs, Time, val, WorkspaceSelect } from '../ui/kit';
 
 const QUICK_REACTIONS = ['👍', '🎉', '👀', '✅'];
+
+/** Unread messages per channel id (GET /api/me/unread), lowered as channels are read here. */
+const unread = signal<Record<string, number>>({});
 
 interface Person {
   did: string;
@@ -113,6 +118,16 @@ function MessageItem({ m, me, names, canModerate, onReply, channelId, onChanged 
           {onReply && (
             <button type="button" class="quiet" onClick={onReply}>
               Reply in thread
+            </button>
+          )}
+          {onReply && (m.replyCount ?? 0) > 0 && (
+            <button type="button" class="quiet replies" onClick={onReply}>
+              {m.replyCount} {m.replyCount === 1 ? 'reply' : 'replies'}
+              {m.lastReplyAt && (
+                <>
+                  , last <Time iso={m.lastReplyAt} />
+                </>
+              )}
             </button>
           )}
           {mine && !editing && (
@@ -244,6 +259,8 @@ function Conversation({ channel, members, directory }: { channel: Channel; membe
     return feed.subscribe({ channelId: channel.id }, (f) => {
       const m = f.message as Message | undefined;
       if (!m) return;
+      if (f.type === 'message.created' && m.threadId !== null)
+        setMessages((list) => (list ? list.map((x) => (x.id === m.threadId ? { ...x, replyCount: (x.replyCount ?? 0) + 1, lastReplyAt: m.createdAt } : x)) : list));
       if (m.threadId === null) setMessages((list) => (list ? upsert(list, m) : list));
       else setThread((list) => (list && list[0]?.id === m.threadId ? [list[0]!, ...upsert(list.slice(1), m)] : list));
       if (m.threadId === null) setThread((list) => (list && list[0]?.id === m.id ? [m, ...list.slice(1)] : list));
@@ -258,6 +275,16 @@ function Conversation({ channel, members, directory }: { channel: Channel; membe
       setError,
     );
   }, [channel.id, threadId, messages === null]);
+
+  // Viewing the channel reads it up to its newest top-level message.
+  const newest = messages?.[messages.length - 1]?.id;
+  useEffect(() => {
+    if (!newest || !mine) return;
+    ch.markRead(channel.id, newest).then(
+      (r) => (unread.value = { ...unread.value, [channel.id]: r.unread }),
+      () => undefined,
+    );
+  }, [channel.id, newest, !!mine]);
 
   const older = async () => {
     try {
@@ -354,53 +381,35 @@ function Members({ channel, members, directory, reload }: { channel: Channel; me
   return (
     <div>
       <ErrorNote error={error} />
-      <div class="table-wrap">
-        <table>
-          <thead>
-            <tr>
-              <th>Member</th>
-              <th>Kind</th>
-              <th>Role</th>
-              <th>Joined</th>
-              <th>
-                <span class="muted">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {members.map((m) => (
-              <tr key={m.memberDid}>
-                <td>
-                  <Did did={m.memberDid} name={names.get(m.memberDid)} />
-                </td>
-                <td>{m.memberType}</td>
-                <td>{m.role}</td>
-                <td>
-                  <Time iso={m.joinedAt} />
-                </td>
-                <td>
-                  {(canManage || m.memberDid === a.did) && (
-                    <Action
-                      kind="danger"
-                      onRun={async () => {
-                        setError(null);
-                        try {
-                          await ch.removeChannelMember(channel.id, m.memberDid);
-                          reload();
-                        } catch (err) {
-                          setError(err);
-                        }
-                      }}
-                    >
-                      {m.memberDid === a.did ? 'Leave' : 'Remove'}
-                    </Action>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table head={['Member', 'Kind', 'Role', 'Joined', <span class="muted">Actions</span>]}>
+        {members.map((m) => (
+          <tr key={m.memberDid}>
+            <td>
+              <Did did={m.memberDid} name={names.get(m.memberDid)} />
+            </td>
+            <td>{m.memberType}</td>
+            <td>{m.role}</td>
+            <td>
+              <Time iso={m.joinedAt} />
+            </td>
+            <td>
+              {(canManage || m.memberDid === a.did) && (
+                <Action
+                  kind="danger"
+                  onRun={async () => {
+                    setError(null);
+                    await ch.removeChannelMember(channel.id, m.memberDid);
+                    reload();
+                  }}
+                  onError={setError}
+                >
+                  {m.memberDid === a.did ? 'Leave' : 'Remove'}
+                </Action>
+              )}
+            </td>
+          </tr>
+        ))}
+      </Table>
       {canManage && (
         <div class="panel">
           <h3>Add a member</h3>
@@ -429,14 +438,11 @@ function Members({ channel, members, directory, reload }: { channel: Channel; me
                 const p = directory.find((x) => x.did === who);
                 if (!p) return;
                 setError(null);
-                try {
-                  await ch.addChannelMember(channel.id, p.did, p.kind, role);
-                  setWho('');
-                  reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await ch.addChannelMember(channel.id, p.did, p.kind, role);
+                setWho('');
+                reload();
               }}
+              onError={setError}
             >
               Add
             </Action>
@@ -505,65 +511,44 @@ function Bridges({ channel, isOwner }: { channel: Channel; isOwner: boolean }) {
       ) : list.data.bridges.length === 0 ? (
         <Empty title="No bridge.">A bridge connects this channel with a webhook or a team-chat channel.</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Service</th>
-                <th>External channel</th>
-                <th>Direction</th>
-                <th>Sync</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.bridges.map((b) => (
-                <tr key={b.id}>
-                  <td>{b.externalService}</td>
-                  <td>
-                    {b.externalChannelName} <span class="muted">({b.externalWorkspaceId} / {b.externalChannelId})</span>
-                  </td>
-                  <td>{b.syncDirection}</td>
-                  <td>{b.isSyncEnabled ? <Badge kind="ok">enabled</Badge> : <Badge kind="off">disabled</Badge>}</td>
-                  <td>
-                    {isOwner && (
-                      <div class="actions">
-                        <Action
-                          onRun={async () => {
-                            try {
-                              await ch.updateBridge(channel.id, b.id, { isSyncEnabled: !b.isSyncEnabled });
-                              list.reload();
-                            } catch (err) {
-                              setError(err);
-                            }
-                          }}
-                        >
-                          {b.isSyncEnabled ? 'Disable' : 'Enable'}
-                        </Action>
-                        <Action
-                          kind="danger"
-                          onRun={async () => {
-                            if (!confirm('Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.')) return;
-                            try {
-                              await ch.deleteBridge(channel.id, b.id);
-                              list.reload();
-                            } catch (err) {
-                              setError(err);
-                            }
-                          }}
-                        >
-                          Delete
-                        </Action>
-                      </div>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Service', 'External channel', 'Direction', 'Sync', <span class="muted">Actions</span>]}>
+          {list.data.bridges.map((b) => (
+            <tr key={b.id}>
+              <td>{b.externalService}</td>
+              <td>
+                {b.externalChannelName} <span class="muted">({b.externalWorkspaceId} / {b.externalChannelId})</span>
+              </td>
+              <td>{b.syncDirection}</td>
+              <td>{b.isSyncEnabled ? <Badge kind="ok">enabled</Badge> : <Badge kind="off">disabled</Badge>}</td>
+              <td>
+                {isOwner && (
+                  <div class="actions">
+                    <Action
+                      onRun={async () => {
+                        await ch.updateBridge(channel.id, b.id, { isSyncEnabled: !b.isSyncEnabled });
+                        list.reload();
+                      }}
+                      onError={setError}
+                    >
+                      {b.isSyncEnabled ? 'Disable' : 'Enable'}
+                    </Action>
+                    <Action
+                      kind="danger"
+                      onRun={async () => {
+                        if (!confirm('Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.')) return;
+                        await ch.deleteBridge(channel.id, b.id);
+                        list.reload();
+                      }}
+                      onError={setError}
+                    >
+                      Delete
+                    </Action>
+                  </div>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       {isOwner && (
         <div class="panel">
@@ -641,13 +626,10 @@ function ChannelView({ id }: { id: string }) {
         {!mine && channel.isPublic && !channel.isArchived && (
           <Action
             onRun={async () => {
-              try {
-                await ch.addChannelMember(channel.id, a.did, 'user');
-                detail.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await ch.addChannelMember(channel.id, a.did, 'user');
+              detail.reload();
             }}
+            onError={setError}
           >
             Join
           </Action>
@@ -655,13 +637,10 @@ function ChannelView({ id }: { id: string }) {
         {isOwner && (
           <Action
             onRun={async () => {
-              try {
-                await ch.updateChannel(channel.id, { isArchived: !channel.isArchived });
-                detail.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await ch.updateChannel(channel.id, { isArchived: !channel.isArchived });
+              detail.reload();
             }}
+            onError={setError}
           >
             {channel.isArchived ? 'Reopen' : 'Archive'}
           </Action>
@@ -718,14 +697,11 @@ function NewChannel({ workspaceId, onCreated }: { workspaceId: string; onCreated
             if (!name.trim()) return setNameError('Give the channel a name.');
             setNameError(null);
             setError(null);
-            try {
-              const r = await ch.createChannel({ name: name.trim(), isPublic, ...(global ? {} : { workspaceId }) });
-              setName('');
-              onCreated(r.channel);
-            } catch (err) {
-              setError(err);
-            }
+            const r = await ch.createChannel({ name: name.trim(), isPublic, ...(global ? {} : { workspaceId }) });
+            setName('');
+            onCreated(r.channel);
           }}
+          onError={setError}
         >
           Create
         </Action>
@@ -741,21 +717,20 @@ export default function Channels({ params }: ScreenProps) {
   const archived = qp('archived') === '1';
   const list = useLoad(() => (ws ? ch.listChannels(ws.id, archived) : Promise.resolve({ channels: [] as Channel[] })), [ws?.id, archived]);
   const [creating, setCreating] = useState(false);
+  const readUnread = () =>
+    ch.myUnread().then(
+      (r) => (unread.value = Object.fromEntries(r.channels.map((c) => [c.channelId, c.unread]))),
+      () => undefined,
+    );
+  useEffect(() => void readUnread(), [ws?.id]);
+  usePoll(() => void readUnread(), 60_000);
   return (
     <section>
       <h1>Channels</h1>
       <ErrorNote error={workspaces.error ?? list.error} />
       <div class="split">
         <nav aria-label="Channels">
-          <Field label="Workspace">
-            <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-              {workspaces.data?.workspaces.map((w) => (
-                <option key={w.id} value={w.slug}>
-                  {w.name}
-                </option>
-              ))}
-            </select>
-          </Field>
+          <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={ws?.slug ?? ''} onChange={(w) => setQuery({ ws: w })} />
           <label class="check">
             <input type="checkbox" checked={archived} onChange={(e) => setQuery({ archived: e.currentTarget.checked ? '1' : null })} /> Show archived
           </label>
@@ -768,7 +743,14 @@ export default function Channels({ params }: ScreenProps) {
               {list.data.channels.map((c) => (
                 <li key={c.id}>
                   <a href={`/channels/${c.id}${ws ? `?ws=${ws.slug}` : ''}`} class={params.id === c.id ? 'active' : ''} aria-current={params.id === c.id ? 'page' : undefined}>
-                    # {c.name} {c.workspaceId === null && <Badge>global</Badge>} <span class="muted">{c.messageCount ?? ''}</span>
+                    <span class={unread.value[c.id] ? 'unread' : ''}># {c.name}</span> {c.workspaceId === null && <Badge>global</Badge>}{' '}
+                    {unread.value[c.id] ? (
+                      <span class="badge count" aria-label={`${unread.value[c.id]} unread`}>
+                        {unread.value[c.id]}
+                      </span>
+                    ) : (
+                      <span class="muted">{c.messageCount ?? ''}</span>
+                    )}
                   </a>
                 </li>
               ))}

@@ -5,7 +5,7 @@ import { grantWorkspaceModel, listWorkspaceModels, listWorkspaces, revokeWorkspa
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, Empty, ErrorNote, Field, Loading, Time, val } from '../ui/kit';
+import { Action, Badge, Empty, ErrorNote, Field, Loading, NamedOptions, Table, Time, val } from '../ui/kit';
 
 function Registry() {
   const list = useLoad(() => listModels(), []);
@@ -40,71 +40,49 @@ function Registry() {
       ) : list.data.models.length === 0 ? (
         <Empty title="No model registered.">Register one below, then grant it to workspaces.</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Provider / model</th>
-                <th>Proxy name</th>
-                <th>Status</th>
-                <th>Created</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.models.map((m) => (
-                <tr key={m.id}>
-                  <td>
-                    {m.name}
-                    {m.description && <div class="muted">{m.description}</div>}
-                  </td>
-                  <td>
-                    {m.provider} <code>{m.modelId}</code>
-                    {m.baseUrl && <div class="muted">{m.baseUrl}</div>}
-                  </td>
-                  <td>{m.proxyModelName ? <code>{m.proxyModelName}</code> : '—'}</td>
-                  <td>{m.status === 'active' ? <Badge kind="ok">active</Badge> : <Badge kind="off">inactive</Badge>}</td>
-                  <td>
-                    <Time iso={m.createdAt} />
-                  </td>
-                  <td>
-                    <div class="actions">
-                      <Action
-                        onRun={async () => {
-                          try {
-                            await updateModel(m.id, { status: m.status === 'active' ? 'inactive' : 'active' });
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
-                        }}
-                      >
-                        {m.status === 'active' ? 'Deactivate' : 'Activate'}
-                      </Action>
-                      <Action
-                        kind="danger"
-                        onRun={async () => {
-                          if (!confirm(`Delete ${m.name}? Workspaces lose their access to it.`)) return;
-                          try {
-                            await deleteModel(m.id);
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
-                        }}
-                      >
-                        Delete
-                      </Action>
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Name', 'Provider / model', 'Proxy name', 'Status', 'Created', <span class="muted">Actions</span>]}>
+          {list.data.models.map((m) => (
+            <tr key={m.id}>
+              <td>
+                {m.name}
+                {m.description && <div class="muted">{m.description}</div>}
+              </td>
+              <td>
+                {m.provider} <code>{m.modelId}</code>
+                {m.baseUrl && <div class="muted">{m.baseUrl}</div>}
+              </td>
+              <td>{m.proxyModelName ? <code>{m.proxyModelName}</code> : '—'}</td>
+              <td>{m.status === 'active' ? <Badge kind="ok">active</Badge> : <Badge kind="off">inactive</Badge>}</td>
+              <td>
+                <Time iso={m.createdAt} />
+              </td>
+              <td>
+                <div class="actions">
+                  <Action
+                    onRun={async () => {
+                      await updateModel(m.id, { status: m.status === 'active' ? 'inactive' : 'active' });
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    {m.status === 'active' ? 'Deactivate' : 'Activate'}
+                  </Action>
+                  <Action
+                    kind="danger"
+                    onRun={async () => {
+                      if (!confirm(`Delete ${m.name}? Workspaces lose their access to it.`)) return;
+                      await deleteModel(m.id);
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    Delete
+                  </Action>
+                </div>
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <div class="panel">
         <h3>Register a model</h3>
@@ -154,11 +132,7 @@ function WorkspaceAccess() {
       <h2>Workspace model access</h2>
       <Field label="Workspace">
         <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-          {adminOf.map((w) => (
-            <option key={w.id} value={w.slug}>
-              {w.name}
-            </option>
-          ))}
+          <NamedOptions items={adminOf} />
         </select>
       </Field>
       <ErrorNote error={granted.error ?? error} />
@@ -172,13 +146,10 @@ function WorkspaceAccess() {
               <Action
                 kind="danger"
                 onRun={async () => {
-                  try {
-                    await revokeWorkspaceModel(ws!.id, m.id);
-                    granted.reload();
-                  } catch (err) {
-                    setError(err);
-                  }
+                  await revokeWorkspaceModel(ws!.id, m.id);
+                  granted.reload();
                 }}
+                onError={setError}
               >
                 Revoke
               </Action>
@@ -191,25 +162,18 @@ function WorkspaceAccess() {
           <Field label="Grant a model">
             <select value={pick} onChange={(e) => setPick(val(e))}>
               <option value="">Choose…</option>
-              {available.map((m) => (
-                <option key={m.id} value={m.id}>
-                  {m.name}
-                </option>
-              ))}
+              <NamedOptions items={available} by="id" />
             </select>
           </Field>
           <Action
             kind="primary"
             disabled={!pick}
             onRun={async () => {
-              try {
-                await grantWorkspaceModel(ws.id, pick);
-                setPick('');
-                granted.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await grantWorkspaceModel(ws.id, pick);
+              setPick('');
+              granted.reload();
             }}
+            onError={setError}
           >
             Grant
           </Action>

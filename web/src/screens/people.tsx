@@ -1,8 +1,7 @@
 /**
  * People: workspaces with their members and roles; the user directory (admin level) with its
  * filters, unclaimed users and their claim QR; invitations (owners); grants of a user.
- * There is no list of open invitations in the interface yet: the ones made here are shown until
- * the page is left.
+ * Open invitations are listed by the server and revoked by id.
  */
 import { useState } from 'preact/hooks';
 import * as people from '../api/people';
@@ -12,7 +11,7 @@ import * as wsApi from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Pager, Swatch, Tabs, Time, val } from '../ui/kit';
+import { Action, Badge, CapabilityChecks, Copyable, Did, Empty, ErrorNote, Field, Loading, Notice, Options, Pager, Swatch, Table, Tabs, Time, val } from '../ui/kit';
 
 function Workspaces() {
   const a = access.value!;
@@ -53,15 +52,12 @@ function Workspaces() {
               kind="primary"
               disabled={!newWs.name.trim()}
               onRun={async () => {
-                try {
-                  const r = await wsApi.createWorkspace({ name: newWs.name.trim(), color: newWs.color });
-                  setNewWs({ ...newWs, name: '' });
-                  list.reload();
-                  setQuery({ ws: r.workspace.slug });
-                } catch (err) {
-                  setError(err);
-                }
+                const r = await wsApi.createWorkspace({ name: newWs.name.trim(), color: newWs.color });
+                setNewWs({ ...newWs, name: '' });
+                list.reload();
+                setQuery({ ws: r.workspace.slug });
               }}
+              onError={setError}
             >
               Create
             </Action>
@@ -80,77 +76,56 @@ function Workspaces() {
             {members.data && members.data.members.length === 0 ? (
               <Empty title="No members yet." />
             ) : (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th>Person</th>
-                      <th>Role</th>
-                      <th>Joined</th>
-                      <th>
-                        <span class="muted">Actions</span>
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {members.data?.members.map((m) => (
-                      <tr key={m.userId}>
-                        <td>
-                          {m.name} <span class="muted">{m.email}</span>
-                          <br />
-                          {m.did ? <Did did={m.did} /> : <Badge kind="warn">unclaimed</Badge>}
-                        </td>
-                        <td>
-                          {isAdmin ? (
-                            <select
-                              aria-label={`Role of ${m.name}`}
-                              value={m.role}
-                              onChange={async (e) => {
-                                try {
-                                  await wsApi.setMemberRole(current.id, m.did ?? m.userId, val(e) as WorkspaceRole);
-                                  members.reload();
-                                } catch (err) {
-                                  setError(err);
-                                  members.reload();
-                                }
-                              }}
-                            >
-                              {WORKSPACE_ROLES.map((r) => (
-                                <option key={r} value={r}>
-                                  {r}
-                                </option>
-                              ))}
-                            </select>
-                          ) : (
-                            m.role
-                          )}
-                        </td>
-                        <td>
-                          <Time iso={m.joinedAt} />
-                        </td>
-                        <td>
-                          {(isAdmin || m.did === a.did) && (
-                            <Action
-                              kind="danger"
-                              onRun={async () => {
-                                if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
-                                try {
-                                  await wsApi.removeMember(current.id, m.did ?? m.userId);
-                                  members.reload();
-                                } catch (err) {
-                                  setError(err);
-                                }
-                              }}
-                            >
-                              {m.did === a.did ? 'Leave' : 'Remove'}
-                            </Action>
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table head={['Person', 'Role', 'Joined', <span class="muted">Actions</span>]}>
+                {members.data?.members.map((m) => (
+                  <tr key={m.userId}>
+                    <td>
+                      {m.name} <span class="muted">{m.email}</span>
+                      <br />
+                      {m.did ? <Did did={m.did} /> : <Badge kind="warn">unclaimed</Badge>}
+                    </td>
+                    <td>
+                      {isAdmin ? (
+                        <select
+                          aria-label={`Role of ${m.name}`}
+                          value={m.role}
+                          onChange={async (e) => {
+                            try {
+                              await wsApi.setMemberRole(current.id, m.did ?? m.userId, val(e) as WorkspaceRole);
+                              members.reload();
+                            } catch (err) {
+                              setError(err);
+                              members.reload();
+                            }
+                          }}
+                        >
+                          <Options values={WORKSPACE_ROLES} />
+                        </select>
+                      ) : (
+                        m.role
+                      )}
+                    </td>
+                    <td>
+                      <Time iso={m.joinedAt} />
+                    </td>
+                    <td>
+                      {(isAdmin || m.did === a.did) && (
+                        <Action
+                          kind="danger"
+                          onRun={async () => {
+                            if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
+                            await wsApi.removeMember(current.id, m.did ?? m.userId);
+                            members.reload();
+                          }}
+                          onError={setError}
+                        >
+                          {m.did === a.did ? 'Leave' : 'Remove'}
+                        </Action>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </Table>
             )}
             {isAdmin && (
               <div class="panel">
@@ -161,25 +136,18 @@ function Workspaces() {
                   </Field>
                   <Field label="Role">
                     <select value={newMember.role} onChange={(e) => setNewMember({ ...newMember, role: val(e) as WorkspaceRole })}>
-                      {WORKSPACE_ROLES.map((r) => (
-                        <option key={r} value={r}>
-                          {r}
-                        </option>
-                      ))}
+                      <Options values={WORKSPACE_ROLES} />
                     </select>
                   </Field>
                   <Action
                     kind="primary"
                     disabled={!newMember.did}
                     onRun={async () => {
-                      try {
-                        await wsApi.addMember(current.id, newMember.did, newMember.role);
-                        setNewMember({ ...newMember, did: '' });
-                        members.reload();
-                      } catch (err) {
-                        setError(err);
-                      }
+                      await wsApi.addMember(current.id, newMember.did, newMember.role);
+                      setNewMember({ ...newMember, did: '' });
+                      members.reload();
                     }}
+                    onError={setError}
                   >
                     Add
                   </Action>
@@ -222,13 +190,10 @@ function Grants({ user, onClose }: { user: User; onClose: () => void }) {
               <Action
                 kind="danger"
                 onRun={async () => {
-                  try {
-                    await people.revokeGrant(ref, g.id);
-                    list.reload();
-                  } catch (err) {
-                    setError(err);
-                  }
+                  await people.revokeGrant(ref, g.id);
+                  list.reload();
                 }}
+                onError={setError}
               >
                 Revoke
               </Action>
@@ -253,14 +218,11 @@ function Grants({ user, onClose }: { user: User; onClose: () => void }) {
                 if (agentDid && !agentDid.startsWith('did:')) return setFormError('The agent is named by its DID.');
                 if (expires && new Date(expires).getTime() <= Date.now()) return setFormError('The expiry must be in the future.');
                 setFormError(null);
-                try {
-                  await people.createGrant(ref, { agentDid: agentDid || null, capabilities: caps, ...(expires ? { expiresAt: new Date(expires).toISOString() } : {}) });
-                  setCaps([]);
-                  list.reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await people.createGrant(ref, { agentDid: agentDid || null, capabilities: caps, ...(expires ? { expiresAt: new Date(expires).toISOString() } : {}) });
+                setCaps([]);
+                list.reload();
               }}
+              onError={setError}
             >
               Grant
             </Action>
@@ -296,11 +258,7 @@ function Directory() {
         <Field label="Role">
           <select value={role} onChange={(e) => setQuery({ role: val(e) || null, page: null })}>
             <option value="">Any</option>
-            {GLOBAL_ROLES.map((r) => (
-              <option key={r} value={r}>
-                {r}
-              </option>
-            ))}
+            <Options values={GLOBAL_ROLES} />
           </select>
         </Field>
         <Field label="Account">
@@ -338,90 +296,66 @@ function Directory() {
         <Empty title="Nobody matches.">Clear a filter, or invite someone under Invitations.</Empty>
       ) : (
         <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Person</th>
-                  <th>Role</th>
-                  <th>Workspaces</th>
-                  <th>Account</th>
-                  <th>
-                    <span class="muted">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {d.users.map((u) => (
-                  <tr key={u.id}>
-                    <td>
-                      {u.name} {u.isAdmin && <Badge kind="warn">global admin</Badge>}
-                      <br />
-                      <span class="muted">{u.email}</span>
-                    </td>
-                    <td>{u.role}</td>
-                    <td>{u.workspaces.map((w) => w.name).join(', ') || '—'}</td>
-                    <td>{u.did ? <Did did={u.did} /> : <Badge kind="warn">unclaimed</Badge>}</td>
-                    <td>
-                      <div class="actions">
-                        {u.did && (
-                          <button type="button" onClick={() => setGrantsOf(u)}>
-                            Grants
-                          </button>
-                        )}
-                        {!u.did && (
-                          <Action
-                            onRun={async () => {
-                              setError(null);
-                              try {
-                                const r = await people.sendQr(u.id, false);
-                                setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
-                              } catch (err) {
-                                setError(err);
-                              }
-                            }}
-                          >
-                            Claim QR
-                          </Action>
-                        )}
-                        {!u.did && (
-                          <Action
-                            onRun={async () => {
-                              setError(null);
-                              try {
-                                const r = await people.sendQr(u.id, true);
-                                setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
-                              } catch (err) {
-                                setError(err);
-                              }
-                            }}
-                          >
-                            Mail claim link
-                          </Action>
-                        )}
-                        {(a.owner || (!u.did && a.adminLevel)) && !u.isOwner && u.did !== a.did && (
-                          <Action
-                            kind="danger"
-                            onRun={async () => {
-                              if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
-                              try {
-                                await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
-                                list.reload();
-                              } catch (err) {
-                                setError(err);
-                              }
-                            }}
-                          >
-                            Delete
-                          </Action>
-                        )}
-                      </div>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table head={['Person', 'Role', 'Workspaces', 'Account', <span class="muted">Actions</span>]}>
+            {d.users.map((u) => (
+              <tr key={u.id}>
+                <td>
+                  {u.name} {u.isAdmin && <Badge kind="warn">global admin</Badge>}
+                  <br />
+                  <span class="muted">{u.email}</span>
+                </td>
+                <td>{u.role}</td>
+                <td>{u.workspaces.map((w) => w.name).join(', ') || '—'}</td>
+                <td>{u.did ? <Did did={u.did} /> : <Badge kind="warn">unclaimed</Badge>}</td>
+                <td>
+                  <div class="actions">
+                    {u.did && (
+                      <button type="button" onClick={() => setGrantsOf(u)}>
+                        Grants
+                      </button>
+                    )}
+                    {!u.did && (
+                      <Action
+                        onRun={async () => {
+                          setError(null);
+                          const r = await people.sendQr(u.id, false);
+                          setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
+                        }}
+                        onError={setError}
+                      >
+                        Claim QR
+                      </Action>
+                    )}
+                    {!u.did && (
+                      <Action
+                        onRun={async () => {
+                          setError(null);
+                          const r = await people.sendQr(u.id, true);
+                          setClaim({ user: u, qrUrl: r.qrUrl, link: r.qrUrl.replace(/\/qr\.svg$/, ''), emailSent: r.emailSent });
+                        }}
+                        onError={setError}
+                      >
+                        Mail claim link
+                      </Action>
+                    )}
+                    {(a.owner || (!u.did && a.adminLevel)) && !u.isOwner && u.did !== a.did && (
+                      <Action
+                        kind="danger"
+                        onRun={async () => {
+                          if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
+                          await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
+                          list.reload();
+                        }}
+                        onError={setError}
+                      >
+                        Delete
+                      </Action>
+                    )}
+                  </div>
+                </td>
+              </tr>
+            ))}
+          </Table>
           <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="people" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
@@ -429,19 +363,53 @@ function Directory() {
   );
 }
 
-interface Made {
-  token: string;
-  email: string;
-  name: string;
-  role: GlobalRole;
-  at: string;
-  revoked?: boolean;
+/** The open invitations (GET /api/invitations, never their tokens), revoked by id. */
+function PendingInvitations({ onError }: { onError: (err: unknown) => void }) {
+  const page = Math.max(1, Number(qp('ipage', '1')) || 1);
+  const list = useLoad(() => people.listInvitations({ page, pageSize: 20 }), [page]);
+  const d = list.data;
+  return (
+    <section class="panel">
+      <h3>Open invitations</h3>
+      <ErrorNote error={list.error} />
+      {!d ? (
+        list.loading && <Loading />
+      ) : d.invitations.length === 0 ? (
+        <Empty title="No invitation is open.">Invite someone by email with the form.</Empty>
+      ) : (
+        <>
+          <ul class="list">
+            {d.invitations.map((m) => (
+              <li key={m.id} class="row" data-invitation={m.email}>
+                <span>
+                  {m.email} as {m.role} · made <Time iso={m.createdAt} /> · expires <Time iso={m.expiresAt} />
+                </span>
+                <Action
+                  kind="danger"
+                  label={`Revoke the invitation of ${m.email}`}
+                  onRun={async () => {
+                    await people.revokeInvitationById(m.id);
+                    list.reload();
+                  }}
+                  onError={onError}
+                >
+                  Revoke
+                </Action>
+              </li>
+            ))}
+          </ul>
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="invitations" onPage={(p) => setQuery({ ipage: p > 1 ? p : null })} />
+        </>
+      )}
+    </section>
+  );
 }
 
 function Invitations() {
   const [form, setForm] = useState({ email: '', name: '', role: 'member' as GlobalRole });
   const [errors, setErrors] = useState<Record<string, string>>({});
-  const [made, setMade] = useState<Made[]>([]);
+  /** Invitations made on this page: a new one re-reads the list. */
+  const [made, setMade] = useState(0);
   const [link, setLink] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
   const invite = async () => {
@@ -452,8 +420,8 @@ function Invitations() {
     if (Object.keys(e).length) return;
     setError(null);
     try {
-      const r = await people.inviteByEmail({ email: form.email.trim(), name: form.name.trim(), role: form.role });
-      setMade([{ token: r.token, email: form.email.trim(), name: form.name.trim(), role: form.role, at: new Date().toISOString() }, ...made]);
+      await people.inviteByEmail({ email: form.email.trim(), name: form.name.trim(), role: form.role });
+      setMade((n) => n + 1);
       setForm({ ...form, email: '', name: '' });
     } catch (err) {
       setError(err);
@@ -472,11 +440,7 @@ function Invitations() {
         </Field>
         <Field label="Role">
           <select value={form.role} onChange={(e) => setForm({ ...form, role: val(e) as GlobalRole })}>
-            {GLOBAL_ROLES.map((r) => (
-              <option key={r} value={r}>
-                {r}
-              </option>
-            ))}
+            <Options values={GLOBAL_ROLES} />
           </select>
         </Field>
         <ErrorNote error={error} />
@@ -487,49 +451,15 @@ function Invitations() {
         <p class="muted">Whoever claims this link becomes a new member of the default workspace. It works for CLAIM_TTL_MINUTES (30 minutes by default).</p>
         <Action
           onRun={async () => {
-            try {
-              setLink((await people.inviteLink()).connectionString);
-            } catch (err) {
-              setError(err);
-            }
+            setLink((await people.inviteLink()).connectionString);
           }}
+          onError={setError}
         >
           Make an invite link
         </Action>
         {link && <Copyable text={link} label="Invite link" />}
       </section>
-      <section class="panel">
-        <h3>Invitations made here</h3>
-        <p class="muted">Steward does not list open invitations yet; the ones you make on this page are shown until you leave it, and can be revoked.</p>
-        {made.length === 0 ? (
-          <p class="muted">None yet.</p>
-        ) : (
-          <ul class="list">
-            {made.map((m) => (
-              <li key={m.token} class="row">
-                <span>
-                  {m.name} &lt;{m.email}&gt; as {m.role} · <Time iso={m.at} /> {m.revoked && <Badge kind="off">revoked</Badge>}
-                </span>
-                {!m.revoked && (
-                  <Action
-                    kind="danger"
-                    onRun={async () => {
-                      try {
-                        await people.revokeInvitation(m.token);
-                        setMade(made.map((x) => (x.token === m.token ? { ...x, revoked: true } : x)));
-                      } catch (err) {
-                        setError(err);
-                      }
-                    }}
-                  >
-                    Revoke
-                  </Action>
-                )}
-              </li>
-            ))}
-          </ul>
-        )}
-      </section>
+      <PendingInvitations key={made} onError={setError} />
     </div>
   );
 }

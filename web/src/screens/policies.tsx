@@ -10,7 +10,7 @@ import { CAPABILITIES, type Capability, type ResourceLimits } from '../api/types
 import { listWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
-import { Action, Badge, CapabilityChecks, Did, Empty, ErrorNote, Field, Loading, Notice, Time, val } from '../ui/kit';
+import { Action, Badge, CapabilityChecks, Did, Empty, ErrorNote, Field, Loading, NamedOptions, Notice, Table, Time, val } from '../ui/kit';
 
 function SentTo({ what, sentTo }: { what: string; sentTo: string[] }) {
   return (
@@ -132,11 +132,7 @@ function CreatePolicy({ onCreated }: { onCreated: (what: string, sentTo: string[
         <Field label="Workspace" error={errors.workspace}>
           <select value={workspaceId} onChange={(e) => setWorkspaceId(val(e))}>
             <option value="">Choose…</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.id}>
-                {w.name}
-              </option>
-            ))}
+            <NamedOptions items={workspaces.data?.workspaces} by="id" />
           </select>
         </Field>
       )}
@@ -197,71 +193,52 @@ export default function Policies() {
       ) : list.data.policies.length === 0 ? (
         <Empty title="No policy.">Without one, agents work with the capabilities approved at registration and no limits. Create one above.</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Applies to</th>
-                <th>Capabilities</th>
-                <th>Limits</th>
-                <th>Expires</th>
-                <th>Created</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
+        <Table head={['Applies to', 'Capabilities', 'Limits', 'Expires', 'Created', <span class="muted">Actions</span>]}>
+          {list.data.policies.map((p) => {
+            const expired = p.expiresAt !== null && new Date(p.expiresAt).getTime() <= now;
+            return (
+              <tr key={p.id} data-policy={p.id}>
+                <td>{p.agentDid ? <a href={`/agents/${encodeURIComponent(p.agentDid)}`}><Did did={p.agentDid} /></a> : <>workspace {wsName(p.workspaceId)}</>}</td>
+                <td>
+                  {p.capabilities.map((c) => (
+                    <Badge key={c}>{c}</Badge>
+                  ))}
+                </td>
+                <td>
+                  {p.resourceLimits
+                    ? [
+                        p.resourceLimits.maxTokensPerDay !== undefined && `${p.resourceLimits.maxTokensPerDay.toLocaleString()} tokens/day`,
+                        p.resourceLimits.maxRequestsPerHour !== undefined && `${p.resourceLimits.maxRequestsPerHour} intents/hour`,
+                        p.resourceLimits.allowedDomains && `domains: ${p.resourceLimits.allowedDomains.join(', ')}`,
+                      ]
+                        .filter(Boolean)
+                        .join('; ')
+                    : '—'}
+                </td>
+                <td>{p.expiresAt ? <>{expired ? <Badge kind="warn">expired</Badge> : null} <Time iso={p.expiresAt} absolute /></> : 'never'}</td>
+                <td>
+                  <Time iso={p.createdAt} /> by <Did did={p.createdBy} />
+                </td>
+                <td>
+                  <Action
+                    kind="danger"
+                    label={`Revoke policy ${p.id}`}
+                    onRun={async () => {
+                      if (!confirm('Revoke this policy? Connected agents it applies to get a new certificate at once.')) return;
+                      setError(null);
+                      const r = await revokePolicy(p.id);
+                      setResult({ what: 'Policy revoked.', sentTo: r.sentTo });
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    Revoke
+                  </Action>
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {list.data.policies.map((p) => {
-                const expired = p.expiresAt !== null && new Date(p.expiresAt).getTime() <= now;
-                return (
-                  <tr key={p.id} data-policy={p.id}>
-                    <td>{p.agentDid ? <a href={`/agents/${encodeURIComponent(p.agentDid)}`}><Did did={p.agentDid} /></a> : <>workspace {wsName(p.workspaceId)}</>}</td>
-                    <td>
-                      {p.capabilities.map((c) => (
-                        <Badge key={c}>{c}</Badge>
-                      ))}
-                    </td>
-                    <td>
-                      {p.resourceLimits
-                        ? [
-                            p.resourceLimits.maxTokensPerDay !== undefined && `${p.resourceLimits.maxTokensPerDay.toLocaleString()} tokens/day`,
-                            p.resourceLimits.maxRequestsPerHour !== undefined && `${p.resourceLimits.maxRequestsPerHour} intents/hour`,
-                            p.resourceLimits.allowedDomains && `domains: ${p.resourceLimits.allowedDomains.join(', ')}`,
-                          ]
-                            .filter(Boolean)
-                            .join('; ')
-                        : '—'}
-                    </td>
-                    <td>{p.expiresAt ? <>{expired ? <Badge kind="warn">expired</Badge> : null} <Time iso={p.expiresAt} absolute /></> : 'never'}</td>
-                    <td>
-                      <Time iso={p.createdAt} /> by <Did did={p.createdBy} />
-                    </td>
-                    <td>
-                      <Action
-                        kind="danger"
-                        label={`Revoke policy ${p.id}`}
-                        onRun={async () => {
-                          if (!confirm('Revoke this policy? Connected agents it applies to get a new certificate at once.')) return;
-                          setError(null);
-                          try {
-                            const r = await revokePolicy(p.id);
-                            setResult({ what: 'Policy revoked.', sentTo: r.sentTo });
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
-                        }}
-                      >
-                        Revoke
-                      </Action>
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+            );
+          })}
+        </Table>
       )}
     </section>
   );

@@ -6,7 +6,7 @@ import { listWorkspaceAgents, myWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Tabs, val } from '../ui/kit';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, NamedOptions, Table, Tabs, val, WorkspaceSelect } from '../ui/kit';
 
 function parseObject(text: string): Record<string, unknown> | string {
   try {
@@ -40,13 +40,10 @@ function Overrides({ ws, skill, isAdmin }: { ws: string; skill: Skill; isAdmin: 
               <Action
                 kind="danger"
                 onRun={async () => {
-                  try {
-                    await sk.deleteOverride(ws, skill.id, o.agentDid);
-                    list.reload();
-                  } catch (err) {
-                    setError(err);
-                  }
+                  await sk.deleteOverride(ws, skill.id, o.agentDid);
+                  list.reload();
                 }}
+                onError={setError}
               >
                 Remove
               </Action>
@@ -59,11 +56,7 @@ function Overrides({ ws, skill, isAdmin }: { ws: string; skill: Skill; isAdmin: 
           <Field label="Agent">
             <select value={agent} onChange={(e) => setAgent(val(e))}>
               <option value="">Choose…</option>
-              {agents.data?.agents.map((x) => (
-                <option key={x.id} value={x.id}>
-                  {x.name}
-                </option>
-              ))}
+              <NamedOptions items={agents.data?.agents} by="id" />
             </select>
           </Field>
           <label class="check">
@@ -80,13 +73,10 @@ function Overrides({ ws, skill, isAdmin }: { ws: string; skill: Skill; isAdmin: 
               if (typeof c === 'string') return setError(new Error(c));
               if (enabled && !c) return setError(new Error('An override that keeps the skill needs its own config; to change nothing, remove the override.'));
               setError(null);
-              try {
-                await sk.setOverride(ws, skill.id, agent, { enabled, config: c });
-                list.reload();
-              } catch (err) {
-                setError(err);
-              }
+              await sk.setOverride(ws, skill.id, agent, { enabled, config: c });
+              list.reload();
             }}
+            onError={setError}
           >
             Set override
           </Action>
@@ -125,13 +115,10 @@ function SkillItem({ ws, skill, isAdmin, reload }: { ws: string; skill: Skill; i
                 kind="danger"
                 onRun={async () => {
                   if (!confirm(`Delete the skill ${skill.name}? Agents of the workspace get their new set at once.`)) return;
-                  try {
-                    await sk.deleteSkill(ws, skill.id);
-                    reload();
-                  } catch (err) {
-                    setError(err);
-                  }
+                  await sk.deleteSkill(ws, skill.id);
+                  reload();
                 }}
+                onError={setError}
               >
                 Delete
               </Action>
@@ -160,20 +147,17 @@ function SkillItem({ ws, skill, isAdmin, reload }: { ws: string; skill: Skill; i
                   onRun={async () => {
                     const c = parseObject(editing.config);
                     if (typeof c === 'string') return setError(new Error(c));
-                    try {
-                      await sk.updateSkill(ws, skill.id, {
-                        description: editing.description || null,
-                        version: editing.version.trim() || null,
-                        isRequired: editing.isRequired,
-                        config: c,
-                        ...(editing.content ? { content: editing.content } : {}),
-                      });
-                      setEditing(null);
-                      reload();
-                    } catch (err) {
-                      setError(err);
-                    }
+                    await sk.updateSkill(ws, skill.id, {
+                      description: editing.description || null,
+                      version: editing.version.trim() || null,
+                      isRequired: editing.isRequired,
+                      config: c,
+                      ...(editing.content ? { content: editing.content } : {}),
+                    });
+                    setEditing(null);
+                    reload();
                   }}
+                  onError={setError}
                 >
                   Save
                 </Action>
@@ -201,15 +185,7 @@ function WorkspaceSkills() {
   const isAdmin = !!ws && a.atLeast('admin', ws.id);
   return (
     <div>
-      <Field label="Workspace">
-        <select value={ws?.slug ?? ''} onChange={(e) => setQuery({ ws: val(e) })}>
-          {workspaces.data?.workspaces.map((w) => (
-            <option key={w.id} value={w.slug}>
-              {w.name}
-            </option>
-          ))}
-        </select>
-      </Field>
+      <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={ws?.slug ?? ''} onChange={(w) => setQuery({ ws: w })} />
       <ErrorNote error={workspaces.error ?? list.error ?? error} />
       {!list.data ? (
         list.loading && <Loading />
@@ -243,14 +219,11 @@ function WorkspaceSkills() {
               onRun={async () => {
                 if (!form.name.trim()) return setNameError('Give the skill a name.');
                 setNameError(null);
-                try {
-                  await sk.createSkill({ workspaceId: ws.id, name: form.name.trim(), description: form.description || null, content: form.content, isRequired: form.isRequired });
-                  setForm({ name: '', description: '', content: '', isRequired: false });
-                  list.reload();
-                } catch (err) {
-                  setError(err);
-                }
+                await sk.createSkill({ workspaceId: ws.id, name: form.name.trim(), description: form.description || null, content: form.content, isRequired: form.isRequired });
+                setForm({ name: '', description: '', content: '', isRequired: false });
+                list.reload();
               }}
+              onError={setError}
             >
               Create
             </Action>
@@ -279,11 +252,7 @@ function Library() {
         <Field label="Install into">
           <select value={target} onChange={(e) => setTarget(val(e))}>
             <option value="">Choose a workspace…</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.id}>
-                {w.name}
-              </option>
-            ))}
+            <NamedOptions items={workspaces.data?.workspaces} by="id" />
           </select>
         </Field>
       </div>
@@ -294,68 +263,48 @@ function Library() {
       ) : entries.length === 0 ? (
         <Empty title="No library entry matches." />
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Skill</th>
-                <th>Source</th>
-                <th>Installs</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {entries.slice(0, 200).map((e) => (
-                <tr key={e.id}>
-                  <td>
-                    {e.name}
-                    <div class="muted">{e.description}</div>
-                    {preview?.id === e.id && <pre class="json">{preview.content}</pre>}
-                  </td>
-                  <td>
-                    <a href={e.repoUrl} rel="noreferrer noopener" target="_blank">
-                      {e.source}
-                    </a>
-                  </td>
-                  <td>{e.installs.toLocaleString()}</td>
-                  <td>
-                    <div class="actions">
-                      <Action
-                        onRun={async () => {
-                          try {
-                            const r = await sk.libraryContent(e.source, e.skillId);
-                            setPreview({ id: e.id, ...r });
-                          } catch (err) {
-                            setError(err);
-                          }
-                        }}
-                      >
-                        Read
-                      </Action>
-                      <Action
-                        kind="primary"
-                        disabled={!target}
-                        onRun={async () => {
-                          setDone(null);
-                          try {
-                            const row = await sk.installFromLibrary({ workspaceId: target, source: e.source, skillId: e.skillId });
-                            setDone(`Installed ${row.name} into ${row.workspace_name ?? 'the workspace'}.`);
-                          } catch (err) {
-                            setError(err);
-                          }
-                        }}
-                      >
-                        Install
-                      </Action>
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Skill', 'Source', 'Installs', <span class="muted">Actions</span>]}>
+          {entries.slice(0, 200).map((e) => (
+            <tr key={e.id}>
+              <td>
+                {e.name}
+                <div class="muted">{e.description}</div>
+                {preview?.id === e.id && <pre class="json">{preview.content}</pre>}
+              </td>
+              <td>
+                <a href={e.repoUrl} rel="noreferrer noopener" target="_blank">
+                  {e.source}
+                </a>
+              </td>
+              <td>{e.installs.toLocaleString()}</td>
+              <td>
+                <div class="actions">
+                  <Action
+                    onRun={async () => {
+                      const r = await sk.libraryContent(e.source, e.skillId);
+                      setPreview({ id: e.id, ...r });
+                    }}
+                    onError={setError}
+                  >
+                    Read
+                  </Action>
+                  <Action
+                    kind="primary"
+                    disabled={!target}
+                    onRun={async () => {
+                      setDone(null);
+                      const row = await sk.installFromLibrary({ workspaceId: target, source: e.source, skillId: e.skillId });
+                      setDone(`Installed ${row.name} into ${row.workspace_name ?? 'the workspace'}.`);
+                    }}
+                    onError={setError}
+                  >
+                    Install
+                  </Action>
+                </div>
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
     </div>
   );

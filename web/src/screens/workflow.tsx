@@ -1,25 +1,26 @@
 /**
  * One workflow: its DAG, its definition (edited and checked before saving), its runs (a run's
  * steps drawn on the DAG by status, cancel), starting a run, and its schedules with their next
- * firing times. A running run is re-read every 3 s while the tab is visible (runs have no feed
- * topic yet).
+ * firing times. The runs follow the feed's runs topic narrowed to the workflow.
  */
 import { useState } from 'preact/hooks';
 import * as wf from '../api/workflows';
 import { describeError } from '../api/http';
-import { useLoad, usePoll } from '../app/hooks';
+import { useLoad, useSoon } from '../app/hooks';
+import { useTopic } from '../app/topics';
 import { navigate, qp, setQuery } from '../app/router';
 import type { ScreenProps } from '../app/routes';
 import { access } from '../app/session';
 import { Dag } from '../ui/dag';
-import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Pager, Tabs, Time, val } from '../ui/kit';
+import { RunBadge, RunStatusFilter, runHref, statusKind } from '../ui/runs';
+import { Action, Badge, Did, Empty, ErrorNote, Field, Json, Loading, Pager, Table, Tabs, Time, val } from '../ui/kit';
 import { checkDefinition } from './workflow-check';
 
-const statusKind = (s: string) => (s === 'completed' ? 'ok' : s === 'failed' ? 'danger' : s === 'running' ? '' : 'off');
 
 function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: string; mayRun: boolean }) {
   const run = useLoad(() => wf.getRun(workflow.id, runId), [workflow.id, runId]);
-  usePoll(run.reload, 3000, run.data?.status === 'running');
+  const reload = useSoon(run.reload, 300);
+  useTopic('runs', { workflowId: workflow.id }, (f) => (f.type === 'resync' || (f.type === 'run' && f.runId === runId)) && reload(), run.data?.status === 'running');
   const [error, setError] = useState<unknown>(null);
   const r = run.data;
   if (run.error) return <ErrorNote error={run.error} />;
@@ -29,18 +30,15 @@ function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: st
     <div class="panel">
       <div class="row">
         <h3>
-          Run <code>{r.runId}</code> <Badge kind={statusKind(r.status)}>{r.status}</Badge>
+          Run <code>{r.runId}</code> <RunBadge status={r.status} />
         </h3>
         {mayRun && r.status === 'running' && (
           <Action
             kind="danger"
             onRun={async () => {
-              try {
-                run.set(await wf.cancelRun(workflow.id, r.runId));
-              } catch (err) {
-                setError(err);
-              }
+              run.set(await wf.cancelRun(workflow.id, r.runId));
             }}
+            onError={setError}
           >
             Cancel the run
           </Action>
@@ -55,45 +53,35 @@ function RunView({ workflow, runId, mayRun }: { workflow: wf.Workflow; runId: st
           </>
         )}
       </p>
+      <p>
+        <a href={runHref(workflow.id, r.runId)}>The run's timeline</a>: each step's attempts over time.
+      </p>
       {r.error && <div class="note error">{r.error}</div>}
       <ErrorNote error={error} />
       <Dag steps={workflow.definition.steps} status={status} label={`Steps of run ${r.runId} by status`} />
-      <div class="table-wrap">
-        <table>
-          <thead>
-            <tr>
-              <th>Step</th>
-              <th>Status</th>
-              <th>Attempts</th>
-              <th>Duration</th>
-              <th>Output or error</th>
+      <Table head={['Step', 'Status', 'Attempts', 'Duration', 'Output or error']}>
+        {workflow.definition.steps.map((s) => {
+          const st = r.steps[s.id];
+          return (
+            <tr key={s.id}>
+              <td>
+                {s.name} <code>{s.id}</code>
+              </td>
+              <td>
+                <Badge kind={statusKind(st?.status ?? '')}>{st?.status ?? '—'}</Badge>
+                {st?.retryAt && (
+                  <div class="muted">
+                    next attempt <Time iso={st.retryAt} />
+                  </div>
+                )}
+              </td>
+              <td>{st?.attempts ?? 0}</td>
+              <td>{st?.durationMs != null ? `${(st.durationMs / 1000).toFixed(2)} s` : '—'}</td>
+              <td>{st?.error ? <span class="unverified">{st.error}</span> : st?.output != null ? <Json value={st.output} /> : '—'}</td>
             </tr>
-          </thead>
-          <tbody>
-            {workflow.definition.steps.map((s) => {
-              const st = r.steps[s.id];
-              return (
-                <tr key={s.id}>
-                  <td>
-                    {s.name} <code>{s.id}</code>
-                  </td>
-                  <td>
-                    <Badge kind={statusKind(st?.status ?? '')}>{st?.status ?? '—'}</Badge>
-                    {st?.retryAt && (
-                      <div class="muted">
-                        next attempt <Time iso={st.retryAt} />
-                      </div>
-                    )}
-                  </td>
-                  <td>{st?.attempts ?? 0}</td>
-                  <td>{st?.durationMs != null ? `${(st.durationMs / 1000).toFixed(2)} s` : '—'}</td>
-                  <td>{st?.error ? <span class="unverified">{st.error}</span> : st?.output != null ? <Json value={st.output} /> : '—'}</td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
+          );
+        })}
+      </Table>
     </div>
   );
 }
@@ -102,7 +90,8 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
   const page = Math.max(1, Number(qp('page', '1')) || 1);
   const status = qp('status') as wf.RunStatus | '';
   const runs = useLoad(() => wf.listRuns(workflow.id, { page, pageSize: 20, status: status || undefined }), [workflow.id, page, status]);
-  usePoll(runs.reload, 5000, runs.data?.runs.some((r) => r.status === 'running') ?? false);
+  const reload = useSoon(runs.reload, 500);
+  useTopic('runs', { workflowId: workflow.id }, (f) => (f.type === 'resync' || (f.type === 'run' && f.stepId === undefined)) && reload());
   const [params, setParams] = useState('{}');
   const [error, setError] = useState<unknown>(null);
   const [paramsError, setParamsError] = useState<string | null>(null);
@@ -142,16 +131,7 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
       <ErrorNote error={runs.error ?? error} />
       {selected && <RunView key={selected} workflow={workflow} runId={selected} mayRun={mayRun} />}
       <div class="toolbar">
-        <Field label="Status">
-          <select value={status} onChange={(e) => setQuery({ status: val(e) || null, page: null })}>
-            <option value="">Any</option>
-            {['running', 'completed', 'failed', 'cancelled'].map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </Field>
+        <RunStatusFilter value={status} onChange={(v) => setQuery({ status: v, page: null })} />
       </div>
       {!runs.data ? (
         runs.loading && <Loading />
@@ -159,38 +139,26 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
         <Empty title="No run yet.">{mayRun ? 'Start one above.' : 'Operators and up start runs.'}</Empty>
       ) : (
         <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Run</th>
-                  <th>Status</th>
-                  <th>Started</th>
-                  <th>Ended</th>
-                </tr>
-              </thead>
-              <tbody>
-                {runs.data.runs.map((r) => (
-                  <tr key={r.runId}>
-                    <td>
-                      <a href={`/workflows/${workflow.id}?tab=runs&run=${r.runId}`}>
-                        <code>{r.runId}</code>
-                      </a>
-                    </td>
-                    <td>
-                      <Badge kind={statusKind(r.status)}>{r.status}</Badge>
-                    </td>
-                    <td>
-                      <Time iso={r.startedAt} />
-                    </td>
-                    <td>
-                      <Time iso={r.completedAt} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table head={['Run', 'Status', 'Started', 'Ended']}>
+            {runs.data.runs.map((r) => (
+              <tr key={r.runId}>
+                <td>
+                  <a href={`/workflows/${workflow.id}?tab=runs&run=${r.runId}`}>
+                    <code>{r.runId}</code>
+                  </a>
+                </td>
+                <td>
+                  <RunBadge status={r.status} />
+                </td>
+                <td>
+                  <Time iso={r.startedAt} />
+                </td>
+                <td>
+                  <Time iso={r.completedAt} />
+                </td>
+              </tr>
+            ))}
+          </Table>
           <Pager page={runs.data.page} totalPages={runs.data.totalPages} total={runs.data.total} noun="runs" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
@@ -211,50 +179,32 @@ function Schedules({ workflow, mayEdit }: { workflow: wf.Workflow; mayEdit: bool
       ) : list.data.schedules.length === 0 ? (
         <Empty title="No schedule.">{mayEdit ? 'Add one below to run this workflow by cron.' : ''}</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Cron</th>
-                <th>Time zone</th>
-                <th>Next firing</th>
-                <th>Last run</th>
-                <th>
-                  <span class="muted">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.schedules.map((s) => (
-                <tr key={s.id}>
-                  <td>
-                    <code>{s.cron}</code>
-                  </td>
-                  <td>{s.timezone}</td>
-                  <td>{s.nextRunAt ? <Time iso={s.nextRunAt} absolute /> : '—'}</td>
-                  <td>{s.lastRunId ? <a href={`/workflows/${workflow.id}?tab=runs&run=${s.lastRunId}`}><Time iso={s.lastRunAt} /></a> : '—'}</td>
-                  <td>
-                    {mayEdit && (
-                      <Action
-                        kind="danger"
-                        onRun={async () => {
-                          try {
-                            await wf.deleteSchedule(s.id);
-                            list.reload();
-                          } catch (err) {
-                            setError(err);
-                          }
-                        }}
-                      >
-                        Delete
-                      </Action>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Cron', 'Time zone', 'Next firing', 'Last run', <span class="muted">Actions</span>]}>
+          {list.data.schedules.map((s) => (
+            <tr key={s.id}>
+              <td>
+                <code>{s.cron}</code>
+              </td>
+              <td>{s.timezone}</td>
+              <td>{s.nextRunAt ? <Time iso={s.nextRunAt} absolute /> : '—'}</td>
+              <td>{s.lastRunId ? <a href={`/workflows/${workflow.id}?tab=runs&run=${s.lastRunId}`}><Time iso={s.lastRunAt} /></a> : '—'}</td>
+              <td>
+                {mayEdit && (
+                  <Action
+                    kind="danger"
+                    onRun={async () => {
+                      await wf.deleteSchedule(s.id);
+                      list.reload();
+                    }}
+                    onError={setError}
+                  >
+                    Delete
+                  </Action>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       {mayEdit && (
         <div class="panel">
@@ -331,14 +281,11 @@ function Definition({ workflow, mayEdit, onSaved }: { workflow: wf.Workflow; may
               setProblems(c.problems);
               if (!c.definition) return;
               setError(null);
-              try {
-                const r = await wf.patchWorkflow(workflow.id, { definition: c.definition });
-                onSaved(r.workflow);
-                setSaved(true);
-              } catch (err) {
-                setError(err);
-              }
+              const r = await wf.patchWorkflow(workflow.id, { definition: c.definition });
+              onSaved(r.workflow);
+              setSaved(true);
             }}
+            onError={setError}
           >
             Check and save
           </Action>

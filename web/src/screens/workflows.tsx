@@ -5,7 +5,7 @@ import { myWorkspaces } from '../api/workspaces';
 import { useLoad } from '../app/hooks';
 import { navigate, qp, setQuery } from '../app/router';
 import { access } from '../app/session';
-import { Action, Empty, ErrorNote, Field, Loading, Time, val } from '../ui/kit';
+import { Action, Empty, ErrorNote, Field, Loading, NamedOptions, Table, Time, val, WorkspaceSelect } from '../ui/kit';
 import { checkDefinition } from './workflow-check';
 
 const EXAMPLE = JSON.stringify(
@@ -35,16 +35,7 @@ export default function Workflows() {
     <section>
       <h1>Workflows</h1>
       <div class="toolbar">
-        <Field label="Workspace">
-          <select value={wsFilter} onChange={(e) => setQuery({ ws: val(e) || null })}>
-            <option value="">All visible</option>
-            {workspaces.data?.workspaces.map((w) => (
-              <option key={w.id} value={w.slug}>
-                {w.name}
-              </option>
-            ))}
-          </select>
-        </Field>
+        <WorkspaceSelect workspaces={workspaces.data?.workspaces} value={wsFilter} all="All visible" onChange={(w) => setQuery({ ws: w })} />
         {adminOf.length > 0 && (
           <button type="button" aria-expanded={creating} onClick={() => setCreating(!creating)}>
             New workflow
@@ -61,11 +52,7 @@ export default function Workflows() {
             <Field label="Workspace">
               <select value={form.workspaceId} onChange={(e) => setForm({ ...form, workspaceId: val(e) })}>
                 <option value="">Choose…</option>
-                {adminOf.map((w) => (
-                  <option key={w.id} value={w.id}>
-                    {w.name}
-                  </option>
-                ))}
+                <NamedOptions items={adminOf} by="id" />
               </select>
             </Field>
             <Field label="Description">
@@ -97,13 +84,10 @@ export default function Workflows() {
               setProblems(found);
               if (found.length || !checked.definition) return;
               setError(null);
-              try {
-                const r = await createWorkflow({ name: form.name.trim(), workspaceId: form.workspaceId, definition: checked.definition, ...(form.description ? { description: form.description } : {}) });
-                navigate(`/workflows/${r.id}`);
-              } catch (err) {
-                setError(err);
-              }
+              const r = await createWorkflow({ name: form.name.trim(), workspaceId: form.workspaceId, definition: checked.definition, ...(form.description ? { description: form.description } : {}) });
+              navigate(`/workflows/${r.id}`);
             }}
+            onError={setError}
           >
             Check and create
           </Action>
@@ -115,33 +99,21 @@ export default function Workflows() {
       ) : list.data.workflows.length === 0 ? (
         <Empty title="No workflow here.">{adminOf.length ? 'Create one with New workflow.' : 'Workspace admins create workflows.'}</Empty>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Workflow</th>
-                <th>Workspace</th>
-                <th>Steps</th>
-                <th>Updated</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.workflows.map((w) => (
-                <tr key={w.id}>
-                  <td>
-                    <a href={`/workflows/${w.id}`}>{w.name}</a>
-                    {w.description && <div class="muted">{w.description}</div>}
-                  </td>
-                  <td>{wsName(w.workspaceId)}</td>
-                  <td>{w.stepCount}</td>
-                  <td>
-                    <Time iso={w.updatedAt} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table head={['Workflow', 'Workspace', 'Steps', 'Updated']}>
+          {list.data.workflows.map((w) => (
+            <tr key={w.id}>
+              <td>
+                <a href={`/workflows/${w.id}`}>{w.name}</a>
+                {w.description && <div class="muted">{w.description}</div>}
+              </td>
+              <td>{wsName(w.workspaceId)}</td>
+              <td>{w.stepCount}</td>
+              <td>
+                <Time iso={w.updatedAt} />
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
     </section>
   );

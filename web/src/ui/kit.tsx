@@ -54,9 +54,13 @@ export function Field({ label, hint, error, children }: { label: string; hint?: 
   );
 }
 
-/** A button that shows progress while its promise runs and cannot be pressed twice meanwhile. */
+/**
+ * A button that shows progress while its promise runs and cannot be pressed twice meanwhile. What
+ * the promise rejects with goes to `onError` (the view shows it in words).
+ */
 export function Action({
   onRun,
+  onError,
   children,
   kind,
   disabled,
@@ -64,6 +68,7 @@ export function Action({
   type = 'button',
 }: {
   onRun: () => Promise<unknown> | void;
+  onError?: (err: unknown) => void;
   children: ComponentChildren;
   kind?: 'primary' | 'danger' | 'quiet';
   disabled?: boolean;
@@ -86,6 +91,9 @@ export function Action({
         setBusy(true);
         try {
           await onRun();
+        } catch (err) {
+          if (!onError) throw err;
+          onError(err);
         } finally {
           if (mounted.current) setBusy(false);
         }
@@ -239,5 +247,73 @@ export function CapabilityChecks({
         </label>
       ))}
     </fieldset>
+  );
+}
+
+/** A table in its scrolling frame: the column headings, then the rows given as children. */
+export function Table({ head, label, children }: { head: ComponentChildren[]; label?: string; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap">
+      <table aria-label={label}>
+        <thead>
+          <tr>
+            {head.map((h, i) => (
+              <th key={i}>{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </div>
+  );
+}
+
+/** The options of a select: each value its own label. */
+export function Options({ values }: { values: readonly string[] }) {
+  return (
+    <>
+      {values.map((v) => (
+        <option key={v} value={v}>
+          {v}
+        </option>
+      ))}
+    </>
+  );
+}
+
+/** A select's options for named things (workspaces, models), by slug (the URL's choice for a workspace) or id. */
+export function NamedOptions({ items, by = 'slug' }: { items: ReadonlyArray<{ id: string; name: string; slug?: string }> | undefined; by?: 'slug' | 'id' }) {
+  return (
+    <>
+      {items?.map((w) => (
+        <option key={w.id} value={w[by] ?? w.id}>
+          {w.name}
+        </option>
+      ))}
+    </>
+  );
+}
+
+/** A choice of workspace by slug; with `all`, an empty choice of that name (every workspace). */
+export function WorkspaceSelect({
+  workspaces,
+  value,
+  onChange,
+  all,
+  label = 'Workspace',
+}: {
+  workspaces: ReadonlyArray<{ id: string; slug: string; name: string }> | undefined;
+  value: string;
+  onChange: (slug: string | null) => void;
+  all?: string;
+  label?: string;
+}) {
+  return (
+    <Field label={label}>
+      <select value={value} onChange={(e) => onChange(val(e) || null)}>
+        {all !== undefined && <option value="">{all}</option>}
+        <NamedOptions items={workspaces} />
+      </select>
+    </Field>
   );
 }
