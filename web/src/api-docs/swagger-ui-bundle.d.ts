@@ -11,6 +11,7 @@ declare module 'swagger-ui-dist/swagger-ui-bundle.js' {
     tryItOutEnabled?: boolean;
     displayRequestDuration?: boolean;
     filter?: boolean;
+    docExpansion?: 'list' | 'full' | 'none';
   }
   interface SwaggerUIBundle {
     (options: SwaggerUIOptions): unknown;
