@@ -13,7 +13,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type Steward } from '../src/server.js';
@@ -24,7 +23,7 @@ import type { Store } from '../src/store/types.js';
 import { connectNatsBus } from '../src/cluster/bus-nats.js';
 import { LocalBus, LocalHub } from '../src/cluster/bus-local.js';
 import type { Bus } from '../src/cluster/bus.js';
-import { startNatsServer, type NatsServer } from '../test/nats-server.js';
+import { freePort, startNatsServer, type NatsServer } from '../test/nats-server.js';
 import { ownerAndWorkspace, preregister } from './fleet-setup.js';
 import { percentile } from './report.js';
 
@@ -77,17 +76,6 @@ function counted(store: Store): Store {
       };
     },
   }) as Store;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function memory() {
