@@ -14,6 +14,7 @@ import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { Session } from 'node:inspector/promises';
 import { writeFile } from 'node:fs/promises';
+import { serveCommands } from './proc.js';
 
 /** BENCH_PROFILE=<file>: a CPU profile of the server from setup to stop is written there. */
 let profiler: Session | undefined;
@@ -40,11 +41,9 @@ let steward: Steward | undefined;
 let cpuMark = process.cpuUsage();
 let dataDir = '';
 
-const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
-process.on('message', async (raw: { id: number } & Msg) => {
-  const { id } = raw;
-  try {
+serveCommands<Msg>(
+  async (raw) => {
     switch (raw.cmd) {
       case 'start': {
         dataDir = await mkdtemp(join(tmpdir(), 'steward-bench-channels-'));
@@ -57,7 +56,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
           ...raw.env,
         });
         steward = await startSteward(config, createLogger(config.logLevel));
-        return reply(id, { url: steward.url });
+        return { url: steward.url };
       }
       case 'setup': {
         const { c, sessions } = steward!.ctx;
@@ -126,7 +125,7 @@ process.on('message', async (raw: { id: number } & Msg) => {
           await profiler.post('Profiler.enable');
           await profiler.post('Profiler.start');
         }
-        return reply(id, { channelId: channel._id, tokens });
+        return { channelId: channel._id, tokens };
       }
       case 'counters': {
         const cpu = process.cpuUsage(cpuMark);
@@ -142,21 +141,16 @@ process.on('message', async (raw: { id: number } & Msg) => {
         };
         loopDelay.reset();
         gc = { count: 0, totalMs: 0, maxMs: 0 };
-        return reply(id, r);
+        return r;
       }
-      case 'stop':
-        if (profiler) {
-          const { profile } = await profiler.post('Profiler.stop');
-          await writeFile(process.env.BENCH_PROFILE!, JSON.stringify(profile));
-        }
-        await steward?.close();
-        await rm(dataDir, { recursive: true, force: true });
-        reply(id, {});
-        setTimeout(() => process.exit(0), 50);
-        return;
     }
-  } catch (err) {
-    reply(id, { error: (err as Error).stack ?? String(err) });
-  }
-});
-process.send!({ id: 0, hello: true });
+  },
+  async () => {
+    if (profiler) {
+      const { profile } = await profiler.post('Profiler.stop');
+      await writeFile(process.env.BENCH_PROFILE!, JSON.stringify(profile));
+    }
+    await steward?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  },
+);

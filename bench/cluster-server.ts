@@ -13,7 +13,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startSteward, type Steward } from '../src/server.js';
@@ -24,9 +23,10 @@ import type { Store } from '../src/store/types.js';
 import { connectNatsBus } from '../src/cluster/bus-nats.js';
 import { LocalBus, LocalHub } from '../src/cluster/bus-local.js';
 import type { Bus } from '../src/cluster/bus.js';
-import { startNatsServer, type NatsServer } from '../test/nats-server.js';
+import { freePort, startNatsServer, type NatsServer } from '../test/nats-server.js';
 import { ownerAndWorkspace, preregister } from './fleet-setup.js';
 import { percentile } from './report.js';
+import { serveCommands } from './proc.js';
 
 type Msg =
   | { cmd: 'start'; mode: 'single' | 'cluster'; env: Record<string, string> }
@@ -53,7 +53,6 @@ const ops = new Map<string, number>();
 /** The same, a batch (an array argument: bulkUpdate, insertMany) counted once per document in it, as MongoDB counts them. */
 let docOps = 0;
 
-const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
 /** The store with each collection method call counted (nothing else changes). */
 function counted(store: Store): Store {
@@ -77,17 +76,6 @@ function counted(store: Store): Store {
       };
     },
   }) as Store;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function memory() {
@@ -119,9 +107,8 @@ async function roundTrips(a: Bus, b: Bus, count: number, payloadBytes: number): 
   return { p50: percentile(lat, 50), p99: percentile(lat, 99), cpuUs: (cpu.user + cpu.system) / count };
 }
 
-process.on('message', async (raw: { id: number } & Msg) => {
-  const { id } = raw;
-  try {
+serveCommands<Msg>(
+  async (raw) => {
     switch (raw.cmd) {
       case 'start': {
         const owner = generateKeyPair();
@@ -159,21 +146,21 @@ process.on('message', async (raw: { id: number } & Msg) => {
           await new Promise((r) => setTimeout(r, 250));
         }
         const { token, workspaceId } = await ownerAndWorkspace(nodes[0]!);
-        return reply(id, { urls: nodes.map((n) => `http://127.0.0.1:${n.port}`), token, workspaceId, shards: split(), settleMs: Date.now() - t0 });
+        return { urls: nodes.map((n) => `http://127.0.0.1:${n.port}`), token, workspaceId, shards: split(), settleMs: Date.now() - t0 };
       }
       case 'preregister':
         await preregister(nodes[0]!, raw.seed, raw.count, raw.workspaceId);
-        return reply(id, {});
+        return {};
       case 'cpu':
-        return reply(id, process.cpuUsage());
+        return process.cpuUsage();
       case 'memory':
-        return reply(id, memory());
+        return memory();
       case 'storeOps':
-        return reply(id, { total: [...ops.values()].reduce((a, n) => a + n, 0), docs: docOps, byOp: Object.fromEntries(ops) });
+        return { total: [...ops.values()].reduce((a, n) => a + n, 0), docs: docOps, byOp: Object.fromEntries(ops) };
       case 'nats': {
-        if (!nats) return reply(id, { subscriptions: 0, mem: 0 });
+        if (!nats) return { subscriptions: 0, mem: 0 };
         const varz = (await (await fetch(`http://127.0.0.1:${monitorPort}/varz`)).json()) as { subscriptions: number; mem: number; in_msgs: number; out_msgs: number };
-        return reply(id, { subscriptions: varz.subscriptions, mem: varz.mem, inMsgs: varz.in_msgs, outMsgs: varz.out_msgs });
+        return { subscriptions: varz.subscriptions, mem: varz.mem, inMsgs: varz.in_msgs, outMsgs: varz.out_msgs };
       }
       case 'seenOnline': {
         // Until every node counts the agent online (another node learns it over the bus).
@@ -182,10 +169,10 @@ process.on('message', async (raw: { id: number } & Msg) => {
           if (Date.now() - t0 > 30_000) throw new Error(`not every node sees ${raw.did} online`);
           await new Promise((r) => setTimeout(r, 20));
         }
-        return reply(id, {});
+        return {};
       }
       case 'online':
-        return reply(id, { online: nodes.map((n) => fleetOf(n.ctx).gateway.onlineCount()) });
+        return { online: nodes.map((n) => fleetOf(n.ctx).gateway.onlineCount()) };
       case 'busHop': {
         // The bus alone, without Steward around it: two NATS connections through the server, and
         // two in-process buses on one hub (what one node uses).
@@ -196,19 +183,14 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const natsHop = await roundTrips(na, nb, raw.count, raw.payloadBytes);
         const localHop = await roundTrips(la, lb, raw.count, raw.payloadBytes);
         await Promise.all([na.close(), nb.close(), la.close(), lb.close()]);
-        return reply(id, { nats: natsHop, local: localHop });
+        return { nats: natsHop, local: localHop };
       }
-      case 'stop':
-        for (const n of nodes) await n.close().catch(() => undefined);
-        await shared?.close();
-        await nats?.stop();
-        for (const d of dirs) await rm(d, { recursive: true, force: true });
-        reply(id, {});
-        setTimeout(() => process.exit(0), 50);
-        return;
     }
-  } catch (err) {
-    reply(id, { error: (err as Error).stack ?? String(err) });
-  }
-});
-process.send!({ id: 0, hello: true });
+  },
+  async () => {
+    for (const n of nodes) await n.close().catch(() => undefined);
+    await shared?.close();
+    await nats?.stop();
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  },
+);

@@ -34,17 +34,12 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 import { startProc, type Proc } from './proc.js';
 import { flag, fmt, percentile, table } from './report.js';
+import { CONCURRENCY, HB_SECONDS, LOADGENS, N, RATE, loadgenAddresses } from './options.js';
 
-const N = flag('agents', 'BENCH_AGENTS', 500);
-const LOADGENS = Math.max(1, flag('loadgens', 'BENCH_LOADGENS', 2));
-const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
 const SAMPLES = flag('samples', 'BENCH_CLUSTER_SAMPLES', 200);
 const SUBSCRIBERS = flag('subscribers', 'BENCH_FEED_SUBSCRIBERS', 200);
 const MESSAGES = flag('messages', 'BENCH_FEED_MESSAGES', 20);
-const RATE = flag('rate', 'BENCH_HB_RATE', 2000);
-const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
 const HOPS = flag('hops', 'BENCH_BUS_HOPS', 2000);
-const ADDRESSES_PER_LOADGEN = 4;
 /**
  * The cluster nodes' settings beyond the defaults (1024 shards, 15 s leases): none. Shorter
  * leases would split the shards sooner, but on a loaded machine a node then misses its renewals
@@ -135,7 +130,7 @@ async function runMode(mode: Mode): Promise<ModeResult> {
     for (let g = 0; g < LOADGENS; g++) {
       const from = g * per;
       const lg = startProc('./loadgen.ts');
-      const localAddresses = Array.from({ length: ADDRESSES_PER_LOADGEN }, (_, k) => `127.0.0.${2 + g * ADDRESSES_PER_LOADGEN + k}`);
+      const localAddresses = loadgenAddresses(g);
       await lg.call({ cmd: 'init', url: holder, seed, from, count: Math.max(0, Math.min(per, N - from)), localAddresses });
       loadgens.push(lg);
     }

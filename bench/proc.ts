@@ -57,3 +57,28 @@ export function startProc(file: string, extraArgs: string[] = [], env: Readonly<
       : [join(root, 'dist/bench', file.replace(/\.ts$/, '.js'))];
   return new Proc(spawn(process.execPath, [...extraArgs, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } }));
 }
+
+/**
+ * The child's side: each command's answer is what `handle` resolves to (no answer for a command
+ * it does not know) or the error it throws; 'stop' runs `stop`, answers, then ends the process.
+ * Announces the child once the handler is in place.
+ */
+export function serveCommands<M extends { cmd: string }>(handle: (msg: M) => Promise<object | undefined>, stop: () => Promise<void>): void {
+  const reply = (id: number, body: object) => process.send!({ id, ...body });
+  process.on('message', async (raw: { id: number } & M) => {
+    const { id } = raw;
+    try {
+      if (raw.cmd === 'stop') {
+        await stop();
+        reply(id, {});
+        setTimeout(() => process.exit(0), 50);
+        return;
+      }
+      const body = await handle(raw);
+      if (body !== undefined) reply(id, body);
+    } catch (err) {
+      reply(id, { error: (err as Error).stack ?? String(err) });
+    }
+  });
+  process.send!({ id: 0, hello: true });
+}

@@ -35,6 +35,7 @@
  */
 import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc, type Proc } from './proc.js';
+import { CONCURRENCY, HB_SECONDS, LOADGENS, N, RATE, loadgenAddresses } from './options.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
@@ -42,18 +43,11 @@ import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 import { benchCluster } from './cluster.js';
 
 
-const N = flag('agents', 'BENCH_AGENTS', 500);
-const LOADGENS = Math.max(1, flag('loadgens', 'BENCH_LOADGENS', 2));
 const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
-const RATE = flag('rate', 'BENCH_HB_RATE', 2000);
-const HB_SECONDS = flag('seconds', 'BENCH_HB_SECONDS', 10);
 /** Seconds of heartbeats at the full rate before (d) counts (BENCH_HB_WARMUP_SECONDS). */
 const WARMUP_S = flag('warmup', 'BENCH_HB_WARMUP_SECONDS', 3);
-const CONCURRENCY = flag('concurrency', 'BENCH_CONCURRENCY', 250);
 const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 0);
 const REQUESTS = flag('requests', 'BENCH_REQUESTS', 500);
-/** Loopback source addresses per load generator. */
-const ADDRESSES_PER_LOADGEN = 4;
 
 
 
@@ -93,7 +87,7 @@ async function setup(n: number, env: Record<string, string> = {}): Promise<Setup
     const from = g * per;
     const count = Math.max(0, Math.min(per, n - from));
     const lg = startProc('./loadgen.ts', process.env.BENCH_LOADGEN_NODE_OPTIONS?.split(' ').filter(Boolean) ?? []);
-    const localAddresses = Array.from({ length: ADDRESSES_PER_LOADGEN }, (_, k) => `127.0.0.${2 + g * ADDRESSES_PER_LOADGEN + k}`);
+    const localAddresses = loadgenAddresses(g);
     await lg.call({ cmd: 'init', url, seed, from, count, localAddresses });
     loadgens.push(lg);
   }

@@ -18,6 +18,7 @@ import { profileCommand } from './profiler.js';
 import { ownerAndWorkspace, preregister } from './fleet-setup.js';
 import { readRunQueueWaitMs } from './machine.js';
 import { percentile } from './report.js';
+import { serveCommands } from './proc.js';
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
@@ -47,7 +48,6 @@ let dataDir = '';
  */
 let ackMs: number[] | null = null;
 
-const reply = (id: number, body: unknown) => process.send!({ id, ...(body as object) });
 
 function memory() {
   // RSS as the process has it (what an operator sees), then the heap after a full collection
@@ -80,9 +80,8 @@ async function storeBytes(): Promise<number> {
   return total;
 }
 
-process.on('message', async (raw: { id: number } & Msg) => {
-  const { id } = raw;
-  try {
+serveCommands<Msg>(
+  async (raw) => {
     switch (raw.cmd) {
       case 'start': {
         dataDir = await mkdtemp(join(tmpdir(), 'steward-bench-'));
@@ -96,30 +95,30 @@ process.on('message', async (raw: { id: number } & Msg) => {
           observe(seconds);
         };
         const { token, workspaceId } = await ownerAndWorkspace(steward);
-        return reply(id, { port: steward.port, token, workspaceId, memory: memory() });
+        return { port: steward.port, token, workspaceId, memory: memory() };
       }
       case 'preregister': {
         const started = Date.now();
         await preregister(steward!, raw.seed, raw.count, raw.workspaceId);
-        return reply(id, { ms: Date.now() - started, memory: memory() });
+        return { ms: Date.now() - started, memory: memory() };
       }
       case 'memory':
-        return reply(id, { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts(), storeBytes: await storeBytes() });
+        return { memory: memory(), sockets: steward!.ctx.sockets.counts(), actors: steward!.ctx.actors.counts(), storeBytes: await storeBytes() };
       case 'heapsnapshot':
         // BENCH_PROFILE_DIR set: what the heap holds, object by object (after a full collection).
         gc?.();
         writeHeapSnapshot(raw.file);
-        return reply(id, {});
+        return {};
       case 'cpu':
-        return reply(id, { ...process.cpuUsage(), runQueueWaitMs: readRunQueueWaitMs() });
+        return { ...process.cpuUsage(), runQueueWaitMs: readRunQueueWaitMs() };
       case 'settle':
         // Writes the setup phase left pending (actor snapshots held back while the loop was busy),
         // and collects the setup phase's garbage, so the measured phase pays only for its own work.
         await steward!.ctx.actors.flush();
         gc?.();
-        return reply(id, {});
+        return {};
       case 'online':
-        return reply(id, { online: fleetOf(steward!.ctx).gateway.onlineCount() });
+        return { online: fleetOf(steward!.ctx).gateway.onlineCount() };
       case 'counters': {
         const f = fleetOf(steward!.ctx);
         const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
@@ -127,24 +126,19 @@ process.on('message', async (raw: { id: number } & Msg) => {
         const acks = (ackMs ?? []).sort((a, b) => a - b);
         if (ackMs) ackMs = [];
         const ackExact = { n: acks.length, p50: percentile(acks, 50), p99: percentile(acks, 99), max: percentile(acks, 100) };
-        return reply(id, { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets(), ackExact });
+        return { tokens: f.tokens.stats, actorWrites: steward!.ctx.actors.stats.writes, actorBatches: steward!.ctx.actors.stats.writeBatches, loop, ackBuckets: await ackBuckets(), ackExact };
       }
       case 'recordAcks':
         ackMs = [];
-        return reply(id, {});
+        return {};
       case 'profile':
         // BENCH_PROFILE_DIR set: a CPU profile of the measured phase (start, then stop with a file name).
         await profileCommand(raw.file);
-        return reply(id, {});
-      case 'stop':
-        await steward?.close();
-        await rm(dataDir, { recursive: true, force: true });
-        reply(id, {});
-        setTimeout(() => process.exit(0), 50);
-        return;
+        return {};
     }
-  } catch (err) {
-    reply(id, { error: (err as Error).stack ?? String(err) });
-  }
-});
-process.send!({ id: 0, hello: true });
+  },
+  async () => {
+    await steward?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  },
+);

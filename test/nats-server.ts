@@ -43,7 +43,8 @@ process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-function freePort(): Promise<number> {
+/** A port of 127.0.0.1 free now (bench/cluster-server.ts takes its NATS monitor port from it too). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);

@@ -186,25 +186,13 @@ export class DeviceApprovals {
         'invalid_signature',
       );
     }
-    const decided = await this.decide(req, person, 'approved');
-    await this.ctx.audit.record(person, {
-      action: 'auth.device.approved',
-      targetType: 'user',
-      target: person.userId,
-      details: { userAgent: decided.userAgent, address: decided.address, requestedAt: decided.createdAt },
-    });
+    await this.decide(req, person, 'approved');
   }
 
   /** POST /api/auth/device/{userCode}/deny: the browser's next poll gets access_denied (audited). */
   async deny(person: UserPrincipal, userCode: string, from: string): Promise<void> {
     const req = await this.pendingByCode(userCode, from);
-    const decided = await this.decide(req, person, 'denied');
-    await this.ctx.audit.record(person, {
-      action: 'auth.device.denied',
-      targetType: 'user',
-      target: person.userId,
-      details: { userAgent: decided.userAgent, address: decided.address, requestedAt: decided.createdAt },
-    });
+    await this.decide(req, person, 'denied');
   }
 
   /**
@@ -260,15 +248,20 @@ export class DeviceApprovals {
     return { token, user: toUserSummary(user) };
   }
 
-  /** Marks a pending request approved or denied by `person`; the request as it was when decided. */
-  private async decide(req: DeviceRequestDoc, person: UserPrincipal, status: 'approved' | 'denied'): Promise<DeviceRequestDoc> {
+  /** Marks a pending request approved or denied by `person` and audits the decision (auth.device.approved or .denied). */
+  private async decide(req: DeviceRequestDoc, person: UserPrincipal, status: 'approved' | 'denied'): Promise<void> {
     const nowIso = this.iso();
     const decided = await this.ctx.c.deviceRequests.findOneAndUpdate(
       { _id: req._id, status: 'pending', expiresAt: { $gt: nowIso } },
       { $set: { status, decidedBy: person.userId, decidedAt: nowIso, nonce: null, nonceUserId: null } },
     );
     if (!decided) throw noRequest();
-    return decided;
+    await this.ctx.audit.record(person, {
+      action: `auth.device.${status}`,
+      targetType: 'user',
+      target: person.userId,
+      details: { userAgent: decided.userAgent, address: decided.address, requestedAt: decided.createdAt },
+    });
   }
 
   /**

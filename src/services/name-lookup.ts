@@ -28,14 +28,10 @@ export async function lookupNames(c: Collections, p: Principal, dids: readonly s
   const shared = (ids: string[]) => all || ids.some((id) => mine.has(id));
 
   const users = await c.users.find({ did: { $in: wanted } }, { projection: { did: 1, name: 1 } });
-  const userWorkspaces = new Map<string, string[]>();
-  if (!all && users.length > 0) {
-    for (const m of await c.workspaceMembers.find({ userId: { $in: users.map((u) => u._id) } }, { projection: { userId: 1, workspaceId: 1 } })) {
-      const list = userWorkspaces.get(m.userId) ?? [];
-      list.push(m.workspaceId);
-      userWorkspaces.set(m.userId, list);
-    }
-  }
+  const userWorkspaces =
+    !all && users.length > 0
+      ? workspacesOf(await c.workspaceMembers.find({ userId: { $in: users.map((u) => u._id) } }, { projection: { userId: 1, workspaceId: 1 } }), (m) => m.userId)
+      : new Map<string, string[]>();
   for (const u of users) {
     const self = p.kind === 'user' && p.userId === u._id;
     if (u.did && (self || shared(userWorkspaces.get(u._id) ?? []))) names[u.did] = { name: u.name, kind: 'user' };
@@ -44,17 +40,24 @@ export async function lookupNames(c: Collections, p: Principal, dids: readonly s
   const agentDids = wanted.filter((d) => names[d] === undefined);
   if (agentDids.length === 0) return { names };
   const agents = await c.agents.find({ _id: { $in: agentDids } }, { projection: { name: 1, status: 1 } });
-  const agentWorkspaces = new Map<string, string[]>();
-  if (!all && agents.length > 0) {
-    for (const m of await c.workspaceAgents.find({ agentDid: { $in: agents.map((a) => a._id) } }, { projection: { agentDid: 1, workspaceId: 1 } })) {
-      const list = agentWorkspaces.get(m.agentDid) ?? [];
-      list.push(m.workspaceId);
-      agentWorkspaces.set(m.agentDid, list);
-    }
-  }
+  const agentWorkspaces =
+    !all && agents.length > 0
+      ? workspacesOf(await c.workspaceAgents.find({ agentDid: { $in: agents.map((a) => a._id) } }, { projection: { agentDid: 1, workspaceId: 1 } }), (m) => m.agentDid)
+      : new Map<string, string[]>();
   for (const a of agents) {
     const self = p.kind === 'agent' && p.did === a._id;
     if (all || self || (a.status === 'active' && shared(agentWorkspaces.get(a._id) ?? []))) names[a._id] = { name: a.name, kind: 'agent' };
   }
   return { names };
+}
+
+/** The workspace ids of each member (user id or agent DID) in a list of membership rows. */
+function workspacesOf<M extends { workspaceId: string }>(rows: readonly M[], member: (m: M) => string): Map<string, string[]> {
+  const byMember = new Map<string, string[]>();
+  for (const m of rows) {
+    const list = byMember.get(member(m)) ?? [];
+    list.push(m.workspaceId);
+    byMember.set(member(m), list);
+  }
+  return byMember;
 }

@@ -8,7 +8,7 @@ import { listActors, type StateValue } from '../api/fleet';
 import { useLoad, useSoon } from '../app/hooks';
 import { qp, setQuery } from '../app/router';
 import { useTopic } from '../app/topics';
-import { Empty, ErrorNote, Field, Loading, Pager, Table, Time, val } from '../ui/kit';
+import { Empty, ErrorNote, Field, Loading, PAGE_SIZES, Pager, PerPage, Table, Time, val } from '../ui/kit';
 import { stateText } from '../ui/state-chart';
 
 export const actorHref = (kind: string, id: string) => `/actors/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
@@ -18,7 +18,7 @@ export default function Actors() {
   const state = qp('state');
   const prefix = qp('prefix');
   const page = Math.max(1, Number(qp('page', '1')) || 1);
-  const pageSize = [20, 50, 100].includes(Number(qp('pageSize'))) ? Number(qp('pageSize')) : 50;
+  const pageSize = PAGE_SIZES.includes(Number(qp('pageSize'))) ? Number(qp('pageSize')) : 50;
   const list = useLoad(() => listActors({ kind: kind || undefined, state: state || undefined, prefix: prefix || undefined, page, pageSize }), [kind, state, prefix, page, pageSize]);
   // Transitions seen since the page was read: actor id -> [state, at].
   const [live, setLive] = useState<Record<string, [StateValue, string]>>({});
@@ -58,15 +58,7 @@ export default function Actors() {
         <Field label="Id starts with">
           <input value={prefix} onChange={(e) => setQuery({ prefix: val(e) || null, page: null })} />
         </Field>
-        <Field label="Per page">
-          <select value={String(pageSize)} onChange={(e) => setQuery({ pageSize: val(e) === '50' ? null : val(e), page: null })}>
-            {[20, 50, 100].map((n) => (
-              <option key={n} value={String(n)}>
-                {n}
-              </option>
-            ))}
-          </select>
-        </Field>
+        <PerPage value={pageSize} onChange={(size) => setQuery({ pageSize: size === '50' ? null : size, page: null })} />
       </div>
       <ErrorNote error={list.error} />
       {!d ? (

@@ -10,9 +10,7 @@ import { CAPABILITIES } from '../api/types';
 import { useLoad } from '../app/hooks';
 import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
-import { Badge, Did, Empty, ErrorNote, Field, Loading, Pager, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
-
-const PAGE_SIZES = [20, 50, 100];
+import { Badge, Did, Empty, ErrorNote, Field, Loading, PAGE_SIZES, Pager, PerPage, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
 
 export default function Agents() {
   const q = qp('q');
@@ -181,15 +179,7 @@ export default function Agents() {
           </div>
           <div class="row">
             <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="agents" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
-            <Field label="Per page">
-              <select value={String(pageSize)} onChange={(e) => setQuery({ size: val(e) === '20' ? null : val(e), page: null })}>
-                {PAGE_SIZES.map((n) => (
-                  <option key={n} value={String(n)}>
-                    {n}
-                  </option>
-                ))}
-              </select>
-            </Field>
+            <PerPage value={pageSize} onChange={(size) => setQuery({ size: size === '20' ? null : size, page: null })} />
           </div>
         </>
       ) : null}

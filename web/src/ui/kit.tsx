@@ -121,6 +121,24 @@ export function Pager({ page, totalPages, total, onPage, noun }: { page: number;
   );
 }
 
+/** The page sizes a list offers. */
+export const PAGE_SIZES: readonly number[] = [20, 50, 100];
+
+/** A list's "Per page" choice among PAGE_SIZES; `onChange` gets the chosen size as its option value. */
+export function PerPage({ value, onChange }: { value: number; onChange: (size: string) => void }) {
+  return (
+    <Field label="Per page">
+      <select value={String(value)} onChange={(e) => onChange(val(e))}>
+        {PAGE_SIZES.map((n) => (
+          <option key={n} value={String(n)}>
+            {n}
+          </option>
+        ))}
+      </select>
+    </Field>
+  );
+}
+
 const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
 export function relative(iso: string, now = Date.now()): string {
   const s = (new Date(iso).getTime() - now) / 1000;
