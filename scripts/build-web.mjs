@@ -24,7 +24,8 @@ function newest(path) {
   return max;
 }
 
-const sources = [join(root, 'web'), join(root, 'package-lock.json')];
+// web/ and the one server module it bundles (web/src/api/types.ts imports the capabilities from it).
+const sources = [join(root, 'web'), join(root, 'src', 'domain', 'capabilities.ts'), join(root, 'package-lock.json')];
 if (!process.argv.includes('--force') && existsSync(stamp) && statSync(stamp).mtimeMs > Math.max(...sources.map(newest))) {
   console.log('dashboard: dist/web is up to date');
 } else {

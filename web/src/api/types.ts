@@ -1,17 +1,9 @@
 /** Shapes shared by several areas of the interface. */
 
-export const CAPABILITIES = [
-  'file_access',
-  'internet_access',
-  'browser_control',
-  'api_call',
-  'mail_send',
-  'code_execution',
-  'system_command',
-  'agent_communication',
-  'knowledge_search',
-] as const;
-export type Capability = (typeof CAPABILITIES)[number];
+// The interface's capabilities: one list, the server's (a plain module with no imports, bundled as it is).
+import { CAPABILITIES, type Capability } from '../../../src/domain/capabilities';
+
+export { CAPABILITIES, type Capability };
 
 export const CAPABILITY_TEXT: Record<Capability, string> = {
   file_access: 'Read and write files within the workspace root',
