@@ -22,6 +22,7 @@ import {
   type MongoClientOptions,
 } from 'mongodb';
 import { nanoid } from 'nanoid';
+import { InflightOps } from './inflight.js';
 import {
   BulkUpdateError,
   DocumentTooLargeError,
@@ -539,8 +540,7 @@ const CLOSE_GRACE_MS = 10_000;
 class MongoStore implements Store {
   readonly kind = 'mongodb' as const;
   private readonly collections = new Map<string, MongoStoreCollection<Doc>>();
-  private readonly inflight = new Set<Promise<unknown>>();
-  private closed = false;
+  private readonly inflight = new InflightOps();
   private closing: Promise<void> | undefined;
   private pinging: Promise<void> | undefined;
 
@@ -583,10 +583,9 @@ class MongoStore implements Store {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      this.closed = true;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
-        Promise.allSettled([...this.inflight]),
+        this.inflight.close(),
         new Promise((resolve) => {
           timer = setTimeout(resolve, CLOSE_GRACE_MS);
           timer.unref();
@@ -600,12 +599,11 @@ class MongoStore implements Store {
 
   /** Registers an operation so close() can wait for it; refuses new ones once closing. */
   track<R>(fn: () => Promise<R>): Promise<R> {
-    if (this.closed) return Promise.reject(new StoreUnavailableError('store is closed'));
-    const p = fn();
-    this.inflight.add(p);
-    const done = () => this.inflight.delete(p);
-    p.then(done, done);
-    return p;
+    return this.inflight.track(fn);
+  }
+
+  private get closed(): boolean {
+    return this.inflight.closed;
   }
 }
 

@@ -9,6 +9,7 @@ import { InvalidQueryError, StoreUnavailableError, type Collection, type Doc, ty
 import { PRIVATE_DIR_MODE } from '../data-dir.js';
 import { EmbeddedCollection } from './collection.js';
 import { lockDirectory, type DirectoryLock } from './dir-lock.js';
+import { InflightOps } from '../inflight.js';
 
 const COLLECTION_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,119}$/;
 
@@ -24,8 +25,7 @@ export interface EmbeddedStoreHandle extends Store {
 class EmbeddedStore implements EmbeddedStoreHandle {
   readonly kind = 'embedded' as const;
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
-  private readonly inflight = new Set<Promise<unknown>>();
-  private closed = false;
+  private readonly inflight = new InflightOps();
   private closing: Promise<void> | undefined;
 
   constructor(
@@ -67,8 +67,7 @@ class EmbeddedStore implements EmbeddedStoreHandle {
   /** Waits for every started operation (and so every pending write) to finish, then detaches. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      this.closed = true;
-      await Promise.allSettled([...this.inflight]);
+      await this.inflight.close();
       await Promise.allSettled([...this.collections.values()].map((c) => c.settle()));
       this.collections.clear();
       await this.lock.release();
@@ -79,12 +78,11 @@ class EmbeddedStore implements EmbeddedStoreHandle {
 
   /** Registers an operation so close() can wait for it; refuses new ones once closing. */
   track<R>(fn: () => Promise<R>): Promise<R> {
-    if (this.closed) return Promise.reject(new StoreUnavailableError('store is closed'));
-    const p = fn();
-    this.inflight.add(p);
-    const done = () => this.inflight.delete(p);
-    p.then(done, done);
-    return p;
+    return this.inflight.track(fn);
+  }
+
+  private get closed(): boolean {
+    return this.inflight.closed;
   }
 }
 
