@@ -200,4 +200,22 @@ function hasRemoteInterest(node: ClusterNodeServer, topic: string): boolean {
   return topics.hasSubscribers(topic);
 }
 
+test("B's agents list follows what A changes: an approval, an LLM setting, a disconnection's lastSeen, a deletion", async () => {
+  const enc = encodeURIComponent;
+  const agent = await readyOn(A);
+  const rowOn = async (node: ClusterNodeServer) => (await cl.as(node).get(`/api/agents?q=${enc(agent.did)}`)).body.agents[0];
+  await waitFor(async () => (await rowOn(B))?.isOnline === true);
+  assert.is((await rowOn(B)).llmProvider, null);
+  assert.is((await cl.as(A).put(`/api/agents/${enc(agent.did)}/llm-config`, { provider: 'anthropic', model: 'claude-sonnet-4' })).status, 200);
+  await waitFor(async () => (await rowOn(B)).llmModel === 'claude-sonnet-4');
+  await agent.stop();
+  await waitFor(async () => (await rowOn(A)).isOnline === false);
+  const lastSeen = (await rowOn(A)).lastSeen;
+  assert.ok(lastSeen);
+  await waitFor(async () => (await rowOn(B)).lastSeen === lastSeen && (await rowOn(B)).isOnline === false);
+  assert.is((await cl.as(A).del(`/api/agents/${enc(agent.did)}`)).status, 200);
+  await waitFor(async () => (await rowOn(B)) === undefined);
+  assert.is((await cl.as(B).get(`/api/agents/search?q=${enc(agent.did)}`)).body.agents.length, 0);
+});
+
 test.run();

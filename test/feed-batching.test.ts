@@ -38,6 +38,7 @@ test('a burst of presence and re-certification reaches a subscriber as a few bat
       })),
     );
     await s.ctx.c.workspaceAgents.insertMany(keys.map((k) => ({ _id: `${ws.id}:${k.did}`, workspaceId: ws.id, agentDid: k.did, isPrimary: true, joinedAt: now })));
+    await s.ctx.fleet.roster.changed(keys.map((k) => k.did));
 
     const f = await FeedClient.connect(s.url, owner.token);
     f.send({ type: 'subscribe', topic: 'presence' });

@@ -178,6 +178,7 @@ test('a co-signature that does not verify closes with 4401 and leaves the old ce
   // Make the stored certificate stale so the next connection gets a new one.
   const other = generateKeyPair();
   await s.ctx.c.agents.updateOne({ _id: keys.did }, { $set: { capabilities: ['api_call'] } });
+  await s.ctx.fleet.roster.changed([keys.did]);
   const raw = new RawAgent(s.url, keys);
   await raw.authenticate();
   await raw.next('update_capabilities');

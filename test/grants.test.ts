@@ -89,10 +89,12 @@ test('agentDid must be given (null for all agents) and name a known agent, not a
   // A registration awaiting approval may be granted to in advance; a rejected one is no agent.
   const waiting = await makeAgent(s, 'waiting');
   await s.ctx.c.agents.updateOne({ _id: waiting._id }, { $set: { status: 'pending' } });
+  await s.ctx.fleet.roster.changed([waiting._id]);
   const grantee = await makeUser(s); // not `user`: later tests count that user's grants
   const granteePath = `/api/users/${enc(grantee.user.did!)}/grants`;
   assert.is((await owner.api.post(granteePath, { agentDid: waiting._id, capabilities: ['api_call'] })).status, 201);
   await s.ctx.c.agents.updateOne({ _id: waiting._id }, { $set: { status: 'rejected' } });
+  await s.ctx.fleet.roster.changed([waiting._id]);
   isError(await owner.api.post(granteePath, { agentDid: waiting._id, capabilities: ['api_call'] }), 404, 'not_found');
   isError(await owner.api.post(path, { agentDid: null, capabilities: ['api_call'], expiresAt: '2001-01-01T00:00:00Z' }), 400, 'expired');
   isError(await owner.api.post(path, { agentDid: null, capabilities: ['api_call'], expiresAt: 'tomorrow' }), 400, 'validation_failed');

@@ -39,6 +39,8 @@ export async function makeAgent(s: TestServer, name: string, capabilities: Capab
   };
   await s.ctx.c.agents.insertOne(agent);
   if (workspaceId) await s.ctx.c.workspaceAgents.insertOne({ _id: `${workspaceId}:${agent._id}`, workspaceId, agentDid: agent._id, isPrimary: true, joinedAt: now });
+  // Written behind the services' back: the agents list reads it again as a decision would have it.
+  await s.ctx.fleet.roster.changed([agent._id]);
   return agent;
 }
 

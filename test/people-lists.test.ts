@@ -52,6 +52,7 @@ test.before(async () => {
   agentY = await makeAgent(s, 'agent-y', undefined, wsY.id);
   pendingAgent = await makeAgent(s, 'pending-x', undefined, wsX.id);
   await s.ctx.c.agents.updateOne({ _id: pendingAgent._id }, { $set: { status: 'pending' } });
+  await s.ctx.fleet.roster.changed([pendingAgent._id]);
 
   for (const [i, email] of ['one@example.test', 'two@example.test', 'three@example.test'].entries()) {
     const r = await owner.api.post('/api/users/invite/email', { email, name: `Invitee ${i}`, role: i === 0 ? 'operator' : 'member' });

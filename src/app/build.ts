@@ -45,6 +45,7 @@ import { TokenSeries } from '../services/token-series.js';
 import { FleetSummary } from '../services/fleet-summary.js';
 import { ActorInspector } from '../services/actor-inspector.js';
 import { IntentService } from '../services/intents.js';
+import { AgentRoster } from '../services/agent-roster.js';
 import { AgentViews } from '../services/agent-views.js';
 import { SkillService } from '../services/skills.js';
 import { ModelCatalogue } from '../services/model-catalogue.js';
@@ -260,7 +261,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs } : undefined,
   );
   const intents = new IntentService(core, agents);
-  const views = new AgentViews(core, { fleet, policies, tokens, presence });
+  const roster = new AgentRoster(core, peers);
+  const views = new AgentViews(core, { fleet, policies, tokens, presence, roster });
   const tokenSeries = new TokenSeries(core, { tokens, policies, views });
   const handshake = new Handshake({ config, log, identity, rateLimits, connections, offers, fleet, policies, agentActors, heartbeats: tokens });
   const gateway = new AgentGateway({ app, sockets, config, log, clientAddresses, connections, handshake, heartbeats: tokens, fleet, agentActors });
@@ -287,6 +289,11 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const presenceFeed = new PresenceFeed(c, feedTopics, log);
 
   // -- Consequences across areas (each list runs in the order written) ------------------------------
+  // The agents list's rows follow the agents' records and their disconnections.
+  fleet.onAgentChanged((did) => void roster.changed([did]));
+  fleet.onAgentDeleted((agent) => void roster.changed([agent._id]));
+  fleet.onSeen((did, at) => roster.seen(did, at));
+  llmConfig.onAgentsChanged((dids) => void roster.changed(dids));
   // The fleet summary's counters follow the agents, their workspaces, sockets and runs.
   fleet.onAgentChanged((did) => summary.agentChanged(did));
   fleet.onAgentDeleted((agent) => summary.agentChanged(agent._id));
@@ -358,6 +365,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await fleet.start();
   onClose(() => fleet.stop()); // lastSeen and certificates written, actor events delivered
   await summary.start();
+  await roster.start();
+  onClose(() => roster.stop());
   await tokens.start();
   gateway.attach();
   onClose(() => gateway.flushLeaving()); // agents in their grace period are offline now
@@ -451,7 +460,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const port = uws.uws.us_socket_local_port(listenSocket as never);
   if (config.publicUrlDefaulted) config.publicUrl = `http://localhost:${port}`;
 
-  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed, summary };
+  const fleetParts = { service: fleet, policies, gateway: connections, tokens, intents, views, feed, summary, roster };
   return {
     steward: {
       ctx: {

@@ -22,6 +22,7 @@ import type { TokenUsage } from '../services/token-usage.js';
 import type { FleetSummary } from '../services/fleet-summary.js';
 import type { IntentService } from '../services/intents.js';
 import type { AgentViews } from '../services/agent-views.js';
+import type { AgentRoster } from '../services/agent-roster.js';
 import type { SkillService } from '../services/skills.js';
 import type { WorkflowRuns } from '../services/workflow-runs.js';
 import type { ScheduleService } from '../services/schedules.js';
@@ -43,6 +44,8 @@ export interface Fleet {
   feed: Feed;
   /** The counters of GET /api/fleet/summary. */
   summary: FleetSummary;
+  /** The rows of GET /api/agents, kept in memory (changes written to the store directly: `changed`). */
+  roster: AgentRoster;
 }
 
 export interface StewardHandle {

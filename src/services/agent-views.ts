@@ -7,10 +7,10 @@
  * not) to a workspace they are a member of. An agent the caller cannot see answers 404, as an
  * unknown one does.
  *
- * The list is computed from the matching agents in memory: `isOnline` and the online count come
- * from the live sockets (the AgentPresence port; never stored), and the lastSeen of a connected
- * agent is its last frame. That costs one read of the matching agents per request (a projection of a few
- * fields), which is fine up to tens of thousands of agents.
+ * The list and the search filter the rows the agent roster keeps in memory (agent-roster.ts; no
+ * store read of the fleet per request) and order only the page asked for: `isOnline` and the
+ * online count come from the live sockets (the AgentPresence port; never stored), and the
+ * lastSeen of a connected agent is its last frame.
  */
 import { z } from 'zod';
 import type { ServiceCore } from './core.js';
@@ -18,7 +18,6 @@ import type { AgentPresence } from './ports.js';
 import type { AgentDoc, PolicyDoc, WorkspaceDoc } from '../store/collections.js';
 import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
-import type { Filter } from '../store/types.js';
 import type { FleetService } from './fleet.js';
 import type { PolicyService } from './policies.js';
 import type { TokenUsage } from './token-usage.js';
@@ -29,6 +28,8 @@ import { resolveWorkspace, visibleWorkspaceIds } from './workspaces.js';
 import { PolicyView, toPolicyView } from './policies.js';
 import { TokenStats } from './token-usage.js';
 import { escapeRegex } from '../domain/regex.js';
+import { selectPage } from '../domain/page-select.js';
+import { RosterRow, type AgentRoster } from './agent-roster.js';
 import { notFound } from '../domain/errors.js';
 
 export const AGENTS_PAGE_SIZE_DEFAULT = 20;
@@ -94,18 +95,18 @@ export type AgentDetail = z.infer<typeof AgentDetail>;
 export const AgentSearch = z.strictObject({ agents: z.array(z.strictObject({ did: z.string(), name: z.string(), capabilities: capabilityList })) });
 export type AgentSearch = z.infer<typeof AgentSearch>;
 
-const LIST_FIELDS = { name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
-
 export class AgentViews {
   private readonly fleet: FleetService;
   private readonly policies: PolicyService;
   private readonly tokens: TokenUsage;
   private readonly presence: AgentPresence;
+  private readonly roster: AgentRoster;
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { fleet: FleetService; policies: PolicyService; tokens: TokenUsage; presence: AgentPresence },
+    deps: { fleet: FleetService; policies: PolicyService; tokens: TokenUsage; presence: AgentPresence; roster: AgentRoster },
   ) {
+    this.roster = deps.roster;
     this.fleet = deps.fleet;
     this.policies = deps.policies;
     this.tokens = deps.tokens;
@@ -140,45 +141,56 @@ export class AgentViews {
       const inWs = new Set((await c.workspaceAgents.find({ workspaceId: ws._id }, { projection: { agentDid: 1 } })).map((m) => m.agentDid));
       visible = visible === 'all' ? inWs : new Set([...inWs].filter((d) => (visible as Set<string>).has(d)));
     }
-    const filter: Filter = { status: 'active' };
-    if (q.q) {
-      const re = escapeRegex(q.q);
-      filter.$or = [{ name: { $regex: re, $options: 'i' } }, { _id: { $regex: re, $options: 'i' } }];
+    const re = q.q ? new RegExp(escapeRegex(q.q), 'i') : null;
+    const caps = q.capabilities && q.capabilities.length > 0 ? q.capabilities : null;
+    const matching: RosterRow[] = [];
+    for (const r of await this.roster.all()) {
+      if (visible !== 'all' && !visible.has(r.did)) continue;
+      if (re && !re.test(r.name) && !re.test(r.did)) continue;
+      if (caps && !caps.every((cap) => r.capabilities.includes(cap))) continue;
+      matching.push(r);
     }
-    if (q.capabilities && q.capabilities.length > 0) filter.capabilities = { $all: q.capabilities };
-    let agents = await c.agents.find(filter, { projection: LIST_FIELDS });
-    if (visible !== 'all') {
-      const v = visible;
-      agents = agents.filter((a) => v.has(a._id));
+    const active = await this.presence.lastActive(matching.map((r) => r.did));
+    let online = 0;
+    for (const t of active) if (t !== undefined) online++;
+    let rows = matching;
+    let live = active;
+    if (q.online !== undefined) {
+      rows = [];
+      live = [];
+      for (let i = 0; i < matching.length; i++) {
+        if ((active[i] !== undefined) !== q.online) continue;
+        rows.push(matching[i]!);
+        live.push(active[i]);
+      }
     }
-    const live = await this.presence.lastActive(agents.map((a) => a._id));
-    type Row = { a: (typeof agents)[number]; online: boolean; live: number | undefined };
-    const rows: Row[] = agents.map((a, i) => ({ a, online: live[i] !== undefined, live: live[i] }));
-    const online = rows.reduce((n, r) => n + (r.online ? 1 : 0), 0);
-    const filtered = q.online === undefined ? rows : rows.filter((r) => r.online === q.online);
-    const dir = q.sortDir === 'asc' ? 1 : -1;
-    // Each row's sort key made once (a fleet's page sorts tens of thousands of rows).
-    const keyOf =
-      q.sortBy === 'name'
-        ? (r: Row) => r.a.name.toLowerCase()
-        : q.sortBy === 'registeredAt'
-          ? (r: Row) => r.a.registeredAt
-          : (r: Row) => this.lastSeenOf(r.a, r.live) ?? '';
-    const keyed = filtered.map((r) => ({ r, k: keyOf(r) }));
-    keyed.sort((x, y) => {
-      if (x.k !== y.k) return x.k < y.k ? -dir : dir;
-      return x.r.a._id < y.r.a._id ? -1 : x.r.a._id > y.r.a._id ? 1 : 0;
-    });
-    const total = keyed.length;
-    const pageRows = keyed.slice((q.page - 1) * q.pageSize, q.page * q.pageSize).map((x) => x.r);
-    const dids = pageRows.map((r) => r.a._id);
+    // One page in order without sorting the whole fleet (src/domain/page-select.ts); ties by DID.
+    const asc = q.sortDir === 'asc';
+    const byDid = (a: number, b: number) => rows[a]!.did < rows[b]!.did;
+    let before: (a: number, b: number) => boolean;
+    if (q.sortBy === 'lastSeen') {
+      const seen = Float64Array.from(rows, (r, i) => live[i] ?? r.lastSeen);
+      before = (a, b) => (seen[a] !== seen[b] ? seen[a]! < seen[b]! === asc : byDid(a, b));
+    } else {
+      const key = q.sortBy === 'name' ? (r: RosterRow) => r.nameKey : (r: RosterRow) => r.registeredAt;
+      before = (a, b) => {
+        const ka = key(rows[a]!);
+        const kb = key(rows[b]!);
+        return ka !== kb ? ka < kb === asc : byDid(a, b);
+      };
+    }
+    const page = selectPage(rows.length, (q.page - 1) * q.pageSize, q.page * q.pageSize, before);
+    const dids = page.map((i) => rows[i]!.did);
     const [workspaces, certificates] = await Promise.all([this.primaryWorkspaces(dids), this.fleet.certificates.currentOf(dids)]);
     return {
-      agents: pageRows.map((r): AgentListItem => this.item(r.a, r.online, this.lastSeenOf(r.a, r.live), workspaces.get(r.a._id) ?? null, certificates.get(r.a._id) ?? null)),
-      total,
+      agents: page.map((i): AgentListItem => {
+        const r = rows[i]!;
+        return this.item(r, live[i] !== undefined, this.lastSeenOf(r, live[i]), workspaces.get(r.did) ?? null, certificates.get(r.did) ?? null);
+      }),
+      total: rows.length,
       page: q.page,
       pageSize: q.pageSize,
-      totalPages: Math.ceil(total / q.pageSize),
+      totalPages: Math.ceil(rows.length / q.pageSize),
       online,
     };
   }
@@ -211,34 +223,29 @@ export class AgentViews {
   }
 
   async search(principal: Principal, text: string | undefined): Promise<AgentSearch> {
-    const filter: Filter = { status: 'active' };
-    if (text) {
-      const re = escapeRegex(text);
-      filter.$or = [{ name: { $regex: re, $options: 'i' } }, { _id: { $regex: re, $options: 'i' } }];
-    }
+    const re = text ? new RegExp(escapeRegex(text), 'i') : null;
     const visible = await this.visibleAgents(principal);
-    const found = await this.ctx.c.agents.find(filter, { projection: { name: 1, capabilities: 1 }, sort: { name: 1 } });
-    const agents = (visible === 'all' ? found : found.filter((a) => visible.has(a._id))).slice(0, SEARCH_LIMIT);
-    return { agents: agents.map((a) => ({ did: a._id, name: a.name, capabilities: a.capabilities })) };
+    const found = (await this.roster.all()).filter((r) => (visible === 'all' || visible.has(r.did)) && (!re || re.test(r.name) || re.test(r.did)));
+    const page = selectPage(found.length, 0, SEARCH_LIMIT, (a, b) => {
+      const x = found[a]!;
+      const y = found[b]!;
+      return x.name !== y.name ? x.name < y.name : x.did < y.did;
+    });
+    return { agents: page.map((i) => ({ did: found[i]!.did, name: found[i]!.name, capabilities: [...found[i]!.capabilities] })) };
   }
 
   /** `live`: the last frame of its ready socket (ms), when it is online. */
-  private lastSeenOf(a: Pick<AgentDoc, '_id' | 'lastSeen'>, live: number | undefined): string | null {
+  private lastSeenOf(a: AgentDoc | RosterRow, live: number | undefined): string | null {
     if (live !== undefined) return new Date(live).toISOString();
+    if (a instanceof RosterRow) return a.lastSeen === -Infinity ? null : new Date(a.lastSeen).toISOString();
     return this.fleet.pendingLastSeen(a._id) ?? a.lastSeen ?? null;
   }
 
-  private item(
-    a: Pick<AgentDoc, '_id' | 'name' | 'capabilities' | 'registeredAt' | 'llmProvider' | 'llmModel'>,
-    online: boolean,
-    lastSeen: string | null,
-    workspace: WorkspaceRef | null,
-    certificate: StoredCertificate | null,
-  ): AgentListItem {
+  private item(a: AgentDoc | RosterRow, online: boolean, lastSeen: string | null, workspace: WorkspaceRef | null, certificate: StoredCertificate | null): AgentListItem {
     return {
-      id: a._id,
+      id: a instanceof RosterRow ? a.did : a._id,
       name: a.name,
-      capabilities: a.capabilities,
+      capabilities: [...a.capabilities],
       capabilitiesInForce: certificate ? inForce(certificate.certificate) : null,
       llmProvider: a.llmProvider ?? null,
       llmModel: a.llmModel ?? null,

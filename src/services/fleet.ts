@@ -69,6 +69,7 @@ export class FleetService {
   private readonly decisionListeners = new Set<DecisionListener>();
   private readonly deletedHooks: AgentDeletedHook[] = [];
   private readonly changedHooks: Array<(did: string) => void> = [];
+  private readonly seenHooks: Array<(did: string, at: number) => void> = [];
   /** lastSeen values of disconnected agents waiting to be written (read as the freshest value until then). */
   private readonly lastSeenPending = new Map<string, string>();
   private lastSeenTimer: NodeJS.Timeout | undefined;
@@ -442,6 +443,12 @@ export class FleetService {
   /** Records the last activity of an agent that disconnected; written in the next batch. */
   seen(did: string, at: number): void {
     this.lastSeenPending.set(did, new Date(at).toISOString());
+    for (const fn of this.seenHooks) fn(did, at);
+  }
+
+  /** Runs `fn` each time a disconnected agent's last activity is recorded (before it is written). */
+  onSeen(fn: (did: string, at: number) => void): void {
+    this.seenHooks.push(fn);
   }
 
   /** A lastSeen newer than the stored one, when a write is pending. */

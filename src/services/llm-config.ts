@@ -107,6 +107,7 @@ export class AgentLlmConfig {
    * cost a read per chunk, not one per agent.
    */
   private readyWaiting: string[] = [];
+  private readonly changedHooks: Array<(dids: readonly string[]) => void> = [];
   private readyBatch: Promise<void> | null = null;
 
   constructor(
@@ -115,6 +116,15 @@ export class AgentLlmConfig {
   ) {
     this.agents = deps.agents;
     this.proxy = deps.proxy;
+  }
+
+  /** Runs `fn` after agents' stored LLM settings changed (their provider and model are list fields). */
+  onAgentsChanged(fn: (dids: readonly string[]) => void): void {
+    this.changedHooks.push(fn);
+  }
+
+  private emitChanged(dids: readonly string[]): void {
+    for (const fn of this.changedHooks) fn(dids);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -268,6 +278,7 @@ export class AgentLlmConfig {
     }
     const updated = await c.agents.updateOne({ _id: did }, { $set: set });
     if (updated.matched === 0) throw notFound(`no agent ${did}`);
+    this.emitChanged([did]);
     await this.ctx.audit.record(p, {
       action: 'agent.llm_config.set',
       targetType: 'agent',
@@ -289,6 +300,7 @@ export class AgentLlmConfig {
   async clearAgentConfig(p: UserPrincipal, agent: AgentDoc): Promise<{ pushed: boolean; removed: boolean }> {
     const removed = Boolean(agent.llmSource || agent.llmSystemPrompt);
     await this.ctx.c.agents.updateOne({ _id: agent._id }, { $set: { ...CLEARED, llmUpdatedAt: new Date().toISOString() } });
+    this.emitChanged([agent._id]);
     await this.ctx.audit.record(p, { action: 'agent.llm_config.clear', targetType: 'agent', target: agent._id, details: { removed } });
     const pushed = (await this.pushTo([agent._id])) > 0;
     return { pushed, removed };
@@ -466,6 +478,7 @@ export class AgentLlmConfig {
     if (agents.length === 0) return [];
     const dids = agents.map((a) => a._id);
     await c.agents.updateMany({ _id: { $in: dids } }, { $set: { ...MODEL_CLEARED, llmUpdatedAt: new Date().toISOString() } });
+    this.emitChanged(dids);
     await this.ctx.audit.record('system', { action: 'agent.llm_config.clear', targetType: 'agent', target: null, details: { agents: dids, reason } });
     return dids;
   }

@@ -1,0 +1,226 @@
+/**
+ * The active agents' list fields, kept in memory as they change, so that a page of
+ * `GET /api/agents` filters and orders rows already at hand instead of reading the fleet from the
+ * store on every request (docs/fleet.md, "The agents list").
+ *
+ * It is read from the store once at start. An agent's row is read again when the areas that own
+ * its record say it changed (registered, decided, deleted: the fleet's hooks; its LLM settings:
+ * the LLM configuration's hook), one store read per burst of changes. Its lastSeen follows the
+ * fleet's record of each disconnection at once (the store's copy is written in batches). A read
+ * waits for changes already announced, so whoever changed an agent sees the change in the list.
+ *
+ * In a cluster, a node's changes are broadcast to the others, which read the rows again; a lost
+ * broadcast is repaired by reading everything again every minute and when the bus is back.
+ */
+import type { ServiceCore } from './core.js';
+import type { PeerNodes } from './ports.js';
+import type { AgentDoc } from '../store/collections.js';
+import type { Capability } from '../domain/capabilities.js';
+
+const FIELDS = { status: 1, name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
+/** Reads of changed agents, at most this many DIDs per store call. */
+const READ_CHUNK = 1000;
+/** In a cluster: every row read again this often, for broadcasts that were lost. */
+const CLUSTER_RELOAD_MS = 60_000;
+/** A failed read is tried again after this long, doubling up to RETRY_MAX_MS while it keeps failing. */
+const RETRY_MS = 500;
+const RETRY_MAX_MS = 30_000;
+/** In a cluster: disconnections told to the other nodes together, this long after the first. */
+const SEEN_BROADCAST_MS = 500;
+
+type Listed = Pick<AgentDoc, '_id' | 'status' | 'name' | 'capabilities' | 'llmProvider' | 'llmModel' | 'registeredAt' | 'lastSeen'>;
+
+/** One active agent of the list. */
+export class RosterRow {
+  /** The name lowercased, the list's name order (the name itself when it has no capitals). */
+  readonly nameKey: string;
+  constructor(
+    readonly did: string,
+    readonly name: string,
+    readonly capabilities: readonly Capability[],
+    readonly llmProvider: string | null,
+    readonly llmModel: string | null,
+    readonly registeredAt: string,
+    /** Its last activity as recorded when it last disconnected (ms); -Infinity: never connected. */
+    public lastSeen: number,
+  ) {
+    const lower = name.toLowerCase();
+    this.nameKey = lower === name ? name : lower;
+  }
+}
+
+export class AgentRoster {
+  private readonly rows = new Map<string, RosterRow>();
+  /** The rows as an array, made again after a change (reads iterate it). */
+  private snapshot: RosterRow[] | null = null;
+  /** One array per distinct capability set, shared by the rows that hold it. */
+  private readonly capabilitySets = new Map<string, readonly Capability[]>();
+  /** Agents announced changed and not read yet, and the read in progress. */
+  private dirty = new Set<string>();
+  /** Every row is to be read again (in a cluster: a minute passed, or the bus is back). */
+  private everything = false;
+  private reading: Promise<void> | null = null;
+  /** Agents whose read failed, read again when `retryTimer` fires. */
+  private readonly failed = new Set<string>();
+  private retryTimer: NodeJS.Timeout | null = null;
+  private retryMs = RETRY_MS;
+  private reloadTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private seenToTell: { dids: string[]; ms: number[] } | null = null;
+
+  constructor(
+    private readonly ctx: ServiceCore,
+    private readonly peers?: PeerNodes,
+  ) {
+    if (peers?.clustered) {
+      peers.onBroadcast('agent-roster', (data) => void this.read((data as { dids: string[] }).dids));
+      peers.onBroadcast('agent-roster.seen', (data) => {
+        const { dids, ms } = data as { dids: string[]; ms: number[] };
+        for (let i = 0; i < dids.length; i++) this.seenHere(dids[i]!, ms[i]!);
+      });
+      peers.onResync(() => this.reloadAll());
+    }
+  }
+
+  /** Reads every active agent, once at start (and, in a cluster, every minute). */
+  async start(): Promise<void> {
+    await this.loadAll();
+    if (this.peers?.clustered) {
+      this.reloadTimer = setInterval(() => this.reloadAll(), CLUSTER_RELOAD_MS);
+      this.reloadTimer.unref();
+    }
+  }
+
+  /** No more reads (the store is closing); waits for the one in progress. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.reloadTimer) clearInterval(this.reloadTimer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.reading;
+  }
+
+  /** The rows, after the changes announced so far have been read (or failed to be: see `retry`). */
+  async all(): Promise<readonly RosterRow[]> {
+    while (this.reading) await this.reading;
+    return (this.snapshot ??= [...this.rows.values()]);
+  }
+
+  /** These agents' records changed in the store: read them again (and have the other nodes do so). */
+  changed(dids: readonly string[]): Promise<void> {
+    if (this.peers?.clustered && dids.length > 0) this.peers.broadcast('agent-roster', { dids });
+    return this.read(dids);
+  }
+
+  /** An agent disconnected, last active at `ms`. */
+  seen(did: string, ms: number): void {
+    this.seenHere(did, ms);
+    if (!this.peers?.clustered) return;
+    if (!this.seenToTell) {
+      this.seenToTell = { dids: [], ms: [] };
+      setTimeout(() => {
+        const batch = this.seenToTell!;
+        this.seenToTell = null;
+        this.peers!.broadcast('agent-roster.seen', batch);
+      }, SEEN_BROADCAST_MS).unref();
+    }
+    this.seenToTell.dids.push(did);
+    this.seenToTell.ms.push(ms);
+  }
+
+  private seenHere(did: string, ms: number): void {
+    const row = this.rows.get(did);
+    if (row && ms > row.lastSeen) row.lastSeen = ms;
+  }
+
+  private read(dids: readonly string[]): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    for (const did of dids) this.dirty.add(did);
+    return this.schedule();
+  }
+
+  private reloadAll(): void {
+    this.everything = true;
+    void this.schedule();
+  }
+
+  /** One read at a time, so an older answer never overwrites a newer one. */
+  private schedule(): Promise<void> {
+    this.reading ??= this.drain().finally(() => {
+      this.reading = null;
+    });
+    return this.reading;
+  }
+
+  /** Reads the agents announced changed, a chunk at a time, until none is left. */
+  private async drain(): Promise<void> {
+    while (this.everything || this.dirty.size > 0) {
+      if (this.everything) {
+        this.everything = false;
+        this.dirty.clear();
+        try {
+          await this.loadAll();
+        } catch (err) {
+          this.ctx.log.error({ err }, 'agents list: reading the agents failed');
+        }
+        continue;
+      }
+      const dids = [...this.dirty].slice(0, READ_CHUNK);
+      for (const did of dids) this.dirty.delete(did);
+      try {
+        const found = await this.ctx.c.agents.find({ _id: { $in: dids } }, { projection: FIELDS });
+        const byId = new Map(found.map((a) => [a._id, a]));
+        for (const did of dids) this.put(did, byId.get(did));
+        this.retryMs = RETRY_MS;
+      } catch (err) {
+        // The rows stay as they were meanwhile: a list asked for now is not held up by a store that fails.
+        this.ctx.log.error({ err, agents: dids.length, retryInMs: this.retryMs }, 'agents list: reading changed agents failed; will retry');
+        this.retry(dids);
+      }
+    }
+  }
+
+  private retry(dids: readonly string[]): void {
+    for (const did of dids) this.failed.add(did);
+    if (this.retryTimer || this.stopped) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      const again = [...this.failed];
+      this.failed.clear();
+      void this.read(again);
+    }, this.retryMs);
+    this.retryTimer.unref();
+    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+  }
+
+  private async loadAll(): Promise<void> {
+    const found = await this.ctx.c.agents.find({ status: 'active' }, { projection: FIELDS });
+    const present = new Set<string>();
+    for (const a of found) {
+      present.add(a._id);
+      this.put(a._id, a);
+    }
+    for (const did of [...this.rows.keys()]) if (!present.has(did)) this.put(did, undefined);
+  }
+
+  /** Sets an agent's row from its record (none, or not active: no row). */
+  private put(did: string, a: Listed | undefined): void {
+    this.snapshot = null;
+    if (!a || a.status !== 'active') {
+      this.rows.delete(did);
+      return;
+    }
+    const stored = a.lastSeen ? Date.parse(a.lastSeen) : -Infinity;
+    const was = this.rows.get(did)?.lastSeen ?? -Infinity;
+    this.rows.set(
+      did,
+      new RosterRow(did, a.name, this.capabilitySet(a.capabilities), a.llmProvider ?? null, a.llmModel ?? null, a.registeredAt, Math.max(stored, was)),
+    );
+  }
+
+  private capabilitySet(caps: readonly Capability[]): readonly Capability[] {
+    const key = caps.join(',');
+    let set = this.capabilitySets.get(key);
+    if (!set) this.capabilitySets.set(key, (set = Object.freeze([...caps])));
+    return set;
+  }
+}
