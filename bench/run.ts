@@ -458,6 +458,8 @@ async function benchDashboard(): Promise<void> {
   for (const [label, path] of [
     ['GET /api/fleet/summary (global admin)', '/api/fleet/summary'],
     ['GET /api/agents, first page of 20 (global admin)', '/api/agents?page=1&pageSize=20'],
+    ['the same, most recently seen first', '/api/agents?page=1&pageSize=20&sortBy=lastSeen&sortDir=desc'],
+    ['the same, page 250 of 500 by name', '/api/agents?page=250&pageSize=20'],
   ] as const) {
     const { ms, status } = await timeGets(s, path, REQUESTS);
     rows.push([`${label}: status, p50 / p99 / max`, `${status}, ${fmt(percentile(ms, 50), 2)} / **${fmt(percentile(ms, 99), 2)}** / ${fmt(ms[ms.length - 1] ?? NaN, 2)} ms`]);
