@@ -178,4 +178,31 @@ test('a change whose broadcast was lost (NATS down) shows on B once the bus is b
   await summaryWhen(B, (x) => wsOf(x, other.id).online === 1 && wsOf(x, ws.id).online === before.agents.online + 1);
 });
 
+test('an agent that reconnects to another node within its grace period counts once: the node it left stops counting it', async () => {
+  // A third node that keeps agents in their grace period for longer than the test lasts.
+  const C = await cl.add('n3', { AGENT_OFFLINE_GRACE_MS: '600000' });
+  const before = await summary(A);
+  const keys = generateKeyPair();
+  const first = newAgent(C, { name: 'mover', keys, workspace: ws.id });
+  agents.push(first);
+  await approve(ownerOn(C), first);
+  await first.waitFor('ready');
+  for (const node of [A, B, C]) await summaryWhen(node, (x) => x.agents.online === before.agents.online + 1);
+
+  await first.stop();
+  const again = newAgent(A, { name: 'mover', keys, workspace: ws.id });
+  agents.push(again);
+  await again.waitFor('ready');
+  await waitFor(() => !C.ctx.agentPush.isOnline(keys.did) && C.ctx.agents.isOnline(keys.did));
+  // Its actor has heard A's CONNECTED (A's own count is made as A hands it over) before the figures are read.
+  const serial = again.certificate!.certificate.serial;
+  await waitFor(() => cl.nodes.some((n) => (n.ctx.actors.getLive(AGENT_ACTOR_KIND, keys.did)?.getSnapshot() as any)?.context?.serial === serial));
+  for (const node of [A, B, C]) {
+    const b = await summaryWhen(node, (x) => x.agents.online === before.agents.online + 1);
+    assert.is(wsOf(b, ws.id).online, wsOf(before, ws.id).online + 1, `${node.nodeId}: once per workspace`);
+  }
+  await again.stop();
+  for (const node of [A, B, C]) await summaryWhen(node, (x) => x.agents.online === before.agents.online);
+});
+
 test.run();

@@ -241,6 +241,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         liveKeys: () => cluster!.liveKeys(),
         log,
         decided: (did, decision) => handshake.decided(did, decision),
+        // The fleet summary counts the sockets each node holds: this node no longer holds this one.
+        movedAway: (did) => summary.connection(did, false),
       })
     : undefined;
   const agents: AgentLink = link ?? connections;
