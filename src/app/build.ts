@@ -241,6 +241,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         liveKeys: () => cluster!.liveKeys(),
         log,
         decided: (did, decision) => handshake.decided(did, decision),
+        // The fleet summary counts the sockets each node holds: this node no longer holds this one.
+        movedAway: (did) => summary.connection(did, false),
       })
     : undefined;
   const agents: AgentLink = link ?? connections;
@@ -249,7 +251,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const offers = new CertificateOffers({ connections, identity, agentActors, log });
   const policies = new PolicyService(core, offers, peers);
   const fleet = new FleetService(core, { policies, agentActors, agents, presence, defaultWorkspace, feed: feedTopics });
-  const summary = new FleetSummary(core, policies);
+  const summary = new FleetSummary(core, policies, peers);
   // In a cluster one node at a time rolls the token ledger up, under a lease.
   const rollupLease = cluster
     ? new NamedLease({ claims: c.clusterClaims, name: 'token-rollup', owner: cluster.nodeKey, leaseMs: cluster.leaseMs, marginMs: cluster.marginMs, log })
@@ -365,6 +367,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   await fleet.start();
   onClose(() => fleet.stop()); // lastSeen and certificates written, actor events delivered
   await summary.start();
+  onClose(() => summary.stop());
   await roster.start();
   onClose(() => roster.stop());
   await tokens.start();

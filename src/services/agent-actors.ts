@@ -24,6 +24,8 @@ interface Told {
   dropped: boolean;
   /** performance.now() before which a held event is not delivered (0: at once). */
   due: number;
+  /** Cluster mode: sent here by the node holding the socket (that node's listeners heard it already). */
+  relayed: boolean;
 }
 
 export class AgentActors {
@@ -48,7 +50,7 @@ export class AgentActors {
   ) {
     placement?.handle('agent.tell', (data) => {
       const { did, event, status } = data as { did: string; event: AgentActorEvent; status: AgentDoc['status'] };
-      this.tell(did, event, status);
+      this.enqueue(did, event, status, true);
       return null;
     });
     placement?.handle('agent.ensure', async (data) => {
@@ -102,7 +104,11 @@ export class AgentActors {
    * Failures are logged; the actor is not essential to the socket.
    */
   tell(did: string, event: AgentActorEvent, status: AgentDoc['status'] = 'active'): void {
-    const item: Told = { did, event, status, dropped: false, due: 0 };
+    this.enqueue(did, event, status, false);
+  }
+
+  private enqueue(did: string, event: AgentActorEvent, status: AgentDoc['status'], relayed: boolean): void {
+    const item: Told = { did, event, status, dropped: false, due: 0, relayed };
     if (event.type === 'CERTIFICATE_STORED') {
       const offered = this.offered.get(did);
       if (offered && (offered.event as { serial: string }).serial === event.serial) offered.dropped = true;
@@ -117,7 +123,12 @@ export class AgentActors {
     }
   }
 
-  /** Runs `fn` for every socket event handed to an actor (offers made moot by a co-signature are not). */
+  /**
+   * Runs `fn` for every event of a socket this node holds as it is handed to the agent's actor
+   * (offers made moot by a co-signature are not). In a cluster an event relayed from the node
+   * holding the socket to the node holding the actor is heard on the first only, so that each
+   * event is heard once in the cluster.
+   */
   onDelivered(fn: (did: string, event: AgentActorEvent) => void): void {
     this.deliveredListeners.push(fn);
   }
@@ -159,7 +170,7 @@ export class AgentActors {
       if (this.offered.get(item.did) === item) this.offered.delete(item.did);
       if (item.dropped) continue;
       delivered++;
-      for (const fn of this.deliveredListeners) {
+      for (const fn of item.relayed ? [] : this.deliveredListeners) {
         try {
           fn(item.did, item.event);
         } catch (err) {

@@ -11,8 +11,13 @@
  * (the workspace service's hook), its actor told it connected, disconnected, was offered a
  * certificate or stored one (the agent actors' delivery hook). Runs come from the executor's
  * status hook; policies expiring soon from the policy service's list of policies with an expiry.
- * All of it is read from the store once at start. How a cluster gathers the same figures is in
- * docs/fleet.md ("Fleet summary").
+ * All of it is read from the store once at start.
+ *
+ * In a cluster (docs/fleet.md, "In a cluster") every node keeps the store facts (statuses,
+ * memberships, runs) of the whole fleet: a change made on a node is broadcast, and the others read
+ * the record again; a lost broadcast is repaired by computing them from the store again every
+ * minute and when the bus is back. The socket facts (online, awaiting re-issue) are each node's
+ * own agents' (those whose socket it holds) and are summed across the nodes at request time.
  */
 import { z } from 'zod';
 import type { Principal } from '../domain/principal.js';
@@ -20,9 +25,29 @@ import type { AgentDoc } from '../store/collections.js';
 import type { RunStatusChange } from './workflow-runs.js';
 import type { ServiceCore } from './core.js';
 import type { PolicyService } from './policies.js';
+import type { PeerNodes } from './ports.js';
 import { visibleWorkspaceIds } from './workspaces.js';
 
 const DAY_MS = 86_400_000;
+/** In a cluster: the store facts computed again this often, for broadcasts that were lost. */
+const CLUSTER_RECOMPUTE_MS = 60_000;
+/** In a cluster: how long a summary waits for the other nodes' socket counters. */
+const SOCKETS_GATHER_MS = 2000;
+/** The broadcast of store changes (`StoreNews`) and the gather of socket counters (`SocketCounts`). */
+const NEWS_TOPIC = 'fleet-summary';
+const SOCKETS_TOPIC = 'fleet-summary.sockets';
+
+/** What a node tells the others changed in the store: read it again there. */
+interface StoreNews {
+  agents?: string[];
+  runs?: string[];
+  workspaceDeleted?: string;
+}
+
+/** A node's socket counters: per set of workspaces, its agents online and awaiting re-issue. */
+interface SocketCounts {
+  groups: Array<[workspaces: string[], online: number, reissue: number]>;
+}
 
 const counts = z.object({ total: z.number().int(), online: z.number().int(), pending: z.number().int(), rejected: z.number().int() });
 
@@ -78,57 +103,131 @@ export class FleetSummary {
   private readonly groups = new Map<string, Group>();
   private readonly groupList: Group[] = [];
   private readonly workspaces = new Map<string, WorkspaceCounts>();
-  private readonly runs = new Map<string, RunCounts>();
-  /** Store reads of an agent's record in progress, one after another per agent. */
+  private runs = new Map<string, RunCounts>();
+  /** Store reads of a record (an agent's, a run's) in progress, one after another per record. */
   private readonly reading = new Map<string, Promise<void>>();
+  /**
+   * While the store facts are computed again: the agents read again meanwhile (their read is as
+   * new as the computation's, or newer) and the run changes applied meanwhile (applied again on top).
+   */
+  private recomputing: { agents: Set<string>; runs: RunStatusChange[] } | null = null;
+  private recomputation: Promise<void> | null = null;
+  private recomputeTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
 
   constructor(
     private readonly ctx: ServiceCore,
     private readonly policies: PolicyService,
-  ) {}
+    private readonly peers?: PeerNodes,
+  ) {
+    if (peers?.clustered) {
+      peers.onBroadcast(NEWS_TOPIC, (data) => this.heard(data as StoreNews));
+      peers.onGather(SOCKETS_TOPIC, () => this.socketCounts());
+      peers.onResync(() => this.recompute());
+    }
+  }
 
-  /** Reads the counters from the store, once. */
+  /** Reads the counters from the store, once (and, in a cluster, the store facts again every minute). */
   async start(): Promise<void> {
+    await this.readStore();
+    if (this.peers?.clustered) {
+      this.recomputeTimer = setInterval(() => void this.recompute(), CLUSTER_RECOMPUTE_MS);
+      this.recomputeTimer.unref();
+    }
+  }
+
+  /** No more reads (the store is closing); waits for a computation in progress. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.recomputeTimer) clearInterval(this.recomputeTimer);
+    await this.recomputation;
+  }
+
+  /**
+   * In a cluster: computes the store facts again from the store (a broadcast may have been lost),
+   * keeping this node's socket facts. One at a time; failures are logged (the next one repairs).
+   */
+  recompute(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.recomputation ??= this.readStore()
+      .catch((err: unknown) => this.ctx.log.error({ err }, 'fleet summary: reading the fleet failed'))
+      .finally(() => {
+        this.recomputation = null;
+      });
+    return this.recomputation;
+  }
+
+  /** Reads agents, memberships and runs from the store and puts them in place of what is kept. */
+  private async readStore(): Promise<void> {
     const { c } = this.ctx;
-    const memberships = new Map<string, string[]>();
-    for (const m of await c.workspaceAgents.find({}, { projection: { agentDid: 1, workspaceId: 1 } })) {
-      const list = memberships.get(m.agentDid);
-      if (list) list.push(m.workspaceId);
-      else memberships.set(m.agentDid, [m.workspaceId]);
+    const during = (this.recomputing = { agents: new Set<string>(), runs: [] });
+    try {
+      const memberships = new Map<string, string[]>();
+      for (const m of await c.workspaceAgents.find({}, { projection: { agentDid: 1, workspaceId: 1 } })) {
+        const list = memberships.get(m.agentDid);
+        if (list) list.push(m.workspaceId);
+        else memberships.set(m.agentDid, [m.workspaceId]);
+      }
+      const agents = await c.agents.find({}, { projection: { status: 1 } });
+      const since = new Date(Date.now() - DAY_MS).toISOString();
+      const runs = await c.workflowRuns.find(
+        { $or: [{ status: 'running' }, { status: 'failed', completedAt: { $gte: since } }] },
+        { projection: { workspaceId: 1, status: 1, completedAt: 1 } },
+      );
+
+      const present = new Set<string>();
+      for (const a of agents) {
+        present.add(a._id);
+        if (during.agents.has(a._id)) continue;
+        const was = this.facts(a._id);
+        this.put(a._id, { status: a.status, online: was?.online ?? false, reissue: was?.reissue ?? false, group: this.groupOf(memberships.get(a._id) ?? []) });
+      }
+      for (const did of [...this.agents.keys()]) if (!present.has(did) && !during.agents.has(did)) this.put(did, null);
+
+      this.runs = new Map();
+      for (const r of runs) this.applyRun({ runId: r._id, workspaceId: r.workspaceId, status: r.status, at: r.completedAt });
+      for (const change of during.runs) this.applyRun(change);
+    } finally {
+      if (this.recomputing === during) this.recomputing = null;
     }
-    for (const a of await c.agents.find({}, { projection: { status: 1 } })) {
-      this.put(a._id, { status: a.status, online: false, reissue: false, group: this.groupOf(memberships.get(a._id) ?? []) });
-    }
-    const since = new Date(Date.now() - DAY_MS).toISOString();
-    const runs = await c.workflowRuns.find(
-      { $or: [{ status: 'running' }, { status: 'failed', completedAt: { $gte: since } }] },
-      { projection: { workspaceId: 1, status: 1, completedAt: 1 } },
-    );
-    for (const r of runs) this.runStatus({ runId: r._id, workspaceId: r.workspaceId, status: r.status, at: r.completedAt });
   }
 
   // -------------------------------------------------------------------------------------------
   // Changes
 
-  /** The agent's record changed in the store (registered, decided, deleted, joined or left a workspace): read it again. */
+  /** The agent's record changed in the store (registered, decided, deleted, joined or left a workspace): read it again, here and on the other nodes. */
   agentChanged(did: string): Promise<void> {
-    const next = (this.reading.get(did) ?? Promise.resolve())
-      .then(() => this.reload(did))
-      .catch((err: unknown) => this.ctx.log.error({ err, did }, 'fleet summary: reading an agent failed'))
+    this.tell({ agents: [did] });
+    return this.reread(did);
+  }
+
+  private reread(did: string): Promise<void> {
+    return this.inTurn(`agent:${did}`, () => this.reload(did), { did });
+  }
+
+  /** Runs the reads of one record one after another, so an older answer never lands after a newer one; failures are logged. */
+  private inTurn(key: string, read: () => Promise<void>, about: object): Promise<void> {
+    const next = (this.reading.get(key) ?? Promise.resolve())
+      .then(read)
+      .catch((err: unknown) => this.ctx.log.error({ err, ...about }, 'fleet summary: reading the store failed'))
       .finally(() => {
-        if (this.reading.get(did) === next) this.reading.delete(did);
+        if (this.reading.get(key) === next) this.reading.delete(key);
       });
-    this.reading.set(did, next);
+    this.reading.set(key, next);
     return next;
   }
 
-  /** Its actor was told it connected or disconnected. */
+  /** Its actor was told it connected or disconnected (by this node, which holds its socket). */
   connection(did: string, online: boolean): void {
     const f = this.facts(did);
     if (f === undefined) {
       // Told before its record was read: the read keeps this flag.
       this.put(did, { status: 'active', online, reissue: false, group: this.groupOf([]) });
-      void this.agentChanged(did);
+      this.recomputing?.agents.add(did);
+      void this.reread(did);
+    } else if (!online && f.reissue && this.peers?.clustered) {
+      // A node counts the sockets it holds: an agent gone from here may co-sign on another node, which counts it then.
+      this.put(did, { ...f, online, reissue: false });
     } else if (f.online !== online) this.put(did, { ...f, online });
   }
 
@@ -138,8 +237,13 @@ export class FleetSummary {
     if (f !== undefined && f.reissue !== pending) this.put(did, { ...f, reissue: pending });
   }
 
-  /** A workspace is gone: its agents' sets lose it. */
+  /** A workspace is gone: its agents' sets lose it (here and on the other nodes). */
   workspaceDeleted(workspaceId: string): void {
+    this.tell({ workspaceDeleted: workspaceId });
+    this.forgetWorkspace(workspaceId);
+  }
+
+  private forgetWorkspace(workspaceId: string): void {
     for (const did of [...this.agents.keys()]) {
       const f = this.facts(did)!;
       if (f.group.workspaces.includes(workspaceId)) this.put(did, { ...f, group: this.groupOf(f.group.workspaces.filter((w) => w !== workspaceId)) });
@@ -150,11 +254,19 @@ export class FleetSummary {
 
   /** A run started, ended or was found ended (`at`: when it ended; `workspaceId` null: the one it was counted running in). */
   runStatus(run: RunStatusChange): void {
-    let workspaceId = run.workspaceId;
-    if (workspaceId === null) {
-      for (const [w, counts] of this.runs) if (counts.running.has(run.runId)) workspaceId = w;
-      if (workspaceId === null) return; // never counted running here: nothing to move
+    this.tell({ runs: [run.runId] });
+    if (run.workspaceId === null && this.peers?.clustered && this.runWorkspace(run.runId) === null) {
+      // Started through another node and its news lost or still on its way: its record says where it belongs.
+      void this.rereadRun(run.runId);
+      return;
     }
+    this.recomputing?.runs.push(run);
+    this.applyRun(run);
+  }
+
+  private applyRun(run: RunStatusChange): void {
+    const workspaceId = run.workspaceId ?? this.runWorkspace(run.runId);
+    if (workspaceId === null) return; // never counted running here: nothing to move
     let r = this.runs.get(workspaceId);
     if (!r) this.runs.set(workspaceId, (r = { running: new Set(), failed: new Map() }));
     if (run.status === 'running') r.running.add(run.runId);
@@ -165,12 +277,55 @@ export class FleetSummary {
     }
   }
 
+  /** The workspace a run is counted running in; null when it is not. */
+  private runWorkspace(runId: string): string | null {
+    for (const [w, counts] of this.runs) if (counts.running.has(runId)) return w;
+    return null;
+  }
+
+  /** A run changed on another node: its record, read again, says what it is now (a repeated or late read changes nothing). */
+  private rereadRun(runId: string): Promise<void> {
+    return this.inTurn(
+      `run:${runId}`,
+      async () => {
+        const run = await this.ctx.c.workflowRuns.findById(runId);
+        // A run not found (its workflow deleted) counts nowhere.
+        const change: RunStatusChange = run
+          ? { runId, workspaceId: run.workspaceId, status: run.status, at: run.completedAt }
+          : { runId, workspaceId: null, status: 'cancelled', at: null };
+        this.recomputing?.runs.push(change);
+        this.applyRun(change);
+      },
+      { runId },
+    );
+  }
+
+  /** In a cluster: has the other nodes read what changed in the store. A lost message is repaired by their next computation. */
+  private tell(news: StoreNews): void {
+    if (this.peers?.clustered) this.peers.broadcast(NEWS_TOPIC, news);
+  }
+
+  /** Another node changed these records. */
+  private heard(news: StoreNews): void {
+    for (const did of news.agents ?? []) void this.reread(did);
+    for (const runId of news.runs ?? []) void this.rereadRun(runId);
+    if (news.workspaceDeleted !== undefined) this.forgetWorkspace(news.workspaceDeleted);
+  }
+
+  /** This node's socket counters, for another node's summary. */
+  private socketCounts(): SocketCounts {
+    const groups: SocketCounts['groups'] = [];
+    for (const g of this.groups.values()) if (g.online > 0 || g.reissue > 0) groups.push([[...g.workspaces], g.online, g.reissue]);
+    return { groups };
+  }
+
   private async reload(did: string): Promise<void> {
     const { c } = this.ctx;
     const [agent, memberships] = await Promise.all([
       c.agents.findById(did),
       c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1 } }),
     ]);
+    this.recomputing?.agents.add(did);
     if (!agent) {
       this.put(did, null);
       return;
@@ -236,7 +391,11 @@ export class FleetSummary {
     const visible = await visibleWorkspaceIds(c, principal);
     const all = visible === 'all';
     const mine = new Set(all ? [] : visible);
-    const inScope = (g: Group) => all || g.workspaces.some((w) => mine.has(w));
+    const inScope = (g: { workspaces: readonly string[] }) => all || g.workspaces.some((w) => mine.has(w));
+    const [wsDocs, elsewhere] = await Promise.all([
+      c.workspaces.find(all ? {} : { _id: { $in: [...mine] } }, { projection: { slug: 1, name: 1 } }),
+      this.otherNodesSockets(),
+    ]);
     const agents = { total: 0, online: 0, pending: 0, rejected: 0 };
     let reissue = 0;
     for (const g of this.groups.values()) {
@@ -247,9 +406,22 @@ export class FleetSummary {
       agents.rejected += g.rejected;
       reissue += g.reissue;
     }
-    const wsDocs = await c.workspaces.find(all ? {} : { _id: { $in: [...mine] } }, { projection: { slug: 1, name: 1 } });
+    // The other nodes' agents online and awaiting re-issue (each agent's socket is on one node).
+    const onlineElsewhere = new Map<string, number>();
+    for (const [workspaces, online, pending] of elsewhere) {
+      if (!inScope({ workspaces })) continue;
+      agents.online += online;
+      reissue += pending;
+      for (const w of workspaces) onlineElsewhere.set(w, (onlineElsewhere.get(w) ?? 0) + online);
+    }
     wsDocs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    const workspaces = wsDocs.map((w) => ({ id: w._id, slug: w.slug, name: w.name, total: this.workspaces.get(w._id)?.total ?? 0, online: this.workspaces.get(w._id)?.online ?? 0 }));
+    const workspaces = wsDocs.map((w) => ({
+      id: w._id,
+      slug: w.slug,
+      name: w.name,
+      total: this.workspaces.get(w._id)?.total ?? 0,
+      online: (this.workspaces.get(w._id)?.online ?? 0) + (onlineElsewhere.get(w._id) ?? 0),
+    }));
 
     const runs = { running: 0, failedLast24h: 0 };
     for (const [workspaceId, r] of this.runs) {
@@ -278,6 +450,13 @@ export class FleetSummary {
       runs,
       at: new Date(now).toISOString(),
     };
+  }
+
+  /** In a cluster: the other live nodes' socket counters; a node that does not answer in time is left out (and logged by the gather). */
+  private async otherNodesSockets(): Promise<SocketCounts['groups']> {
+    if (!this.peers?.clustered) return [];
+    const { answers } = await this.peers.gather<SocketCounts>(SOCKETS_TOPIC, null, SOCKETS_GATHER_MS);
+    return answers.flatMap((a) => a.groups);
   }
 
   /** Pending registrations: one per pending agent (registering again answers the pending one). */

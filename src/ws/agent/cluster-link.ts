@@ -13,7 +13,8 @@
  *   until its lease ends, then they read offline (and its entries are removed).
  * - One socket per agent cluster-wide: a node that hears its agent came online on another node,
  *   later than on itself, ends its own socket (4409), as a newer socket replaces an older one in
- *   one process.
+ *   one process; an agent in its offline grace period here ends it here, without its actor being
+ *   told it went offline (the other node told it it connected).
  *
  * At most once (docs/cluster.md): a push lost on the way is not repeated (the agent gets the
  * current state at its next handshake); a lost intent request or reply is a timeout (504); a lost
@@ -62,6 +63,12 @@ export interface ClusterLinkDeps {
   log: Logger;
   /** A registration decision for an agent whose socket waits here. */
   decided(did: string, decision: Decision): void;
+  /**
+   * An agent ready here, or in its offline grace period here, is ready on another node now: its
+   * socket here was replaced, or its grace period ends here without its actor being told it went
+   * offline (the other node told it it connected).
+   */
+  movedAway?(did: string): void;
 }
 
 export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObserver {
@@ -254,6 +261,10 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
     if (mine !== undefined) {
       if (mine > since) return;
       this.d.local.drop(did, CLOSE.replaced, 'replaced by a newer connection on another node');
+      this.d.movedAway?.(did);
+    } else if (this.d.local.returned(did) !== undefined) {
+      // It left here and came back elsewhere within its grace period: this node's "offline" would now be stale news.
+      this.d.movedAway?.(did);
     }
     this.remote.set(did, { node, since });
   }
