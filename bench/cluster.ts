@@ -7,6 +7,8 @@
  *   co-signed certificate (and DELETE, to undo it before the next round);
  * - mention delivery: POST of a channel message @mentioning an agent, until the agent's
  *   onChannelMessage runs;
+ * - the dashboard's reads: GET /api/fleet/summary (in a cluster it gathers every node's socket
+ *   counters) and the first page of GET /api/agents;
  * - feed fan-out: a message posted on one node, until the last live-feed subscriber has it.
  *
  * Three placements: one node as `npm start` runs it (the twin); two cluster nodes with the
@@ -70,6 +72,9 @@ interface ModeResult {
   reconnect: { ms: number; ready: number; cpuUs: number; storeOps: number; storeDocs: number; topOps: string };
   intent: Map<Placement, Latencies>;
   mention: Map<Placement, Latencies>;
+  /** The dashboard's reads with the N agents connected: the fleet summary, and the agents list's first page. */
+  summary: Map<Placement, Latencies>;
+  agentsPage: Map<Placement, Latencies>;
   recert: Map<Placement, Recert>;
   feed: Map<Placement, Latencies & { received: number; expected: number }>;
   heartbeat: { acked: number; perSecond: number; cpuUs: number; storeOpsPerAck: number; storeDocsPerAck: number; ack: Latencies };
@@ -207,6 +212,21 @@ async function runMode(mode: Mode): Promise<ModeResult> {
       }
     }
 
+    // The dashboard's reads: in a cluster the summary gathers the other node's socket counters.
+    const readLat = async (path: string) => {
+      const out = new Map<Placement, number[]>(entries.map(([p]) => [p, []]));
+      for (let i = 0; i < SAMPLES + 20; i++) {
+        for (const [p, url] of entries) {
+          const t = performance.now();
+          await ok(api(url, token, 'GET', path), `${path} via ${p}`);
+          if (i >= 20) out.get(p)!.push(performance.now() - t);
+        }
+      }
+      return new Map([...out].map(([p, xs]) => [p, lat(xs)]));
+    };
+    const summary = await readLat('/api/fleet/summary');
+    const agentsPage = await readLat('/api/agents?page=1&pageSize=20');
+
     // Mentions: an SDK agent on the holder, a member of a channel.
     let delivered: ((at: number) => void) | null = null;
     const mentionAgent = await sdkAgent(holder, token, workspaceId, 'bench-mention', { onChannelMessage: () => delivered?.(performance.now()) });
@@ -306,6 +326,8 @@ async function runMode(mode: Mode): Promise<ModeResult> {
       reconnect,
       intent: new Map([...intentLat].map(([p, xs]) => [p, lat(xs)])),
       mention: new Map([...mentionLat].map(([p, xs]) => [p, lat(xs)])),
+      summary,
+      agentsPage,
       recert,
       feed,
       heartbeat,
@@ -346,6 +368,8 @@ export async function benchCluster(): Promise<void> {
   table(`cluster: each cross-node path against its single-node twin (agent on node A; request entering at A or at B)`, [
     ...pathRow('intent round trip (POST until the answer)', (r, p) => r.intent.get(p)),
     ...pathRow('mention delivery (POST until onChannelMessage)', (r, p) => r.mention.get(p)),
+    ...pathRow(`GET /api/fleet/summary with ${N} agents connected`, (r, p) => r.summary.get(p)),
+    ...pathRow(`GET /api/agents, first page of 20 of ${N}`, (r, p) => r.agentsPage.get(p)),
     [`policy re-issue to ${N} agents: one node`, rc(single.recert.get(one))],
     ['  cluster, POST at A', rc(cluster.recert.get(a))],
     ['  cluster, POST at B', rc(cluster.recert.get(b))],
