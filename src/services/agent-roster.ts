@@ -18,7 +18,7 @@ import type { AgentDoc } from '../store/collections.js';
 import type { Capability } from '../domain/capabilities.js';
 
 const FIELDS = { status: 1, name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
-/** Reads of changed agents, at most this many DIDs per store call. */
+/** Reads of changed agents, and broadcasts of them, at most this many DIDs each (a bus message stays well under NATS's 1 MiB). */
 const READ_CHUNK = 1000;
 /** In a cluster: every row read again this often, for broadcasts that were lost. */
 const CLUSTER_RELOAD_MS = 60_000;
@@ -107,7 +107,9 @@ export class AgentRoster {
 
   /** These agents' records changed in the store: read them again (and have the other nodes do so). */
   changed(dids: readonly string[]): Promise<void> {
-    if (this.peers?.clustered && dids.length > 0) this.peers.broadcast('agent-roster', { dids });
+    if (this.peers?.clustered) {
+      for (let i = 0; i < dids.length; i += READ_CHUNK) this.peers.broadcast('agent-roster', { dids: dids.slice(i, i + READ_CHUNK) });
+    }
     return this.read(dids);
   }
 
@@ -116,15 +118,19 @@ export class AgentRoster {
     this.seenHere(did, ms);
     if (!this.peers?.clustered) return;
     if (!this.seenToTell) {
-      this.seenToTell = { dids: [], ms: [] };
-      setTimeout(() => {
-        const batch = this.seenToTell!;
-        this.seenToTell = null;
-        this.peers!.broadcast('agent-roster.seen', batch);
-      }, SEEN_BROADCAST_MS).unref();
+      const batch = (this.seenToTell = { dids: [], ms: [] });
+      setTimeout(() => this.tellSeen(batch), SEEN_BROADCAST_MS).unref();
     }
     this.seenToTell.dids.push(did);
     this.seenToTell.ms.push(ms);
+    if (this.seenToTell.dids.length >= READ_CHUNK) this.tellSeen(this.seenToTell);
+  }
+
+  /** Sends a batch of disconnections to the other nodes, once (when full, or when its time is up). */
+  private tellSeen(batch: { dids: string[]; ms: number[] }): void {
+    if (this.seenToTell !== batch) return;
+    this.seenToTell = null;
+    this.peers!.broadcast('agent-roster.seen', batch);
   }
 
   private seenHere(did: string, ms: number): void {
