@@ -305,6 +305,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   agentActors.onDelivered((did, event) => {
     if (event.type === 'CONNECTED' || event.type === 'DISCONNECTED') summary.connection(did, event.type === 'CONNECTED');
     else summary.reissue(did, event.type === 'REISSUE_OFFERED');
+    if (event.type === 'CONNECTED' || event.type === 'CERTIFICATE_STORED') summary.certificateStored(did, event.policyId);
   });
   runs.onRunStatus((change) => summary.runStatus(change));
   // ... and the agents whose certificate a policy change (or expiry) put out of date, online or not.

@@ -259,26 +259,33 @@ export class FleetSummary {
     } else if (!online && f.reissue && this.peers?.clustered) {
       // A node counts the sockets it holds: an agent gone from here may co-sign on another node, which counts it then.
       this.put(did, { ...f, online, reissue: false });
+    } else if (online && f.reissue) {
+      // A new handshake: its certificate is the one in force, an offer made to an earlier socket is moot.
+      this.put(did, { ...f, online, reissue: false });
     } else if (f.online !== online) this.put(did, { ...f, online });
-    // Its handshake stored the certificate it holds now (or kept one with the same terms).
-    if (online) this.certificateStored(did);
   }
 
   /** Its actor was told a new certificate is offered (true) or stored (false). */
   reissue(did: string, pending: boolean): void {
     const f = this.facts(did);
     if (f !== undefined && f.reissue !== pending) this.put(did, { ...f, reissue: pending });
-    if (!pending) this.certificateStored(did);
   }
 
   /**
-   * The agent stored a certificate (co-signed at its handshake or after a policy change): it carries
-   * the terms it was offered, which are its current ones — a policy change since then offers it
-   * newer terms, and the agent's `CERTIFICATE_STORED` comes with the last offer only. So it is no
-   * longer out of date, here and on the other nodes, without a store read (ten thousand agents
-   * re-certified at once cost no read each). A read of many certificates under way reads it again after.
+   * The agent's actor was told the certificate in force (`policyId`: the policy it carries), stored
+   * at its handshake or co-signed after a policy change. It carries the terms it was offered, which
+   * are its current ones — a policy change since then offers it newer terms, and the agent's
+   * `CERTIFICATE_STORED` comes with the last offer only. So it is no longer out of date, here and on
+   * the other nodes, without a store read (ten thousand agents re-certified at once cost no read
+   * each); unless its policy expired since the offer, when its record is read again. A read of many
+   * certificates under way reads it again after.
    */
-  private certificateStored(did: string): void {
+  certificateStored(did: string, policyId: string | null): void {
+    if (policyId !== null && !this.policies.inForce(policyId)) {
+      for (const stored of this.certificateReads) stored.add(did);
+      void this.agentChanged(did);
+      return;
+    }
     if (!this.clearStale(did)) return;
     if (this.peers?.clustered) {
       if (this.storedNews.length === 0) setImmediate(() => this.tell({ stored: this.storedNews.splice(0) }));

@@ -117,6 +117,8 @@ export class PolicyService {
   private expiryTimer: NodeJS.Timeout | undefined;
   private expiryAt = Infinity;
   private readonly termsListeners: TermsListener[] = [];
+  /** The policies indexed, by id. */
+  private byId = new Map<string, PolicyDoc>();
   private stopped = false;
   /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
   version = 0;
@@ -218,6 +220,7 @@ export class PolicyService {
     if (changed.length === 0) return;
     this.byAgent = new Map();
     this.byWorkspace = new Map();
+    this.byId = new Map();
     this.expiring.clear();
     this.toExpire.clear();
     for (const p of docs) this.index(p);
@@ -241,6 +244,12 @@ export class PolicyService {
     if (!this.peers?.clustered) return here;
     const [mine, elsewhere] = await Promise.all([here, this.peers.gather<string[]>('policy.changed', { op, policy })]);
     return [...new Set([...mine, ...elsewhere.answers.flat()])];
+  }
+
+  /** Whether the policy is known here and not expired (a certificate carrying another is out of date). */
+  inForce(policyId: string, now = Date.now()): boolean {
+    const p = this.byId.get(policyId);
+    return p !== undefined && !isExpired(p, now);
   }
 
   /** Whether any unexpired workspace-scoped policy exists (else an agent's workspace cannot matter). */
@@ -333,6 +342,7 @@ export class PolicyService {
     for (const p of this.byAgent.get(agentDid) ?? []) {
       this.expiring.delete(p._id);
       this.toExpire.delete(p._id);
+      this.byId.delete(p._id);
     }
     if (this.byAgent.delete(agentDid)) this.version++;
   }
@@ -398,6 +408,7 @@ export class PolicyService {
     };
     if (p.agentDid) add(this.byAgent, p.agentDid);
     else if (p.workspaceId) add(this.byWorkspace, p.workspaceId);
+    this.byId.set(p._id, p);
     if (p.expiresAt !== null) {
       this.expiring.set(p._id, p);
       this.toExpire.set(p._id, p);
@@ -414,6 +425,7 @@ export class PolicyService {
     };
     if (p.agentDid) drop(this.byAgent, p.agentDid);
     else if (p.workspaceId) drop(this.byWorkspace, p.workspaceId);
+    this.byId.delete(p._id);
     this.expiring.delete(p._id);
     this.toExpire.delete(p._id);
   }
