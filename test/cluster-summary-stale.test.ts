@@ -88,7 +88,7 @@ test('a policy created through A puts an offline agent out of date on B; co-sign
   for (const node of [A, B]) await awaitingBecomes(node, 1);
 });
 
-test('an agent offered new terms on B and out of date counts once on either node', async () => {
+test('an agent offered new terms on B and out of date counts once on either node, and still once it left without co-signing', async () => {
   const before = await awaiting(A);
   const keys = generateKeyPair();
   const sdk = newAgent(B, { name: 'slow', keys });
@@ -108,6 +108,17 @@ test('an agent offered new terms on B and out of date counts once on either node
   for (const node of [A, B]) await awaitingBecomes(node, before + 1);
   // Still once, whichever node is asked (B counts its socket's offer, A adds B's offers not already out of date).
   for (const node of [A, B]) assert.is(await awaiting(node), before + 1);
+
+  // Gone without co-signing: B forgets the offer, but the certificate it holds is still out of date.
+  await raw.close();
+  await offlineEverywhere(keys.did);
+  await waitFor(async () => (await actor())?.state?.active?.connection === 'offline', 10_000, 50);
+  for (const node of [A, B]) assert.is(await awaiting(node), before + 1);
+
+  // Back on A, it co-signs the policy's terms at its handshake: neither node counts it.
+  const { ready } = await connect(A, keys);
+  assert.is(ready.certificate.policyId, created.body.policy.id);
+  for (const node of [A, B]) await awaitingBecomes(node, before);
 });
 
 test.run();
