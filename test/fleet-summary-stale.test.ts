@@ -2,7 +2,7 @@
  * The fleet summary's certificates awaiting re-issue, for agents that hold a certificate whose terms
  * a policy change put out of date: offline ones too (they get the new terms at their next
  * handshake), counted from the store at start, once for an agent also offered new terms online,
- * and after a policy expires.
+ * after a policy expires, and when the store failed the first reads.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -11,6 +11,7 @@ import { client, waitFor } from './helpers.js';
 import { enc, fleet, makeWorkspace, RawAgent, readyAgent, readyRawAgent, startWithOwner, stopAll } from './fleet-helpers.js';
 import { generateKeyPair, signMessage, type Ed25519KeyPair } from '../src/domain/did.js';
 import { certificateBytes } from '../src/domain/certificate.js';
+import { FaultInjector } from './fault-store.js';
 
 const test = suite('fleet summary: out-of-date certificates');
 const ctx = {} as Awaited<ReturnType<typeof startWithOwner>> & {
@@ -19,9 +20,10 @@ const ctx = {} as Awaited<ReturnType<typeof startWithOwner>> & {
   outsider: TestUser;
 };
 const raws: RawAgent[] = [];
+const faults = new FaultInjector();
 
 test.before(async () => {
-  Object.assign(ctx, await startWithOwner({ AGENT_OFFLINE_GRACE_MS: '0' }));
+  Object.assign(ctx, await startWithOwner({ AGENT_OFFLINE_GRACE_MS: '0' }, { wrapStore: faults.wrap }));
   ctx.ws = await makeWorkspace(ctx.owner, 'Narrowed');
   const elsewhere = await makeWorkspace(ctx.owner, 'Elsewhere');
   ctx.member = await makeUser(ctx.s, { workspaces: { [ctx.ws.id]: 'member' } });
@@ -160,6 +162,18 @@ test('a policy that expires puts the certificates carrying it out of date, the a
   const { ready } = await reconnect(raw.keys);
   assert.is(ready.certificate.policyId, null);
   await awaitingBecomes(owner, before);
+});
+
+test('a failed read of the certificates after a policy change is tried again until it succeeds', async () => {
+  const { owner } = ctx;
+  const retried = await makeWorkspace(owner, 'Retried');
+  const keys = await certifiedThenOffline(retried.id);
+  const before = await awaiting(owner);
+  faults.add({ collection: 'certificates', op: 'find', mode: 'fail', times: 2, when: (args) => JSON.stringify(args[0]).includes(keys.did) });
+  const created = await owner.api.post('/api/policies', { workspaceId: retried.id, capabilities: ['file_access'] });
+  assert.is(created.status, 201, created.text);
+  await awaitingBecomes(owner, before + 1, 15_000);
+  assert.equal(faults.injected, ['certificates.find fail', 'certificates.find fail']);
 });
 
 test.run();
