@@ -3,9 +3,10 @@
  * costs a few map reads whatever the fleet size, never a scan of the fleet.
  *
  * Per agent it keeps one small record (status, online, offered a certificate not co-signed yet,
- * holding a certificate whose terms are out of date, its workspaces), and from those the counters: of the whole fleet, per workspace, and per set of
- * workspaces an agent belongs to (few distinct sets in practice), from which a caller's distinct
- * count over several workspaces is summed without counting an agent twice. The records change on
+ * holding a certificate whose terms are out of date, its workspaces), and from those the
+ * counters: of the whole fleet, per workspace, and per set of workspaces an agent belongs to (few
+ * distinct sets in practice), from which a caller's distinct count over several workspaces is
+ * summed without counting an agent twice. The records change on
  * the events of the areas that own the data: a registration, a decision or a deletion (the
  * fleet's hooks: the record is read again from the store), an agent joining or leaving a workspace
  * (the workspace service's hook), its actor told it connected, disconnected, was offered a
@@ -188,7 +189,7 @@ export class FleetSummary {
     try {
       const memberships = byAgent((await c.workspaceAgents.find({}, { projection: MEMBERSHIP_FIELDS })) as MembershipRow[]);
       const agents = await c.agents.find({}, { projection: AGENT_TERMS_FIELDS });
-      // One read of every certificate, after the agents (an agent stored meanwhile has none yet to be out of date).
+      // One read of every certificate, whatever the fleet size.
       const held = await heldTerms(c);
       const since = new Date(Date.now() - DAY_MS).toISOString();
       const runs = await c.workflowRuns.find(

@@ -199,7 +199,22 @@ export class PolicyService {
     for (const p of gone) this.toExpire.delete(p._id);
     if (gone.length > 0) this.version++;
     this.armExpiry();
-    for (const p of gone) await this.termsChanged(await this.affectedBy(p));
+    await Promise.all(gone.map((p) => this.tellExpired(p, 0)));
+  }
+
+  /** Tells the terms listeners who an expired policy applied to; a failed read is tried again later, backing off up to a minute. */
+  private async tellExpired(p: PolicyDoc, attempt: number): Promise<void> {
+    if (this.stopped) return;
+    let dids: string[];
+    try {
+      dids = await this.affectedBy(p);
+    } catch (err) {
+      const delay = Math.min(1000 * 2 ** attempt, CLUSTER_REFRESH_MS);
+      this.ctx.log.error({ err, policyId: p._id, retryInMs: delay }, 'reading the agents of an expired policy failed');
+      setTimeout(() => void this.tellExpired(p, attempt + 1), delay).unref();
+      return;
+    }
+    await this.termsChanged(dids);
   }
 
   private unexpired(): Promise<PolicyDoc[]> {
