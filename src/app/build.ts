@@ -305,8 +305,11 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   agentActors.onDelivered((did, event) => {
     if (event.type === 'CONNECTED' || event.type === 'DISCONNECTED') summary.connection(did, event.type === 'CONNECTED');
     else summary.reissue(did, event.type === 'REISSUE_OFFERED');
+    if (event.type === 'CONNECTED' || event.type === 'CERTIFICATE_STORED') summary.certificateStored(did, event.policyId);
   });
   runs.onRunStatus((change) => summary.runStatus(change));
+  // ... and the agents whose certificate a policy change (or expiry) put out of date, online or not.
+  policies.onTermsChanged((dids) => summary.termsChanged(dids));
   // An agent that completes its handshake gets its skills and its LLM configuration before `ready`.
   connections.onReady((did) => skills.agentReady(did));
   connections.onReady((did) => llmConfig.agentReady(did));

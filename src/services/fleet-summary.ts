@@ -3,21 +3,26 @@
  * costs a few map reads whatever the fleet size, never a scan of the fleet.
  *
  * Per agent it keeps one small record (status, online, offered a certificate not co-signed yet,
- * its workspaces), and from those the counters: of the whole fleet, per workspace, and per set of
- * workspaces an agent belongs to (few distinct sets in practice), from which a caller's distinct
- * count over several workspaces is summed without counting an agent twice. The records change on
+ * holding a certificate whose terms are out of date, its workspaces), and from those the
+ * counters: of the whole fleet, per workspace, and per set of workspaces an agent belongs to (few
+ * distinct sets in practice), from which a caller's distinct count over several workspaces is
+ * summed without counting an agent twice. The records change on
  * the events of the areas that own the data: a registration, a decision or a deletion (the
  * fleet's hooks: the record is read again from the store), an agent joining or leaving a workspace
  * (the workspace service's hook), its actor told it connected, disconnected, was offered a
- * certificate or stored one (the agent actors' delivery hook). Runs come from the executor's
- * status hook; policies expiring soon from the policy service's list of policies with an expiry.
- * All of it is read from the store once at start.
+ * certificate or stored one (the agent actors' delivery hook), the terms of agents changed by a
+ * policy created, deleted or expired (the policy service's hook: their stored certificates are
+ * compared with their new terms, src/services/stale-certificates.ts). Runs come from the
+ * executor's status hook; policies expiring soon from the policy service's list of policies with
+ * an expiry. All of it is read from the store once at start.
  *
  * In a cluster (docs/fleet.md, "In a cluster") every node keeps the store facts (statuses,
- * memberships, runs) of the whole fleet: a change made on a node is broadcast, and the others read
- * the record again; a lost broadcast is repaired by computing them from the store again every
- * minute and when the bus is back. The socket facts (online, awaiting re-issue) are each node's
- * own agents' (those whose socket it holds) and are summed across the nodes at request time.
+ * memberships, runs, out-of-date certificates) of the whole fleet: a change made on a node is
+ * broadcast, and the others read the record again (a policy change reaches every node's policy
+ * service, which tells its summary); a lost broadcast is repaired by computing them from the store
+ * again every minute and when the bus is back. The socket facts (online, offered a certificate)
+ * are each node's own agents' (those whose socket it holds) and are summed across the nodes at
+ * request time; an agent both offered and out of date counts once, as out of date, on every node.
  */
 import { z } from 'zod';
 import type { Principal } from '../domain/principal.js';
@@ -27,12 +32,16 @@ import type { ServiceCore } from './core.js';
 import type { PolicyService } from './policies.js';
 import type { PeerNodes } from './ports.js';
 import { visibleWorkspaceIds } from './workspaces.js';
+import { AGENT_TERMS_FIELDS, MEMBERSHIP_FIELDS, byAgent, heldTerms, isStale, staleAmong, type MembershipRow } from './stale-certificates.js';
 
 const DAY_MS = 86_400_000;
 /** In a cluster: the store facts computed again this often, for broadcasts that were lost. */
 const CLUSTER_RECOMPUTE_MS = 60_000;
 /** In a cluster: how long a summary waits for the other nodes' socket counters. */
 const SOCKETS_GATHER_MS = 2000;
+/** A failed comparison of certificates after a policy change is tried again after this, doubling up to a minute. */
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 60_000;
 /** The broadcast of store changes (`StoreNews`) and the gather of socket counters (`SocketCounts`). */
 const NEWS_TOPIC = 'fleet-summary';
 const SOCKETS_TOPIC = 'fleet-summary.sockets';
@@ -40,13 +49,15 @@ const SOCKETS_TOPIC = 'fleet-summary.sockets';
 /** What a node tells the others changed in the store: read it again there. */
 interface StoreNews {
   agents?: string[];
+  /** Agents that stored a certificate with their current terms: no longer out of date. */
+  stored?: string[];
   runs?: string[];
   workspaceDeleted?: string;
 }
 
-/** A node's socket counters: per set of workspaces, its agents online and awaiting re-issue. */
+/** A node's socket counters: per set of workspaces, its agents online, and offered new terms whose stored certificate is not out of date (those every node counts). */
 interface SocketCounts {
-  groups: Array<[workspaces: string[], online: number, reissue: number]>;
+  groups: Array<[workspaces: string[], online: number, offered: number]>;
 }
 
 const counts = z.object({ total: z.number().int(), online: z.number().int(), pending: z.number().int(), rejected: z.number().int() });
@@ -70,6 +81,8 @@ interface AgentFacts {
   online: boolean;
   /** Offered a new certificate and not co-signed yet. */
   reissue: boolean;
+  /** Active, and its current stored certificate carries other terms than it would be given now. */
+  stale: boolean;
   /** Its workspaces' ids, sorted; `group` is the entry of that set. */
   group: Group;
 }
@@ -83,7 +96,10 @@ interface Group {
   online: number;
   pending: number;
   rejected: number;
-  reissue: number;
+  /** Offered a new certificate or holding an out-of-date one (an agent both counts once). */
+  awaiting: number;
+  /** Offered a new certificate and not holding an out-of-date one: the socket part of `awaiting`, which other nodes add. */
+  offered: number;
 }
 
 interface WorkspaceCounts {
@@ -111,6 +127,13 @@ export class FleetSummary {
    * new as the computation's, or newer) and the run changes applied meanwhile (applied again on top).
    */
   private recomputing: { agents: Set<string>; runs: RunStatusChange[] } | null = null;
+  /**
+   * Reads of several agents' certificates in progress: each collects the agents that stored a
+   * certificate meanwhile, whose answer may be older than that; they are read again after it.
+   */
+  private readonly certificateReads = new Set<Set<string>>();
+  /** In a cluster: agents whose certificate is no longer out of date, told the other nodes once per turn of the event loop. */
+  private storedNews: string[] = [];
   private recomputation: Promise<void> | null = null;
   private recomputeTimer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -161,14 +184,13 @@ export class FleetSummary {
   private async readStore(): Promise<void> {
     const { c } = this.ctx;
     const during = (this.recomputing = { agents: new Set<string>(), runs: [] });
+    const stored = new Set<string>();
+    this.certificateReads.add(stored);
     try {
-      const memberships = new Map<string, string[]>();
-      for (const m of await c.workspaceAgents.find({}, { projection: { agentDid: 1, workspaceId: 1 } })) {
-        const list = memberships.get(m.agentDid);
-        if (list) list.push(m.workspaceId);
-        else memberships.set(m.agentDid, [m.workspaceId]);
-      }
-      const agents = await c.agents.find({}, { projection: { status: 1 } });
+      const memberships = byAgent((await c.workspaceAgents.find({}, { projection: MEMBERSHIP_FIELDS })) as MembershipRow[]);
+      const agents = await c.agents.find({}, { projection: AGENT_TERMS_FIELDS });
+      // One read of every certificate, whatever the fleet size.
+      const held = await heldTerms(c);
       const since = new Date(Date.now() - DAY_MS).toISOString();
       const runs = await c.workflowRuns.find(
         { $or: [{ status: 'running' }, { status: 'failed', completedAt: { $gte: since } }] },
@@ -176,12 +198,21 @@ export class FleetSummary {
       );
 
       const present = new Set<string>();
+      const now = Date.now();
       for (const a of agents) {
         present.add(a._id);
-        if (during.agents.has(a._id)) continue;
+        if (during.agents.has(a._id) || stored.has(a._id)) continue;
         const was = this.facts(a._id);
-        this.put(a._id, { status: a.status, online: was?.online ?? false, reissue: was?.reissue ?? false, group: this.groupOf(memberships.get(a._id) ?? []) });
+        const mine = memberships.get(a._id) ?? [];
+        this.put(a._id, {
+          status: a.status,
+          online: was?.online ?? false,
+          reissue: was?.reissue ?? false,
+          stale: isStale(this.policies, a, mine, held.get(a._id), now),
+          group: this.groupOf(mine.map((m) => m.workspaceId)),
+        });
       }
+      for (const did of stored) if (!during.agents.has(did)) void this.reread(did);
       for (const did of [...this.agents.keys()]) if (!present.has(did) && !during.agents.has(did)) this.put(did, null);
 
       this.runs = new Map();
@@ -189,6 +220,7 @@ export class FleetSummary {
       for (const change of during.runs) this.applyRun(change);
     } finally {
       if (this.recomputing === during) this.recomputing = null;
+      this.certificateReads.delete(stored);
     }
   }
 
@@ -222,11 +254,14 @@ export class FleetSummary {
     const f = this.facts(did);
     if (f === undefined) {
       // Told before its record was read: the read keeps this flag.
-      this.put(did, { status: 'active', online, reissue: false, group: this.groupOf([]) });
+      this.put(did, { status: 'active', online, reissue: false, stale: false, group: this.groupOf([]) });
       this.recomputing?.agents.add(did);
       void this.reread(did);
     } else if (!online && f.reissue && this.peers?.clustered) {
       // A node counts the sockets it holds: an agent gone from here may co-sign on another node, which counts it then.
+      this.put(did, { ...f, online, reissue: false });
+    } else if (online && f.reissue) {
+      // A new handshake: its certificate is the one in force, an offer made to an earlier socket is moot.
       this.put(did, { ...f, online, reissue: false });
     } else if (f.online !== online) this.put(did, { ...f, online });
   }
@@ -235,6 +270,65 @@ export class FleetSummary {
   reissue(did: string, pending: boolean): void {
     const f = this.facts(did);
     if (f !== undefined && f.reissue !== pending) this.put(did, { ...f, reissue: pending });
+  }
+
+  /**
+   * The agent's actor was told the certificate in force (`policyId`: the policy it carries), stored
+   * at its handshake or co-signed after a policy change. It carries the terms it was offered, which
+   * are its current ones — a policy change since then offers it newer terms, and the agent's
+   * `CERTIFICATE_STORED` comes with the last offer only. So it is no longer out of date, here and on
+   * the other nodes, without a store read (ten thousand agents re-certified at once cost no read
+   * each); unless its policy expired since the offer, when its record is read again. A read of many
+   * certificates under way reads it again after.
+   */
+  certificateStored(did: string, policyId: string | null): void {
+    if (policyId !== null && !this.policies.inForce(policyId)) {
+      for (const stored of this.certificateReads) stored.add(did);
+      void this.agentChanged(did);
+      return;
+    }
+    if (!this.clearStale(did)) return;
+    if (this.peers?.clustered) {
+      if (this.storedNews.length === 0) setImmediate(() => this.tell({ stored: this.storedNews.splice(0) }));
+      this.storedNews.push(did);
+    }
+  }
+
+  /** Clears an agent's out-of-date bit; whether it was set. */
+  private clearStale(did: string): boolean {
+    for (const stored of this.certificateReads) stored.add(did);
+    const f = this.facts(did);
+    if (!f?.stale) return false;
+    this.put(did, { ...f, stale: false });
+    return true;
+  }
+
+  /**
+   * The terms of these agents may have changed (a policy created, deleted or expired: the policy
+   * service's hook, on every node): their stored certificates are compared with their terms now.
+   * A failed read is tried again later (and in a cluster repaired by the next computation).
+   */
+  async termsChanged(dids: readonly string[], attempt = 0): Promise<void> {
+    if (this.stopped || dids.length === 0) return;
+    const stored = new Set<string>();
+    this.certificateReads.add(stored);
+    try {
+      const stale = await staleAmong(this.ctx.c, this.policies, dids);
+      for (const [did, s] of stale) {
+        if (stored.has(did)) {
+          void this.reread(did);
+          continue;
+        }
+        const f = this.facts(did);
+        if (f !== undefined && f.stale !== s) this.put(did, { ...f, stale: s });
+      }
+    } catch (err) {
+      const delay = Math.min(RETRY_FIRST_MS * 2 ** attempt, RETRY_MAX_MS);
+      this.ctx.log.error({ err, agents: dids.length, retryInMs: delay }, 'fleet summary: comparing certificates with new terms failed');
+      setTimeout(() => void this.termsChanged(dids, attempt + 1), delay).unref();
+    } finally {
+      this.certificateReads.delete(stored);
+    }
   }
 
   /** A workspace is gone: its agents' sets lose it (here and on the other nodes). */
@@ -308,6 +402,7 @@ export class FleetSummary {
   /** Another node changed these records. */
   private heard(news: StoreNews): void {
     for (const did of news.agents ?? []) void this.reread(did);
+    for (const did of news.stored ?? []) this.clearStale(did);
     for (const runId of news.runs ?? []) void this.rereadRun(runId);
     if (news.workspaceDeleted !== undefined) this.forgetWorkspace(news.workspaceDeleted);
   }
@@ -315,15 +410,16 @@ export class FleetSummary {
   /** This node's socket counters, for another node's summary. */
   private socketCounts(): SocketCounts {
     const groups: SocketCounts['groups'] = [];
-    for (const g of this.groups.values()) if (g.online > 0 || g.reissue > 0) groups.push([[...g.workspaces], g.online, g.reissue]);
+    for (const g of this.groups.values()) if (g.online > 0 || g.offered > 0) groups.push([[...g.workspaces], g.online, g.offered]);
     return { groups };
   }
 
   private async reload(did: string): Promise<void> {
     const { c } = this.ctx;
-    const [agent, memberships] = await Promise.all([
+    const [agent, memberships, held] = await Promise.all([
       c.agents.findById(did),
-      c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1 } }),
+      c.workspaceAgents.find({ agentDid: did }, { projection: MEMBERSHIP_FIELDS }),
+      heldTerms(c, [did]),
     ]);
     this.recomputing?.agents.add(did);
     if (!agent) {
@@ -335,6 +431,7 @@ export class FleetSummary {
       status: agent.status,
       online: was?.online ?? false,
       reissue: was?.reissue ?? false,
+      stale: isStale(this.policies, agent, memberships, held.get(did)),
       group: this.groupOf(memberships.map((m) => m.workspaceId)),
     });
   }
@@ -352,7 +449,13 @@ export class FleetSummary {
   private facts(did: string): AgentFacts | undefined {
     const packed = this.agents.get(did);
     if (packed === undefined) return undefined;
-    return { status: STATUSES[packed & 3]!, online: (packed & 4) !== 0, reissue: (packed & 8) !== 0, group: this.groupList[packed >>> 4]! };
+    return {
+      status: STATUSES[packed & 3]!,
+      online: (packed & 4) !== 0,
+      reissue: (packed & 8) !== 0,
+      stale: (packed & 16) !== 0,
+      group: this.groupList[packed >>> GROUP_SHIFT]!,
+    };
   }
 
   private count(f: AgentFacts, by: 1 | -1): void {
@@ -361,7 +464,8 @@ export class FleetSummary {
     if (f.online) g.online += by;
     if (f.status === 'pending') g.pending += by;
     if (f.status === 'rejected') g.rejected += by;
-    if (f.reissue) g.reissue += by;
+    if (f.reissue || f.stale) g.awaiting += by;
+    if (f.reissue && !f.stale) g.offered += by;
     for (const w of g.workspaces) {
       let ws = this.workspaces.get(w);
       if (!ws) this.workspaces.set(w, (ws = { total: 0, online: 0 }));
@@ -375,7 +479,7 @@ export class FleetSummary {
     const key = sorted.join(' ');
     let g = this.groups.get(key);
     if (!g) {
-      g = { index: this.groupList.length, workspaces: sorted, total: 0, online: 0, pending: 0, rejected: 0, reissue: 0 };
+      g = { index: this.groupList.length, workspaces: sorted, total: 0, online: 0, pending: 0, rejected: 0, awaiting: 0, offered: 0 };
       this.groups.set(key, g);
       this.groupList.push(g);
     }
@@ -404,14 +508,14 @@ export class FleetSummary {
       agents.online += g.online;
       agents.pending += g.pending;
       agents.rejected += g.rejected;
-      reissue += g.reissue;
+      reissue += g.awaiting;
     }
-    // The other nodes' agents online and awaiting re-issue (each agent's socket is on one node).
+    // The other nodes' agents online and offered new terms (each agent's socket is on one node; those out of date are counted above).
     const onlineElsewhere = new Map<string, number>();
-    for (const [workspaces, online, pending] of elsewhere) {
+    for (const [workspaces, online, offered] of elsewhere) {
       if (!inScope({ workspaces })) continue;
       agents.online += online;
-      reissue += pending;
+      reissue += offered;
       for (const w of workspaces) onlineElsewhere.set(w, (onlineElsewhere.get(w) ?? 0) + online);
     }
     wsDocs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -469,13 +573,16 @@ export class FleetSummary {
   /** An agent's workspaces as last told (for attributing its token usage to them). */
   workspacesOf(did: string): readonly string[] {
     const packed = this.agents.get(did);
-    return packed === undefined ? [] : this.groupList[packed >>> 4]!.workspaces;
+    return packed === undefined ? [] : this.groupList[packed >>> GROUP_SHIFT]!.workspaces;
   }
 }
 
 const STATUSES: ReadonlyArray<AgentDoc['status']> = ['active', 'pending', 'rejected'];
 
-/** Status in bits 0-1, online bit 2, awaiting re-issue bit 3, the group's index above (a small integer, kept unboxed by V8). */
+/** Where the group's index starts in an agent's packed facts. */
+const GROUP_SHIFT = 5;
+
+/** Status in bits 0-1, online bit 2, offered re-issue bit 3, out-of-date certificate bit 4, the group's index above (a small integer, kept unboxed by V8). */
 function pack(f: AgentFacts): number {
-  return STATUSES.indexOf(f.status) | (f.online ? 4 : 0) | (f.reissue ? 8 : 0) | (f.group.index << 4);
+  return STATUSES.indexOf(f.status) | (f.online ? 4 : 0) | (f.reissue ? 8 : 0) | (f.stale ? 16 : 0) | (f.group.index << GROUP_SHIFT);
 }

@@ -21,13 +21,18 @@
  * minute, and when its bus is back after an outage): it re-reads the policies and re-certifies
  * its agents for each change it finds; its agents that reconnect meanwhile get the new terms at
  * their handshake, which compares their certificate's terms with `termsOf`.
+ *
+ * Whoever follows which agents' terms changed (the fleet summary counts the agents whose stored
+ * certificate is out of date) hears it through `onTermsChanged`: on every create and delete, here
+ * or from another node, and when a policy expires (a timer armed for the next expiry; an expiry
+ * re-certifies nobody, the agents get their new terms at their next handshake).
  */
 import { z } from 'zod';
 import { newId } from '../domain/ids.js';
 import { capabilityList, timestamp } from '../domain/views.js';
 import type { ServiceCore } from './core.js';
 import type { AgentCertification, PeerNodes } from './ports.js';
-import type { AgentDoc, PolicyDoc } from '../store/collections.js';
+import type { AgentDoc, PolicyDoc, WorkspaceAgentDoc } from '../store/collections.js';
 import type { Capability } from '../domain/capabilities.js';
 import type { Principal } from '../domain/principal.js';
 import { effectivePolicy, isExpired, newerFirst, termsFor, type PolicyResourceLimits } from '../domain/policy.js';
@@ -83,12 +88,38 @@ export interface NewPolicy {
 
 /** How often a node of a cluster re-reads the policies (to catch a change whose message it missed). */
 const CLUSTER_REFRESH_MS = 60_000;
+/** The longest delay a timer takes (about 24.8 days); a later expiry re-arms the timer when it fires. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A membership, as far as the choice of the primary workspace goes. */
+export type PrimaryChoice = Pick<WorkspaceAgentDoc, 'workspaceId' | 'isPrimary' | 'joinedAt'>;
+
+/** The agent's primary workspace among its memberships (the earliest joined when none is marked); null without any. */
+export function primaryWorkspace(memberships: readonly PrimaryChoice[]): string | null {
+  let first: PrimaryChoice | null = null;
+  for (const m of memberships) {
+    if (m.isPrimary) return m.workspaceId;
+    if (first === null || m.joinedAt < first.joinedAt) first = m;
+  }
+  return first?.workspaceId ?? null;
+}
+
+/** Told the agents whose terms may have changed (they may be offline, or unknown to this node's sockets). */
+export type TermsListener = (dids: readonly string[]) => Promise<void> | void;
 
 export class PolicyService {
   private byAgent = new Map<string, PolicyDoc[]>();
   private byWorkspace = new Map<string, PolicyDoc[]>();
   /** The unexpired policies that have an expiry (the fleet summary counts those expiring soon). */
   private readonly expiring = new Map<string, PolicyDoc>();
+  /** The unexpired policies that have an expiry, for the expiry timer (`expiring` is pruned as it is read). */
+  private readonly toExpire = new Map<string, PolicyDoc>();
+  private expiryTimer: NodeJS.Timeout | undefined;
+  private expiryAt = Infinity;
+  private readonly termsListeners: TermsListener[] = [];
+  /** The policies indexed, by id. */
+  private byId = new Map<string, PolicyDoc>();
+  private stopped = false;
   /** Bumped on every change of the policy set (lets a handshake notice a change made meanwhile). */
   version = 0;
   private refreshTimer: NodeJS.Timeout | undefined;
@@ -112,10 +143,78 @@ export class PolicyService {
       this.refreshTimer = setInterval(() => this.refresh().catch((err: unknown) => this.ctx.log.error({ err }, 're-reading the policies failed')), CLUSTER_REFRESH_MS);
       this.refreshTimer.unref();
     }
+    this.armExpiry();
   }
 
   stop(): void {
     if (this.refreshTimer) clearInterval(this.refreshTimer);
+    this.stopped = true;
+    if (this.expiryTimer) clearTimeout(this.expiryTimer);
+  }
+
+  /** Runs `fn` with the agents whose terms may have changed: a policy created or deleted (here or on another node) or expired. */
+  onTermsChanged(fn: TermsListener): void {
+    this.termsListeners.push(fn);
+  }
+
+  /** Tells the terms listeners; their failures are logged (each listener repairs its own). */
+  private async termsChanged(dids: readonly string[]): Promise<void> {
+    if (dids.length === 0) return;
+    await Promise.all(
+      this.termsListeners.map(async (fn) => {
+        try {
+          await fn(dids);
+        } catch (err) {
+          this.ctx.log.error({ err }, 'a listener of changed certificate terms failed');
+        }
+      }),
+    );
+  }
+
+  /** Arms the timer for the next expiry of `toExpire`. */
+  private armExpiry(): void {
+    let next = Infinity;
+    for (const p of this.toExpire.values()) next = Math.min(next, Date.parse(p.expiresAt!));
+    this.armAt(next);
+  }
+
+  /** Arms the expiry timer for `at` (ms; Infinity: none). A policy deleted meanwhile leaves it armed: it then finds nothing. */
+  private armAt(at: number): void {
+    if (this.expiryTimer) clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
+    this.expiryAt = at;
+    if (at === Infinity || this.stopped) return;
+    this.expiryTimer = setTimeout(() => {
+      this.expiryTimer = undefined;
+      this.expired().catch((err: unknown) => this.ctx.log.error({ err }, 'handling expired policies failed'));
+    }, Math.min(Math.max(at - Date.now(), 0), MAX_TIMER_MS));
+    this.expiryTimer.unref();
+  }
+
+  /** Policies whose expiry has come: the agents they applied to have other terms now. */
+  private async expired(): Promise<void> {
+    const now = Date.now();
+    const gone: PolicyDoc[] = [];
+    for (const p of this.toExpire.values()) if (isExpired(p, now)) gone.push(p);
+    for (const p of gone) this.toExpire.delete(p._id);
+    if (gone.length > 0) this.version++;
+    this.armExpiry();
+    await Promise.all(gone.map((p) => this.tellExpired(p, 0)));
+  }
+
+  /** Tells the terms listeners who an expired policy applied to; a failed read is tried again later, backing off up to a minute. */
+  private async tellExpired(p: PolicyDoc, attempt: number): Promise<void> {
+    if (this.stopped) return;
+    let dids: string[];
+    try {
+      dids = await this.affectedBy(p);
+    } catch (err) {
+      const delay = Math.min(1000 * 2 ** attempt, CLUSTER_REFRESH_MS);
+      this.ctx.log.error({ err, policyId: p._id, retryInMs: delay }, 'reading the agents of an expired policy failed');
+      setTimeout(() => void this.tellExpired(p, attempt + 1), delay).unref();
+      return;
+    }
+    await this.termsChanged(dids);
   }
 
   private unexpired(): Promise<PolicyDoc[]> {
@@ -136,8 +235,11 @@ export class PolicyService {
     if (changed.length === 0) return;
     this.byAgent = new Map();
     this.byWorkspace = new Map();
+    this.byId = new Map();
     this.expiring.clear();
+    this.toExpire.clear();
     for (const p of docs) this.index(p);
+    this.armExpiry();
     this.version++;
     for (const p of changed) await this.reissueFor(p);
   }
@@ -159,6 +261,12 @@ export class PolicyService {
     return [...new Set([...mine, ...elsewhere.answers.flat()])];
   }
 
+  /** Whether the policy is known here and not expired (a certificate carrying another is out of date). */
+  inForce(policyId: string, now = Date.now()): boolean {
+    const p = this.byId.get(policyId);
+    return p !== undefined && !isExpired(p, now);
+  }
+
   /** Whether any unexpired workspace-scoped policy exists (else an agent's workspace cannot matter). */
   hasWorkspacePolicies(): boolean {
     return this.byWorkspace.size > 0;
@@ -174,12 +282,15 @@ export class PolicyService {
     return termsFor(this.effective(agent._id, await this.primaryIfItMatters(agent._id)), agent.capabilities);
   }
 
+  /** The same as `termsOf`, for an agent whose memberships were read already (no store read). */
+  termsWith(agent: Pick<AgentDoc, '_id' | 'capabilities'>, memberships: readonly PrimaryChoice[], now = Date.now()): CertificateTerms {
+    return termsFor(this.effective(agent._id, primaryWorkspace(memberships), now), agent.capabilities);
+  }
+
   /** The agent's primary workspace; null without any workspace policy, when it cannot matter (the read is spared). */
   private async primaryIfItMatters(did: string): Promise<string | null> {
     if (!this.hasWorkspacePolicies()) return null;
-    const all = await this.ctx.c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1, isPrimary: 1, joinedAt: 1 } });
-    if (all.length === 0) return null;
-    return (all.find((m) => m.isPrimary) ?? all.sort((a, b) => (a.joinedAt < b.joinedAt ? -1 : 1))[0]!).workspaceId;
+    return primaryWorkspace(await this.ctx.c.workspaceAgents.find({ agentDid: did }, { projection: { workspaceId: 1, isPrimary: 1, joinedAt: 1 } }));
   }
 
   async create(input: NewPolicy, by: Principal): Promise<{ policy: PolicyDoc; sentTo: string[] }> {
@@ -243,7 +354,11 @@ export class PolicyService {
   }
 
   private forgetLocally(agentDid: string): void {
-    for (const p of this.byAgent.get(agentDid) ?? []) this.expiring.delete(p._id);
+    for (const p of this.byAgent.get(agentDid) ?? []) {
+      this.expiring.delete(p._id);
+      this.toExpire.delete(p._id);
+      this.byId.delete(p._id);
+    }
     if (this.byAgent.delete(agentDid)) this.version++;
   }
 
@@ -275,16 +390,28 @@ export class PolicyService {
     if (policy.agentDid) {
       const did = policy.agentDid;
       const primary = await this.primaryIfItMatters(did);
-      return this.certification.reissue([did], (_did, approved) => termsFor(this.effective(did, primary, now), approved), this.version);
+      const [sentTo] = await Promise.all([
+        this.certification.reissue([did], (_did, approved) => termsFor(this.effective(did, primary, now), approved), this.version),
+        this.termsChanged([did]),
+      ]);
+      return sentTo;
     }
     if (!policy.workspaceId) return [];
     const workspaceId = policy.workspaceId;
-    const members = await this.ctx.c.workspaceAgents.find({ workspaceId, isPrimary: true }, { projection: { agentDid: 1 } });
-    return this.certification.reissue(
-      members.map((m) => m.agentDid),
-      (did, approved) => termsFor(this.effective(did, workspaceId, now), approved),
-      this.version,
-    );
+    const dids = await this.affectedBy(policy);
+    const [sentTo] = await Promise.all([
+      this.certification.reissue(dids, (did, approved) => termsFor(this.effective(did, workspaceId, now), approved), this.version),
+      this.termsChanged(dids),
+    ]);
+    return sentTo;
+  }
+
+  /** The agents a policy applies to: its agent, or the agents whose primary workspace is its workspace (one read). */
+  private async affectedBy(policy: PolicyDoc): Promise<string[]> {
+    if (policy.agentDid) return [policy.agentDid];
+    if (!policy.workspaceId) return [];
+    const members = await this.ctx.c.workspaceAgents.find({ workspaceId: policy.workspaceId, isPrimary: true }, { projection: { agentDid: 1 } });
+    return members.map((m) => m.agentDid);
   }
 
   private index(p: PolicyDoc): void {
@@ -296,7 +423,13 @@ export class PolicyService {
     };
     if (p.agentDid) add(this.byAgent, p.agentDid);
     else if (p.workspaceId) add(this.byWorkspace, p.workspaceId);
-    if (p.expiresAt !== null) this.expiring.set(p._id, p);
+    this.byId.set(p._id, p);
+    if (p.expiresAt !== null) {
+      this.expiring.set(p._id, p);
+      this.toExpire.set(p._id, p);
+      const at = Date.parse(p.expiresAt);
+      if (at < this.expiryAt) this.armAt(at);
+    }
   }
 
   private unindex(p: PolicyDoc): void {
@@ -307,7 +440,9 @@ export class PolicyService {
     };
     if (p.agentDid) drop(this.byAgent, p.agentDid);
     else if (p.workspaceId) drop(this.byWorkspace, p.workspaceId);
+    this.byId.delete(p._id);
     this.expiring.delete(p._id);
+    this.toExpire.delete(p._id);
   }
 
   /** Policies in force now that expire before `until` (ms); those found expired leave the list. */
