@@ -57,9 +57,14 @@ export class AgentRoster {
   private readonly capabilitySets = new Map<string, readonly Capability[]>();
   /** Agents announced changed and not read yet, and the read in progress. */
   private dirty = new Set<string>();
-  /** Every row is to be read again (in a cluster: a minute passed, or the bus is back). */
-  private everything = false;
   private reading: Promise<void> | null = null;
+  /**
+   * In a cluster, the read of every row (a minute passed, or the bus is back), and while it runs
+   * the agents read since it began: their rows are newer than what it brings, which it leaves be.
+   * Pages never wait for it.
+   */
+  private reloading: Promise<void> | null = null;
+  private readSinceReload: Set<string> | null = null;
   /** Agents whose read failed, read again when `retryTimer` fires. */
   private readonly failed = new Set<string>();
   private retryTimer: NodeJS.Timeout | null = null;
@@ -96,7 +101,7 @@ export class AgentRoster {
     this.stopped = true;
     if (this.reloadTimer) clearInterval(this.reloadTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    await this.reading;
+    await Promise.all([this.reading, this.reloading]);
   }
 
   /** The rows, after the changes announced so far have been read (or failed to be: see `retry`). */
@@ -145,8 +150,16 @@ export class AgentRoster {
   }
 
   private reloadAll(): void {
-    this.everything = true;
-    void this.schedule();
+    if (this.stopped || this.reloading) return;
+    const readSince = (this.readSinceReload = new Set());
+    this.reloading = this.ctx.c.agents
+      .find({ status: 'active' }, { projection: FIELDS })
+      .then((found) => this.replaceAll(found, readSince))
+      .catch((err: unknown) => this.ctx.log.error({ err }, 'agents list: reading the agents failed; will read them again in a minute'))
+      .finally(() => {
+        this.readSinceReload = null;
+        this.reloading = null;
+      });
   }
 
   /** One read at a time, so an older answer never overwrites a newer one. */
@@ -159,23 +172,16 @@ export class AgentRoster {
 
   /** Reads the agents announced changed, a chunk at a time, until none is left. */
   private async drain(): Promise<void> {
-    while (this.everything || this.dirty.size > 0) {
-      if (this.everything) {
-        this.everything = false;
-        this.dirty.clear();
-        try {
-          await this.loadAll();
-        } catch (err) {
-          this.ctx.log.error({ err }, 'agents list: reading the agents failed');
-        }
-        continue;
-      }
+    while (this.dirty.size > 0) {
       const dids = [...this.dirty].slice(0, READ_CHUNK);
       for (const did of dids) this.dirty.delete(did);
       try {
         const found = await this.ctx.c.agents.find({ _id: { $in: dids } }, { projection: FIELDS });
         const byId = new Map(found.map((a) => [a._id, a]));
-        for (const did of dids) this.put(did, byId.get(did));
+        for (const did of dids) {
+          this.put(did, byId.get(did));
+          this.readSinceReload?.add(did);
+        }
         this.retryMs = RETRY_MS;
       } catch (err) {
         // The rows stay as they were meanwhile: a list asked for now is not held up by a store that fails.
@@ -199,13 +205,17 @@ export class AgentRoster {
   }
 
   private async loadAll(): Promise<void> {
-    const found = await this.ctx.c.agents.find({ status: 'active' }, { projection: FIELDS });
+    this.replaceAll(await this.ctx.c.agents.find({ status: 'active' }, { projection: FIELDS }), new Set());
+  }
+
+  /** Every row from a read of all active agents, except those read again since it began (`keep`). */
+  private replaceAll(found: readonly Listed[], keep: ReadonlySet<string>): void {
     const present = new Set<string>();
     for (const a of found) {
       present.add(a._id);
-      this.put(a._id, a);
+      if (!keep.has(a._id)) this.put(a._id, a);
     }
-    for (const did of [...this.rows.keys()]) if (!present.has(did)) this.put(did, undefined);
+    for (const did of [...this.rows.keys()]) if (!present.has(did) && !keep.has(did)) this.put(did, undefined);
   }
 
   /** Sets an agent's row from its record (none, or not active: no row). */
