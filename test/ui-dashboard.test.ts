@@ -7,7 +7,7 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { Page } from 'playwright-core';
+import type { Dialog, Page } from 'playwright-core';
 import { announceOwnerClaim } from '../src/services/claims.js';
 import type { StewardAgent } from '../src/agent/index.js';
 import { startServer, waitFor, type TestServer } from './helpers.js';
@@ -134,6 +134,31 @@ test('a policy created for the agent reports the connected agent it was sent to'
   assert.is(policies.body.policies.length, 1);
   assert.equal(policies.body.policies[0].resourceLimits, { maxTokensPerDay: 5000 });
   await waitFor(async () => (await api('GET', `/api/agents/${encodeURIComponent(agent!.did)}`)).body.agent.certificate.certificate.policyId === policies.body.policies[0].id, 10_000);
+});
+
+test('revoking a policy asks first: dismissed, the policy stays; accepted, it is revoked', async () => {
+  const path = `/api/policies?agentDid=${encodeURIComponent(agent!.did)}`;
+  const [policy] = (await api('GET', path)).body.policies;
+  const asked: string[] = [];
+  let accept = false;
+  const answer = (d: Dialog) => {
+    asked.push(`${d.type()}: ${d.message()}`);
+    void (accept ? d.accept() : d.dismiss());
+  };
+  page.on('dialog', answer);
+  try {
+    const revoke = page.getByRole('button', { name: `Revoke policy ${policy.id}` });
+    await revoke.click();
+    await waitFor(() => asked.length === 1);
+    assert.is((await api('GET', path)).body.policies.length, 1, 'dismissed: nothing was revoked');
+    accept = true;
+    await revoke.click();
+    await page.getByText('Policy revoked.').waitFor();
+    assert.equal(asked, Array(2).fill('confirm: Revoke this policy? Connected agents it applies to get a new certificate at once.'));
+    assert.is((await api('GET', path)).body.policies.length, 0);
+  } finally {
+    page.off('dialog', answer);
+  }
 });
 
 test('a message posted in a channel appears live in a second page; @ completes agent names', async () => {

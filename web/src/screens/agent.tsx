@@ -488,8 +488,8 @@ export default function AgentPage({ params }: ScreenProps) {
             {mayDelete && (
               <Action
                 kind="danger"
+                confirm={`Decommission ${agent.name}? Its socket is closed, its certificate, policies and memberships are deleted, and its key would have to register again.`}
                 onRun={async () => {
-                  if (!confirm(`Decommission ${agent.name}? Its socket is closed, its certificate, policies and memberships are deleted, and its key would have to register again.`)) return;
                   try {
                     await agents.deleteAgent(agent.id);
                     navigate('/agents');

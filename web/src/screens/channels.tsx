@@ -136,20 +136,9 @@ function MessageItem({ m, me, names, canModerate, onReply, channelId, onChanged 
             </button>
           )}
           {(mine || canModerate) && (
-            <button
-              type="button"
-              class="quiet"
-              onClick={async () => {
-                if (!confirm('Delete this message? It stays in place as “deleted”.')) return;
-                try {
-                  await ch.deleteMessage(channelId, m.id);
-                } catch (err) {
-                  setError(err);
-                }
-              }}
-            >
+            <Action kind="quiet" confirm="Delete this message? It stays in place as “deleted”." onRun={() => ch.deleteMessage(channelId, m.id)} onError={setError}>
               Delete
-            </button>
+            </Action>
           )}
         </div>
       )}
@@ -534,8 +523,8 @@ function Bridges({ channel, isOwner }: { channel: Channel; isOwner: boolean }) {
                     </Action>
                     <Action
                       kind="danger"
+                      confirm={'Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.'}
                       onRun={async () => {
-                        if (!confirm('Delete this bridge? Its configuration goes with it; its incoming address answers 404 from then on.')) return;
                         await ch.deleteBridge(channel.id, b.id);
                         list.reload();
                       }}

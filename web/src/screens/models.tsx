@@ -69,8 +69,8 @@ function Registry() {
                   </Action>
                   <Action
                     kind="danger"
+                    confirm={`Delete ${m.name}? Workspaces lose their access to it.`}
                     onRun={async () => {
-                      if (!confirm(`Delete ${m.name}? Workspaces lose their access to it.`)) return;
                       await deleteModel(m.id);
                       list.reload();
                     }}

@@ -112,8 +112,8 @@ function Workspaces() {
                       {(isAdmin || m.did === a.did) && (
                         <Action
                           kind="danger"
+                          confirm={`Remove ${m.name} from ${current.name}?`}
                           onRun={async () => {
-                            if (!confirm(`Remove ${m.name} from ${current.name}?`)) return;
                             await wsApi.removeMember(current.id, m.did ?? m.userId);
                             members.reload();
                           }}
@@ -341,8 +341,8 @@ function Directory() {
                     {(a.owner || (!u.did && a.adminLevel)) && !u.isOwner && u.did !== a.did && (
                       <Action
                         kind="danger"
+                        confirm={`Delete ${u.name}? Their sessions, memberships and grants go too.`}
                         onRun={async () => {
-                          if (!confirm(`Delete ${u.name}? Their sessions, memberships and grants go too.`)) return;
                           await (u.did ? people.deleteUser(u.did) : people.deleteUnclaimed(u.id));
                           list.reload();
                         }}

@@ -223,8 +223,8 @@ export default function Policies() {
                   <Action
                     kind="danger"
                     label={`Revoke policy ${p.id}`}
+                    confirm="Revoke this policy? Connected agents it applies to get a new certificate at once."
                     onRun={async () => {
-                      if (!confirm('Revoke this policy? Connected agents it applies to get a new certificate at once.')) return;
                       setError(null);
                       const r = await revokePolicy(p.id);
                       setResult({ what: 'Policy revoked.', sentTo: r.sentTo });

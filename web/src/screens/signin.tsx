@@ -135,8 +135,8 @@ export default function SignIn({ reason }: { reason?: string }) {
               </Action>
               <Action
                 kind="danger"
+                confirm={"Forget this browser's key? The account it claimed can then no longer be signed into from this browser."}
                 onRun={async () => {
-                  if (!confirm("Forget this browser's key? The account it claimed can then no longer be signed into from this browser.")) return;
                   await deleteBrowserKey();
                   setKey(null);
                 }}

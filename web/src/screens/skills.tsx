@@ -113,8 +113,8 @@ function SkillItem({ ws, skill, isAdmin, reload }: { ws: string; skill: Skill; i
               </button>
               <Action
                 kind="danger"
+                confirm={`Delete the skill ${skill.name}? Agents of the workspace get their new set at once.`}
                 onRun={async () => {
-                  if (!confirm(`Delete the skill ${skill.name}? Agents of the workspace get their new set at once.`)) return;
                   await sk.deleteSkill(ws, skill.id);
                   reload();
                 }}

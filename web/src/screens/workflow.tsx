@@ -322,8 +322,8 @@ export default function WorkflowPage({ params }: ScreenProps) {
             <div class="actions">
               <Action
                 kind="danger"
+                confirm={`Delete ${workflow.name}? Running runs are cancelled; its runs and schedules are deleted.`}
                 onRun={async () => {
-                  if (!confirm(`Delete ${workflow.name}? Running runs are cancelled; its runs and schedules are deleted.`)) return;
                   try {
                     await wf.deleteWorkflow(workflow.id);
                     navigate('/workflows');

@@ -56,11 +56,13 @@ export function Field({ label, hint, error, children }: { label: string; hint?: 
 
 /**
  * A button that shows progress while its promise runs and cannot be pressed twice meanwhile. What
- * the promise rejects with goes to `onError` (the view shows it in words).
+ * the promise rejects with goes to `onError` (the view shows it in words). With `confirm`, the
+ * person is asked that question first, and nothing runs unless they agree.
  */
 export function Action({
   onRun,
   onError,
+  confirm: question,
   children,
   kind,
   disabled,
@@ -69,6 +71,7 @@ export function Action({
 }: {
   onRun: () => Promise<unknown> | void;
   onError?: (err: unknown) => void;
+  confirm?: string;
   children: ComponentChildren;
   kind?: 'primary' | 'danger' | 'quiet';
   disabled?: boolean;
@@ -88,6 +91,7 @@ export function Action({
       onClick={async (e) => {
         if (type === 'submit') return;
         e.preventDefault();
+        if (question !== undefined && !window.confirm(question)) return;
         setBusy(true);
         try {
           await onRun();
