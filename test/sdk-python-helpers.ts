@@ -82,11 +82,11 @@ export class PythonProcess {
     this.exited = new Promise((resolve) => this.child.on('close', (c) => resolve(c)));
   }
 
-  /** The first output line matching `re` (waiting for it), or a failure saying what was printed. */
+  /** The first line of its output (stdout, then stderr) matching `re`, waiting for it; or a failure saying what was printed. */
   async line(re: RegExp, timeoutMs = 60_000): Promise<RegExpExecArray> {
     const end = Date.now() + timeoutMs;
     for (;;) {
-      for (const l of this.lines) {
+      for (const l of [...this.lines, ...this.errLines]) {
         const m = re.exec(l);
         if (m) return m;
       }

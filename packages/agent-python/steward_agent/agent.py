@@ -225,7 +225,7 @@ class StewardAgent:
     def on(self, event: str, listener: Callable[..., Any]) -> Callable[..., Any]:
         """Calls ``listener`` on each ``event`` (status, registration, certificate, capabilities,
         heartbeat_ack, intent_refused, llm_config, skills_config, channel_message, server_error,
-        close, disconnected, error). Returns the listener, so it serves as a decorator too."""
+        close, disconnected, error). Returns the listener (for ``off``)."""
         self._listeners.setdefault(event, []).append(listener)
         return listener
 

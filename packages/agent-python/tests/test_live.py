@@ -156,11 +156,11 @@ def test_a_pending_agent_whose_socket_times_out_comes_back_and_waits_on(steward:
         ids: list[str] = []
         agent.on("registration", lambda f: ids.append(f.get("registrationId")))
         task = agent.start()
-        await until(lambda: len(ids) >= 2)  # closed with 4202 after a second, pending again
-        assert reports[0].code == 4202 and reports[0].will_retry and reports[0].retry_in is not None
-        assert reports[0].retry_in <= 0.5, "reset by the pending registration: the first delay"
+        await until(lambda: len(ids) >= 3)  # closed with 4202 after a second, pending again, twice
+        assert [(r.code, r.will_retry, r.attempt) for r in reports[:2]] == [(4202, True, 1), (4202, True, 1)]
+        assert all(r.retry_in is not None and r.retry_in <= 0.5 for r in reports[:2]), "reset by each pending registration: the first delay"
         assert reports[0].message == f"closed with 4202: {SHARED['closeCodes'][5]['meaning']} (\"still pending: reconnect to keep waiting\")"
-        assert ids[0] == ids[1]
+        assert ids[0] == ids[1] == ids[2]
         await agent.wait_for("pending", 30)
         await steward.approve(agent.registration_id, ["api_call"])
         await agent.wait_for("ready", 30)
