@@ -134,6 +134,13 @@ test('pytest, against a real Steward: registration, intents, a gate refusal, a p
   }
 });
 
+test('the package and its tests pass mypy --strict for Python 3.10', async () => {
+  const cache = await tempDir('steward-mypy-');
+  const r = await runPython(['-m', 'mypy', '--strict', '--python-version', '3.10', `--cache-dir=${cache}`, 'steward_agent', 'tests'], PY_PACKAGE);
+  assert.is(r.code, 0, r.output);
+  assert.match(r.output, /^Success: no issues found in \d+ source files/m);
+});
+
 test('the package builds with its PEP 517 backend into a wheel that holds every module and py.typed, and runs from where it is installed', async () => {
   const dir = await tempDir('steward-pywheel-');
   await cp(PY_PACKAGE, join(dir, 'src'), { recursive: true, filter: (p) => !p.includes('__pycache__') });

@@ -414,7 +414,7 @@ class StewardAgent:
         whether a socket was open."""
         self._set_status("connecting")
         self._failure = None
-        self._connecting = asyncio.ensure_future(
+        connecting = self._connecting = asyncio.ensure_future(
             websockets.connect(  # type: ignore[attr-defined]
                 self._ws_url,
                 open_timeout=CONNECT_TIMEOUT_S,
@@ -424,7 +424,7 @@ class StewardAgent:
             )
         )
         try:
-            ws = await self._connecting
+            ws = await connecting
         except asyncio.CancelledError:
             if not self._stopped:
                 raise

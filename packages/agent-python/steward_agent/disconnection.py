@@ -32,7 +32,7 @@ class Disconnection:
     attempt: int = 0
 
     def but(self, **changes: object) -> Disconnection:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
 def describe_error(err: BaseException, url: str) -> Disconnection:

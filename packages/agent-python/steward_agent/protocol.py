@@ -97,5 +97,5 @@ BACKOFF_MAX_S = 8.0
 def backoff_delay(failures: int, initial: float, maximum: float, rand: float) -> float:
     """Seconds to wait after ``failures`` failed attempts in a row (0 for the first failure);
     ``rand`` is uniform in [0, 1)."""
-    base = min(maximum, initial * 2 ** min(failures, 30))
+    base = min(maximum, initial * (1 << min(failures, 30)))
     return base / 2 + rand * base / 2

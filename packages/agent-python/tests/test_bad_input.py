@@ -47,7 +47,7 @@ async def handshake(ws: Any, keys: KeyPair, cert: dict[str, Any], signer: KeyPai
         await ws.send(raw)
     await ws.send(json.dumps({"type": "certificate_offer", "certificate": cert, "serverSignature": signer.sign(canonical_bytes(cert))}))
     try:
-        accept = json.loads(await ws.recv())
+        accept: dict[str, Any] = json.loads(await ws.recv())
     except Exception:
         return None
     return accept

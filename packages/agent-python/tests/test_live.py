@@ -191,10 +191,10 @@ def test_heartbeats_are_counted_once_across_a_restart_and_the_agent_comes_back_b
             if frame["type"] != "heartbeat":
                 send(frame)
 
-        agent._send = lose_heartbeats  # type: ignore[method-assign]
+        agent._send = lose_heartbeats  # type: ignore[assignment]
         agent.record_usage(20, 10)
         agent.heartbeat()
-        agent._send = send  # type: ignore[method-assign]
+        agent._send = send  # type: ignore[assignment]
         await steward.control("stop-begin")
         await until(lambda: agent.status != "ready")
         await steward.control("release")  # the held write lands; Steward is down
