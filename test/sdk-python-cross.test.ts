@@ -28,8 +28,8 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
     await approveRegistration(owner, registration, ['api_call']);
     const serial = (await py.line(/^certificate (\w+): capabilities api_call; policy none$/))[1]!;
     py.signal('SIGINT');
-    assert.is(await py.exited, 0, py.errLines.join('\n'));
-    assert.ok(py.lines.includes('status stopped'));
+    assert.is(await py.exited, 0, py.output());
+    assert.ok(py.lines.includes('status stopped'), py.output());
     assert.is((await stat(pyFile)).mode & 0o777, 0o600);
     const tsKeys = await loadKeys(pyFile);
     assert.is(tsKeys.did, did);
@@ -39,8 +39,8 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
     ts.on('status', (x) => statuses.push(x));
     ts.start();
     await ts.waitFor('ready', LONG);
-    assert.not.ok(statuses.includes('pending'), 'the same agent: approved already');
-    assert.is(ts.certificate!.certificate.serial, serial, 'the stored certificate, co-signed again with the same key');
+    assert.not.ok(statuses.includes('pending'), `the same agent: approved already (${statuses.join(', ')})`);
+    assert.is(ts.certificate!.certificate.serial, serial, `the stored certificate, co-signed again with the same key\n${py.output()}`);
     await ts.stop();
 
     // TypeScript first: the SDK creates the key file, is approved, comes online; then the Python agent uses it.
@@ -56,11 +56,11 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
     await first.stop();
     const again = new PythonProcess(['-m', 'steward_agent', '--url', s.url, '--name', 'cross-ts', '--capabilities', 'api_call', '--key', tsFile]);
     assert.is((await again.line(/^DID (\S+)$/))[1], keys.did);
-    assert.is((await again.line(/^certificate (\w+):/))[1], tsSerial);
-    assert.ok(again.lines.includes(`using key ${tsFile}`));
-    assert.not.ok(again.lines.some((l) => l.startsWith('status pending')));
+    assert.is((await again.line(/^certificate (\w+):/))[1], tsSerial, again.output());
+    assert.ok(again.lines.includes(`using key ${tsFile}`), again.output());
+    assert.not.ok(again.lines.some((l) => l.startsWith('status pending')), again.output());
     again.signal('SIGTERM');
-    assert.is(await again.exited, 0, again.errLines.join('\n'));
+    assert.is(await again.exited, 0, again.output());
   } finally {
     await stopAll(...agents);
     await s.stop(true);
@@ -90,7 +90,7 @@ test('the complete agent of docs/sdk-python.md, run as printed: registers, is ap
     const gates = JSON.parse(await readFile(join(dir, 'echo-agent.gates.json'), 'utf8'));
     assert.is(gates.tokensToday, 150);
     agent.signal('SIGINT');
-    assert.is(await agent.exited, 0, agent.errLines.join('\n'));
+    assert.is(await agent.exited, 0, agent.output());
     await agent.line(/ status stopped$/);
   } finally {
     agent.signal('SIGKILL');

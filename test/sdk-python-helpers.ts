@@ -91,10 +91,15 @@ export class PythonProcess {
         if (m) return m;
       }
       if (Date.now() > end || this.child.exitCode !== null) {
-        assert.unreachable(`no line matching ${re}; stdout:\n${this.lines.join('\n')}\nstderr:\n${this.errLines.join('\n')}`);
+        assert.unreachable(`no line matching ${re}; ${this.output()}`);
       }
       await new Promise((r) => setTimeout(r, 20));
     }
+  }
+
+  /** What it printed so far, for a failure's message. */
+  output(): string {
+    return `stdout:\n${this.lines.join('\n')}\nstderr:\n${this.errLines.join('\n')}`;
   }
 
   signal(sig: NodeJS.Signals): void {

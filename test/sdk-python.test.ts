@@ -48,8 +48,8 @@ test("the RFC 8785 vectors of the Python tests are what the server's canonicalis
   for (const v of vectors) assert.is(canonicalize(JSON.parse(v.input)), v.canonical, v.input);
 });
 
-test('pytest, offline: the shared table, RFC 8785, keys, gates, malformed frames, certificates that do not verify, secrets kept out of the log', async () => {
-  passed(await pytest(['tests/test_protocol.py', 'tests/test_keys_and_gates.py', 'tests/test_bad_input.py']), 20);
+test('pytest, offline: the shared table, RFC 8785, keys, gates, failed attempts, malformed frames, certificates that do not verify, secrets kept out of the log', async () => {
+  passed(await pytest(['tests/test_protocol.py', 'tests/test_keys_and_gates.py', 'tests/test_bad_input.py', 'tests/test_faults.py']), 22);
 });
 
 /** Controls for the live tests: the Python side asks for a restart, a held write, token totals. */
@@ -128,7 +128,7 @@ test('pytest, against a real Steward: registration, intents, a gate refusal, a p
   });
   try {
     const run = await pytest(['tests/test_live.py'], { STEWARD_URL: ctl.server().url, STEWARD_ADMIN_TOKEN: token, STEWARD_CONTROL_URL: ctl.url });
-    passed(run, 7);
+    passed(run, 8);
   } finally {
     await ctl.close();
   }

@@ -406,8 +406,16 @@ class StewardAgent:
     def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._spawned_done)
         return task
+
+    def _spawned_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        err = None if task.cancelled() else task.exception()
+        # A send on a socket that closed meanwhile: the close is reported on its own.
+        if err is not None and not isinstance(err, ConnectionClosed):
+            log.warning("%s", err)
+            self._emit("error", err)
 
     async def _connect_once(self) -> tuple[Disconnection, bool]:
         """One attempt: connect, run the connection until it closes; returns why it ended and
@@ -433,25 +441,27 @@ class StewardAgent:
             return describe_http_status(err.status_code, self._ws_url), False
         except (OSError, asyncio.TimeoutError, InvalidHandshake) as err:
             return describe_error(err, self._ws_url), False
+        except Exception as err:  # anything else the library raises: said, and tried again
+            return describe_error(err, self._ws_url), False
         finally:
             self._connecting = None
         self._ws = ws
-        if self._stopped:
-            await ws.close(1000, "agent stopping")
-        else:
-            self._set_status("authenticating")
-            hello: JsonObject = {
-                "type": "hello",
-                "did": self.did,
-                "publicKey": self.keys.public_key,
-                "name": self.name,
-                "version": self.version,
-                "capabilities": self.capabilities,
-            }
-            if self.workspace:
-                hello["workspace"] = self.workspace
-            await ws.send(json.dumps(hello))
         try:
+            if self._stopped:
+                await ws.close(1000, "agent stopping")
+            else:
+                self._set_status("authenticating")
+                hello: JsonObject = {
+                    "type": "hello",
+                    "did": self.did,
+                    "publicKey": self.keys.public_key,
+                    "name": self.name,
+                    "version": self.version,
+                    "capabilities": self.capabilities,
+                }
+                if self.workspace:
+                    hello["workspace"] = self.workspace
+                await ws.send(json.dumps(hello))
             async for data in ws:
                 await self._on_message(ws, data)
         except ConnectionClosed:

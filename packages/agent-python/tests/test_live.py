@@ -271,3 +271,14 @@ def test_the_demo_agent_ends_with_exit_1_when_decommissioned(steward: Steward, t
     assert "an admin can delete the agent" in err
     assert "Traceback" not in err
     assert json.loads(key.read_text())["did"] == did
+
+
+def test_a_wrong_path_is_said_with_its_http_status(steward: Steward) -> None:
+    async def main() -> None:
+        url = steward.url.replace("http://", "ws://") + "/ws/agnet"
+        agent = StewardAgent(url=url, keys=generate_key_pair(), name="x", capabilities=["api_call"], reconnect=False)
+        ended = await agent.run()
+        assert ended is not None and (ended.cause, ended.http_status) == ("http", 404)
+        assert ended.message == f"HTTP 404 Not Found from {url} instead of a WebSocket (is the address right? the agent endpoint is /ws/agent)"
+
+    asyncio.run(main())
