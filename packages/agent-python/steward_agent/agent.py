@@ -427,6 +427,9 @@ class StewardAgent:
                 self._ws_url,
                 open_timeout=CONNECT_TIMEOUT_S,
                 max_size=None,
+                # Steward pings the socket and the library answers; the agent does not ping, as
+                # the TypeScript SDK does not (a slow pong would read as a server fault, 1011).
+                ping_interval=None,
                 ssl=self._ssl,
                 logger=_socket_log,
             )
