@@ -324,6 +324,11 @@ export const VARIABLES = {
     default: '500',
     description: 'Live feed: most frames in one batch (and held for one subscriber); older ones beyond it are dropped and counted as folded, and the batch says `truncated` (the client re-reads over HTTP).',
   },
+  FEED_SOCKETS_PER_PERSON: {
+    schema: int(1, 10_000),
+    default: '50',
+    description: 'Live feed: most /ws/feed sockets one person holds open at once (every tab and script together); one more is closed with 4413 (docs/feed.md).',
+  },
   AGENT_MAX_FRAME_BYTES: {
     schema: int(1024, 64 * 1024 * 1024),
     default: String(1024 * 1024),
@@ -554,6 +559,7 @@ export interface Config {
   agentMaxFrameBytes: number;
   feedBatchWindowMs: number;
   feedBatchMaxFrames: number;
+  feedSocketsPerPerson: number;
   agentHandshakeTimeoutMs: number;
   agentInvalidFrameLimit: number;
   agentPendingSocketTimeoutMs: number;
@@ -692,6 +698,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentMaxFrameBytes: p.AGENT_MAX_FRAME_BYTES,
     feedBatchWindowMs: p.FEED_BATCH_WINDOW_MS,
     feedBatchMaxFrames: p.FEED_BATCH_MAX_FRAMES,
+    feedSocketsPerPerson: p.FEED_SOCKETS_PER_PERSON,
     agentHandshakeTimeoutMs: p.AGENT_HANDSHAKE_TIMEOUT_MS,
     agentInvalidFrameLimit: p.AGENT_INVALID_FRAME_LIMIT,
     agentPendingSocketTimeoutMs: p.AGENT_PENDING_SOCKET_TIMEOUT_SECONDS * 1000,

@@ -330,24 +330,50 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   workspaceService.onAgentMembershipChanged((_workspaceId, did) => presenceFeed.membershipChanged(did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => skills.agentMembershipChanged(workspaceId, did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => llmConfig.agentMembershipChanged(workspaceId, did));
+  // Access that ends, ends everywhere at once (docs/channels.md, "When access ends"): the store
+  // changes first, then the feed sockets of every node re-ask the same rules (a node that missed
+  // the broadcast in a bus outage has its feed sockets reconnect, below).
+  const onEveryNode = <T>(topic: string, here: (data: T) => Promise<void> | void) => {
+    const run = (data: T) => {
+      try {
+        Promise.resolve(here(data)).catch((err: unknown) => log.error({ err, topic }, 'ending access on the feed failed'));
+      } catch (err) {
+        log.error({ err, topic }, 'ending access on the feed failed');
+      }
+    };
+    peers.onBroadcast(topic, (data) => run(data as T));
+    return (data: T) => {
+      run(data);
+      peers.broadcast(topic, data);
+    };
+  };
+  const sessionsEnded = onEveryNode<{ ids: string[]; reason: string }>('feed.sessions-ended', ({ ids, reason }) => feed.sessionsEnded(ids, reason));
+  const personChanged = onEveryNode<{ did: string }>('feed.person-changed', ({ did }) => feed.recheckPerson(did));
+  const channelAccessLost = onEveryNode<{ channelId: string; did: string | null }>('feed.channel-access-lost', ({ channelId, did }) =>
+    feed.recheckChannel(channelId, did),
+  );
+  // A session that ends closes the feed sockets it authenticated.
+  sessions.onEnded((ids, reason) => sessionsEnded({ ids, reason }));
   // A deleted person's schedules and channel memberships go, and their feed subscriptions end.
   userService.onUserDeleted((user) => schedules.userDeleted(user));
   userService.onUserDeleted((user) => channels.userDeleted(user));
-  userService.onUserDeleted(async (user) => {
-    if (user.did) await feed.recheckPerson(user.did);
+  userService.onUserDeleted((user) => {
+    if (user.did) personChanged({ did: user.did });
   });
   // A person whose role changed keeps only the feed topics they may still follow.
-  userService.onRoleChanged(async (user) => {
-    if (user.did) await feed.recheckPerson(user.did);
+  userService.onRoleChanged((user) => {
+    if (user.did) personChanged({ did: user.did });
   });
-  // Whoever may no longer read a channel (left it, left its workspace) loses its feed subscription.
-  channels.onAccessLost((channelId, did) =>
-    feed.recheckChannel(channelId, did).catch((err: unknown) => log.error({ err, channelId }, 're-checking feed subscriptions failed')),
-  );
-  workspaceService.onMemberRemoved(async (_workspaceId, userId) => {
+  // Whoever may no longer read a channel (left it, left its workspace, it went private) loses its feed subscription.
+  channels.onAccessLost((channelId, did) => channelAccessLost({ channelId, did }));
+  // Leaving a workspace (or being removed from it) leaves its channels, private ones too.
+  workspaceService.onMemberRemoved(async (workspaceId, userId) => {
     const user = await c.users.findById(userId);
-    if (user?.did) await feed.recheckPerson(user.did);
+    if (!user?.did) return;
+    await channels.leftWorkspace(workspaceId, user.did);
+    personChanged({ did: user.did });
   });
+  workspaceService.onAgentRemoved((workspaceId, did) => channels.leftWorkspace(workspaceId, did));
 
   // -- Cluster mode: where agents are, decisions to sockets on other nodes, catching up after an outage
   if (cluster && link && relay) {
