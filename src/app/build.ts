@@ -22,7 +22,8 @@ import { ClientAddresses } from '../http/client-address.js';
 import type { Metrics } from '../http/metrics.js';
 import { SkillsLibrary } from '../integrations/skills-library.js';
 import type { ServiceCore } from '../services/core.js';
-import { createRateLimits, memoryStore } from '../services/rate-limits.js';
+import { createRateLimits, LIMIT_GROUPS, memoryStore } from '../services/rate-limits.js';
+import { Lockout, TripLog } from '../services/lockout.js';
 import { ServerIdentity } from '../services/server-identity.js';
 import { Sessions } from '../services/sessions.js';
 import { hashClearTokens } from '../services/token-migration.js';
@@ -108,6 +109,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });
   metrics.setActorSource(() => actors.counts());
   const rateLimits = createRateLimits(config.rateLimits, memoryStore());
+  const trips = new TripLog(log);
   const clientAddresses = new ClientAddresses(config.trustedProxies);
   const app = uws.uws.App();
   const sockets = new SocketRegistry();
@@ -222,8 +224,22 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const userService = new UserService(core);
   const workspaceService = new WorkspaceService(core);
   const grants = new GrantService(core);
-  const login = new LoginService(core);
-  const devices = new DeviceApprovals(core, rateLimits.userCode);
+  // Failures counted per address and per principal, a principal anyone can name never locked against a clean address (lockout.ts).
+  const login = new LoginService(
+    core,
+    new Lockout('failed logins', [
+      { setting: LIMIT_GROUPS.loginFailure.settings.address, limiter: rateLimits.loginFailure.address, key: (a) => a.address, kind: 'own', where: 'from this address' },
+      { setting: LIMIT_GROUPS.loginFailure.settings.key, limiter: rateLimits.loginFailure.key, key: (a) => a.principal, kind: 'named', where: 'for this DID' },
+    ], trips),
+  );
+  const devices = new DeviceApprovals(
+    core,
+    new Lockout('wrong user codes', [
+      { setting: LIMIT_GROUPS.userCode.settings.address, limiter: rateLimits.userCode.address, key: (a) => a.address, kind: 'own', where: 'from this address' },
+      { setting: LIMIT_GROUPS.userCode.settings.key, limiter: rateLimits.userCode.key, key: (a) => a.principal, kind: 'own', where: 'from you' },
+      { setting: LIMIT_GROUPS.userCodeTotal.settings.key, limiter: rateLimits.userCodeTotal.key, key: () => 'all', kind: 'named', where: 'on this server' },
+    ], trips),
+  );
   const personSessions = new PersonSessions(core);
   const claims = new ClaimService(core, { defaultWorkspace });
   const invitations = new InvitationService(core, { claims, defaultWorkspace });
@@ -424,6 +440,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       if (error) log.error({ err: error, method, route, status }, 'request failed');
     },
     limits: rateLimits,
+    limited: ({ group, per, key, address, waitMs }) => trips.tripped(LIMIT_GROUPS[group].settings[per] ?? group, key, address, waitMs),
     checkResponses: config.checkResponses
       ? (violation) => log.error({ violation }, `${violation.method} ${violation.route} answered ${violation.problem}`)
       : undefined,
