@@ -60,6 +60,7 @@ async function feedIsDeaf(f: FeedClient, channelId: string): Promise<void> {
   const again = await f.subscribe(channelId);
   assert.is(again.type, 'error', 'a new subscription is refused');
   assert.is(again.code, 'not_found');
+  assert.not.ok(f.frames.some((x) => x.type === 'unsubscribed' && x.channelId === channelId), 'access_lost is said once');
 }
 
 /** Posts as the owner, unless the channel went with its workspace. */

@@ -441,8 +441,9 @@ export class Feed {
     if (!subs) return;
     for (const conn of [...subs]) {
       if (conn.closed || !conn.user || (did !== null && conn.user.did !== did)) continue;
-      const topic = conn.channels?.get(channelId);
       const still = await access(conn.user, channelId).catch(() => null);
+      // Read after the check: a re-check running beside this one may have ended it already (one `unsubscribed`).
+      const topic = conn.channels?.get(channelId);
       if (still || conn.closed || !topic) continue;
       this.unsubscribe(conn, topic);
       this.forgetChannel(conn, channelId);
