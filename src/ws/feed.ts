@@ -52,6 +52,8 @@ export const FEED_NO_SESSION = 4401;
 export const FEED_TOO_MANY = 4413;
 /** The longest a timer waits (setTimeout's limit); a session expiring later is checked then, and again. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** When the store could not say whether a session expired, how long until it is asked again. */
+const EXPIRY_RETRY_MS = 60_000;
 const INVALID_LIMIT = 5;
 
 /** Topics only global admins may follow (as GET /api/registrations, /api/audit, /api/admin/actors). */
@@ -265,7 +267,13 @@ export class Feed {
   private watchExpiry(conn: FeedConn, expiresAt: string): void {
     if (conn.expiry) clearTimeout(conn.expiry);
     const wait = Math.min(MAX_TIMER_MS, Math.max(0, Date.parse(expiresAt) - Date.now()));
-    conn.expiry = setTimeout(() => this.guard(conn, this.checkSession(conn, 'the session expired').then(() => undefined)), wait);
+    conn.expiry = setTimeout(() => {
+      this.checkSession(conn, 'the session expired').catch((err: unknown) => {
+        // The store did not answer: look again in a minute (the socket stays meanwhile).
+        this.deps.log.warn({ err, did: conn.user?.did }, 'checking a feed socket\'s session failed');
+        if (!conn.closed) this.watchExpiry(conn, new Date(Date.now() + EXPIRY_RETRY_MS).toISOString());
+      });
+    }, wait);
     conn.expiry.unref();
   }
 
