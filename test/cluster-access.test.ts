@@ -2,8 +2,8 @@
  * Access that ends on one node ends on every node (DESIGN §4e): two Steward nodes on one store and
  * a real nats-server. A person removed from a workspace through A loses its private channel on a
  * feed socket held by B (and over HTTP through B); a channel made private through A ends B's
- * readers; a logout through A closes the session's feed socket on B (4401); an agent connected to
- * B and removed from the workspace through A is mentioned there no more.
+ * readers; a logout or the account deleted through A closes the feed socket on B (4401); an
+ * agent connected to B and removed from the workspace through A is mentioned there no more.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -95,6 +95,16 @@ test('a logout through A closes the feed socket of that session on B with 4401',
   assert.is((await client(A.url, p.token).post('/api/auth/logout', {})).status, 200);
   const closed = await f.waitClosed();
   assert.is(closed.code, 4401);
+});
+
+test('an account deleted through A closes its feed socket on B with 4401, and its HTTP requests there are 401', async () => {
+  const p = await makeUser(A);
+  const f = await feedOn(B, p.token);
+  assert.is((await ownerA.api.del(`/api/users/${enc(p.user.did!)}`)).status, 200);
+  const closed = await f.waitClosed();
+  assert.is(closed.code, 4401);
+  assert.match(closed.reason, /account was deleted/);
+  assert.is((await client(B.url, p.token).get('/api/me/unread')).status, 401);
 });
 
 test('an agent on B removed from the workspace through A is no longer mentioned in its channel', async () => {
