@@ -408,7 +408,7 @@ export class FleetService {
     this.agents.drop(did, CLOSE.rejected, 'decommissioned');
     this.lastSeenPending.delete(did);
     this.agentActors.forget(did);
-    await ctx.sessions.endAllOf(did);
+    await ctx.sessions.endAllOf(did, 'the agent was removed');
     this.agentSessions.forget(did);
     await c.agents.deleteOne({ _id: did });
     await this.certificates.flush(); // a certificate being stored now must not outlive the agent
