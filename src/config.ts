@@ -8,6 +8,7 @@
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { stewardCommand, type StewardCommand } from './domain/cli-command.js';
 import type { RateRule, RateRules } from './services/rate-limits.js';
 
 const bool = z
@@ -521,6 +522,8 @@ export interface Config {
   /** Set in cluster mode (NATS_URL), which also has mongodbUri. */
   cluster?: ClusterConfig;
   logLevel: Parsed['LOG_LEVEL'];
+  /** How the console names the `steward` command (from how this process was started, not a setting). */
+  stewardCommand: StewardCommand;
   bodyLimitBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses and CIDR subnets); empty: none. */
   trustedProxies: string[];
@@ -658,6 +661,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : undefined,
     logLevel: p.LOG_LEVEL,
+    stewardCommand: stewardCommand(env),
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
     trustedProxies: p.TRUSTED_PROXIES ?? [],
     metricsToken: p.METRICS_TOKEN,

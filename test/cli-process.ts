@@ -107,3 +107,26 @@ export async function runCli(args: string[], env: Record<string, string> = {}, t
     clearTimeout(hang);
   }
 }
+
+/** The repository's root: where a person runs `npm run steward -- …` in a checkout. */
+export const checkoutDir = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Runs a command line as a person would paste it into bash in the checkout, with `env` alone (no
+ * npm_* variables of the test run): how every printed `npm run steward -- …` is checked.
+ */
+export function inShell(line: string, env: Record<string, string>, timeoutMs = LONG): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', line], { cwd: checkoutDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    const hang = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(hang);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

@@ -331,7 +331,11 @@ export class ClaimService {
    * the session and its token, or null when the owner is already claimed. The log says that a
    * claim waits, without the link (a claim token is a secret).
    */
-  async announceOwnerClaim(write: (text: string) => void = (t) => process.stderr.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
+  async announceOwnerClaim(
+    write: (text: string) => void = (t) => process.stderr.write(t),
+    // The QR code's escapes only make sense on a terminal; a log file or a pipe gets the links alone.
+    terminal: boolean = Boolean(process.stderr.isTTY),
+  ): Promise<{ session: ClaimSessionDoc; token: string } | null> {
     const { ctx } = this;
     const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
     if (!owner) return null;
@@ -351,7 +355,8 @@ export class ClaimService {
     });
     const cs = this.connectionString(token);
     const qrText = this.qrText(token);
-    const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
+    const st = ctx.config.stewardCommand;
+    const qr = terminal ? ['  Or scan this QR code with a wallet app:', '', await QRCode.toString(qrText, { type: 'terminal', small: true }), ''] : [];
     ctx.log.info({ expiresAt: session.expiresAt }, 'the owner account is not claimed yet: the claim link is on standard error (steward wallet claim <link>, or the dashboard\'s sign-in page)');
     write(
       [
@@ -363,14 +368,11 @@ export class ClaimService {
         `  Wallet link:                   ${qrText}`,
         '',
         '  With the bundled wallet:',
-        '    npm run steward -- wallet create',
-        `    npm run steward -- wallet claim '${cs}'`,
-        `    npm run steward -- wallet login ${ctx.config.publicUrl}`,
+        `    ${st} wallet create`,
+        `    ${st} wallet claim '${cs}'`,
+        `    ${st} login ${ctx.config.publicUrl}`,
         '',
-        '  Or scan this QR code with a wallet app:',
-        '',
-        qr,
-        '',
+        ...qr,
       ].join('\n'),
     );
     return { session, token };
@@ -381,6 +383,7 @@ export class ClaimService {
 export function announceOwnerClaim(
   deps: { claims: ClaimService },
   write?: (text: string) => void,
+  terminal?: boolean,
 ): Promise<{ session: ClaimSessionDoc; token: string } | null> {
-  return deps.claims.announceOwnerClaim(write);
+  return deps.claims.announceOwnerClaim(write, terminal);
 }

@@ -3,6 +3,7 @@
  * token, every failure turned into a CliError in words (the API's own message) with the exit
  * code scripts rely on (errors.ts).
  */
+import type { StewardCommand } from '../../domain/cli-command.js';
 import { CliError, EXIT } from './errors.js';
 
 export type Query = Record<string, string | number | boolean | undefined>;
@@ -23,6 +24,8 @@ export class Api {
   constructor(
     readonly server: string,
     private readonly token?: string,
+    /** How hints name the command: as it was started (src/domain/cli-command.ts). */
+    readonly cmd: StewardCommand = 'steward',
   ) {}
 
   get<T>(path: string, query?: Query): Promise<T> {
@@ -47,7 +50,7 @@ export class Api {
     try {
       res = await fetch(url, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
     } catch (err) {
-      throw new CliError(EXIT.unreachable, `cannot reach ${this.server}: ${causeOf(err)}`);
+      throw new CliError(EXIT.unreachable, `cannot reach ${this.server}: ${url.protocol === 'https:' && noTlsAnswer(err) ? noTlsHint(url) : causeOf(err)}`);
     }
     let text: string;
     try {
@@ -74,12 +77,25 @@ export class Api {
     if (status === 401) {
       // The saved session is what failed: say so in the CLI's words, and how to get a new one.
       const why = e?.code === 'session_expired' ? 'the session has expired' : 'the session has expired or was ended';
-      return new CliError(EXIT.session, `not logged in to ${this.server}: ${why}; log in again with 'steward login ${this.server}'`);
+      return new CliError(EXIT.session, `not logged in to ${this.server}: ${why}; log in again with '${this.cmd} login ${this.server}'`);
     }
     if (status === 404) return new CliError(EXIT.notFound, message);
     if (typeof e?.code !== 'string') return new CliError(EXIT.failed, message);
     return new CliError(EXIT.failed, `${message} (${status} ${e.code})`);
   }
+}
+
+/**
+ * An https:// address whose server does not speak TLS (Steward's plain-HTTP port): the handshake
+ * gets no answer, or one that is not TLS.
+ */
+function noTlsAnswer(err: unknown): boolean {
+  const code = (err as { cause?: { code?: string } }).cause?.code ?? '';
+  return ['UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT', 'ECONNRESET', 'UND_ERR_SOCKET', 'EPROTO', 'ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG'].includes(code);
+}
+
+function noTlsHint(url: URL): string {
+  return `the server did not answer TLS at ${url.host} (a plain-HTTP port? then the address is http://${url.host})`;
 }
 
 /** Why a fetch did not get an answer, in words: `connection refused`, `host not found`, ... */

@@ -21,7 +21,7 @@ export async function agentDid(api: Api, ref: string): Promise<string> {
     for (const a of r.agents) if (a.name === ref) named.push(a.id);
   }
   if (named.length === 1) return named[0]!;
-  if (named.length === 0) throw new CliError(EXIT.notFound, `no agent named '${ref}' (give its DID, or look with 'steward agents list -q ${ref}')`);
+  if (named.length === 0) throw new CliError(EXIT.notFound, `no agent named '${ref}' (give its DID, or look with '${api.cmd} agents list -q ${ref}')`);
   throw new CliError(EXIT.usage, `${named.length} agents are named '${ref}'; give one's DID:\n  ${named.join('\n  ')}`);
 }
 
@@ -31,6 +31,6 @@ export async function workflowId(api: Api, ref: string): Promise<string> {
   if (workflows.some((w) => w.id === ref)) return ref;
   const named = workflows.filter((w) => w.name === ref);
   if (named.length === 1) return named[0]!.id;
-  if (named.length === 0) throw new CliError(EXIT.notFound, `no workflow ${ref} (give its id or name; see 'steward workflows list')`);
+  if (named.length === 0) throw new CliError(EXIT.notFound, `no workflow ${ref} (give its id or name; see '${api.cmd} workflows list')`);
   throw new CliError(EXIT.usage, `${named.length} workflows are named '${ref}'; give one's id:\n  ${named.map((w) => w.id).join('\n  ')}`);
 }
