@@ -182,6 +182,18 @@ test('failures exit 1 with the reason on stderr and nothing on stdout', async ()
 
 });
 
+test('a user code with letters outside the alphabet is refused, naming them and the alphabet', async () => {
+  const w = await newWallet('ulla');
+  const r = await wallet(w.file, 'approve', s.url, 'ABCD-EFGH');
+  assert.is(r.code, 1);
+  assert.ok(
+    r.stderr.includes("'ABCD-EFGH' is not a user code: A, E are not in the alphabet: user codes are 8 letters from BCDFGHJKLMNPQRSTVWXZ (consonants; no vowels and no Y)"),
+    r.stderr,
+  );
+  const short = await wallet(w.file, 'approve', s.url, 'BCD-FGH');
+  assert.ok(short.stderr.includes("'BCD-FGH' is not a user code: it has 6 letters: user codes are 8 letters from BCDFGHJKLMNPQRSTVWXZ"), short.stderr);
+});
+
 test('parseClaimTarget reads all forms', () => {
   const cs = 'https://steward.example.org/base/api/user/claim/AbC_d-1';
   assert.equal(parseClaimTarget(cs), { kind: 'claim', base: 'https://steward.example.org/base', token: 'AbC_d-1', claimUrl: cs });
