@@ -90,7 +90,7 @@ test('a pending registration is approved with a narrowed checklist and the agent
   await page.getByRole('link', { name: 'Agents', exact: true }).click();
   const row = page.locator('tr[data-agent]', { hasText: 'ui-agent-one' });
   await row.getByText('online', { exact: true }).waitFor({ timeout: 30_000 });
-  assert.ok(await page.getByText('1 agents match, 1 of them online.').isVisible());
+  assert.ok(await page.getByText('1 agent matches, 1 online.', { exact: true }).isVisible());
   await screenshot(page, 'agents');
   const detail = await api('GET', `/api/agents/${encodeURIComponent(agent.did)}`);
   assert.equal(detail.body.agent.certificate.certificate.capabilities, ['file_access'], 'only the checked capability was approved');
@@ -200,6 +200,37 @@ test('the audit screen tails the log live: a new entry appears without a reload'
   const row = page.locator('table tbody tr', { hasText: 'Live tail room' });
   await row.waitFor();
   assert.ok(await row.getByText('workspace.create').isVisible());
+
+  // Beside long details, at a tablet's width and at a narrow one, an action wraps only before a
+  // dot, never mid-word.
+  const long = await api('POST', '/api/workspaces', { name: 'A room whose long name fills the details column of its audit row' });
+  assert.is(long.status, 201);
+  await page.locator('table tbody tr', { hasText: 'fills the details column' }).waitFor();
+  for (const width of [1024, 800]) {
+    await page.setViewportSize({ width, height: 800 });
+    const broken = await page.evaluate(() => {
+      const bad: string[] = [];
+      const actions = [...document.querySelectorAll('table tbody tr td:nth-child(3) code')];
+      if (actions.length < 3) bad.push(`only ${actions.length} actions shown`);
+      for (const el of actions) {
+        const text = el.textContent ?? '';
+        const tops: number[] = [];
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          for (let i = 0; i < n.textContent!.length; i++) {
+            const r = document.createRange();
+            r.setStart(n, i);
+            r.setEnd(n, i + 1);
+            tops.push(Math.round(r.getBoundingClientRect().top));
+          }
+        }
+        for (let i = 1; i < text.length; i++) if (tops[i] !== tops[i - 1] && text[i] !== '.') bad.push(text);
+      }
+      return bad;
+    });
+    assert.equal(broken, [], `actions broken mid-word at ${width} px`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
 });
 
 test('no page error and no content-security-policy violation happened', () => {

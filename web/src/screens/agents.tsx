@@ -10,7 +10,7 @@ import { CAPABILITIES } from '../api/types';
 import { useLoad } from '../app/hooks';
 import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
-import { Badge, Did, Empty, ErrorNote, Field, Loading, PAGE_SIZES, Pager, PerPage, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
+import { Badge, counted, Did, Empty, ErrorNote, Field, Loading, PAGE_SIZES, Pager, PerPage, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
 
 export default function Agents() {
   const q = qp('q');
@@ -114,7 +114,7 @@ export default function Agents() {
       <ErrorNote error={list.error} />
       {d && (
         <p class="muted" aria-live="polite">
-          {d.total.toLocaleString()} agents match, {d.online.toLocaleString()} of them online.
+          {counted(d.total, 'agent')} {d.total === 1 ? 'matches' : 'match'}, {d.online.toLocaleString()} online.
         </p>
       )}
       {!d && list.loading ? (

@@ -223,6 +223,9 @@ export function Json({ value }: { value: unknown }) {
 /** The value of the input, select or textarea an event came from. */
 export const val = (e: Event) => (e.currentTarget as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement).value;
 
+/** `1 agent`, `2 agents`: a count with its noun in the right number. */
+export const counted = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+
 /** A Copy button for `text`; it says Copied once the clipboard took it. */
 function CopyButton({ text, label }: { text: string; label?: string }) {
   const [copied, setCopied] = useState(false);
