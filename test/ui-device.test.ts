@@ -105,6 +105,12 @@ test('the Sessions page lists this browser and the others; ending another ends i
   const current = page.locator('tr[data-current="true"]');
   await current.getByText('This browser approved by a wallet').waitFor();
   await current.getByText('this browser', { exact: true }).waitFor();
+  // A session of the steward command is named for it, not for the HTTP library beneath it.
+  const cli = await runCli(['login', s.url], { STEWARD_WALLET_FILE: walletFile, XDG_CONFIG_HOME: await tempDir() });
+  assert.is(cli.code, 0, cli.stderr);
+  await page.reload();
+  await page.locator('tr[data-session]', { hasText: `Steward CLI on ${process.platform}` }).waitFor();
+  assert.is(await page.locator('tr[data-session]', { hasText: /^node$/ }).count(), 0);
   const firefox = page.locator('tr[data-session]', { hasText: 'Firefox/128 on Macintosh' });
   await firefox.waitFor();
   await screenshot(page, 'sessions');

@@ -14,6 +14,7 @@ import { didKeyFromPublicKey, generateKeyPair, signMessage, type Ed25519KeyPair 
 import { claimMessage, loginMessage, parseClaimTarget } from '../domain/claims.js';
 import { deviceMessage, parseApprovalTarget } from '../domain/device-codes.js';
 import { stewardCommand } from '../domain/cli-command.js';
+import { CLI_USER_AGENT } from './user-agent.js';
 
 export const WALLET_USAGE = `usage: steward wallet <command> [options]
 
@@ -308,6 +309,7 @@ async function call<T>(method: 'GET' | 'POST', url: string, body?: unknown, toke
     res = await fetch(url, {
       method,
       headers: {
+        'user-agent': CLI_USER_AGENT,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         ...(token ? { authorization: `Bearer ${token}` } : {}),
       },

@@ -5,6 +5,7 @@
  */
 import type { StewardCommand } from '../../domain/cli-command.js';
 import { CliError, EXIT } from './errors.js';
+import { CLI_USER_AGENT } from '../user-agent.js';
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
@@ -43,7 +44,7 @@ export class Api {
   async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown }): Promise<T> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { accept: 'application/json' };
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': CLI_USER_AGENT };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
