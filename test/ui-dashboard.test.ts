@@ -124,6 +124,7 @@ test('a policy created for the agent reports the connected agent it was sent to'
   await page.goto(`${s.url}/policies?agent=${encodeURIComponent(agent!.did)}`);
   await page.getByRole('heading', { name: 'New policy' }).waitFor();
   await page.getByRole('checkbox', { name: 'file_access' }).check();
+  await page.getByRole('checkbox', { name: 'api_call' }).check();
   await page.getByLabel('Tokens per day').fill('5000');
   await page.getByRole('button', { name: 'Create policy' }).click();
   const sent = page.getByTestId('sent-to');
@@ -134,6 +135,14 @@ test('a policy created for the agent reports the connected agent it was sent to'
   assert.is(policies.body.policies.length, 1);
   assert.equal(policies.body.policies[0].resourceLimits, { maxTokensPerDay: 5000 });
   await waitFor(async () => (await api('GET', `/api/agents/${encodeURIComponent(agent!.did)}`)).body.agent.certificate.certificate.policyId === policies.body.policies[0].id, 10_000);
+
+  // The list shows what the agent enforces now, and the approved set beside it, labelled.
+  await page.goto(`${s.url}/agents`);
+  const row = page.locator('tr[data-agent]', { hasText: 'ui-agent-one' });
+  await row.getByText('approved: file_access', { exact: true }).waitFor();
+  assert.equal((await row.locator('td:nth-child(4) .badge').allTextContents()).sort(), ['api_call', 'file_access']);
+  await page.goBack();
+  await page.getByRole('heading', { name: 'New policy' }).waitFor();
 });
 
 test('revoking a policy asks first: dismissed, the policy stays; accepted, it is revoked', async () => {

@@ -4,7 +4,7 @@
  * frame for an agent wins, by `at`), and the page is read again within a second (the counts).
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { listAgents, type AgentQuery } from '../api/agents';
+import { listAgents, type AgentItem, type AgentQuery } from '../api/agents';
 import { myWorkspaces } from '../api/workspaces';
 import { CAPABILITIES } from '../api/types';
 import { useLoad } from '../app/hooks';
@@ -139,7 +139,7 @@ export default function Agents() {
                   {sortHeader('name', 'Name')}
                   <th>Status</th>
                   <th>Workspace</th>
-                  <th>Capabilities</th>
+                  <th>Capabilities in force</th>
                   <th>Model</th>
                   {sortHeader('lastSeen', 'Last seen')}
                   {sortHeader('registeredAt', 'Registered')}
@@ -164,7 +164,9 @@ export default function Agents() {
                         '—'
                       )}
                     </td>
-                    <td>{a.capabilities.length ? a.capabilities.map((c) => <Badge key={c}>{c}</Badge>) : <span class="muted">none</span>}</td>
+                    <td>
+                      <InForce agent={a} />
+                    </td>
                     <td>{a.llmModel ? `${a.llmProvider ?? ''} ${a.llmModel}` : <span class="muted">not set</span>}</td>
                     <td>
                       <Time iso={a.lastSeen} />
@@ -184,5 +186,17 @@ export default function Agents() {
         </>
       ) : null}
     </section>
+  );
+}
+
+/** What an agent enforces now (its certificate), and the approved set beside it where they differ. */
+function InForce({ agent: a }: { agent: AgentItem }) {
+  const inForce = a.capabilitiesInForce;
+  const same = inForce !== null && [...inForce].sort().join() === [...a.capabilities].sort().join();
+  return (
+    <>
+      {inForce === null ? <span class="muted">none yet (no certificate)</span> : inForce.length ? inForce.map((c) => <Badge key={c}>{c}</Badge>) : <span class="muted">none</span>}
+      {!same && <div class="muted approved">approved: {a.capabilities.join(', ') || 'none'}</div>}
+    </>
   );
 }
