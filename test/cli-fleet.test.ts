@@ -224,7 +224,7 @@ test('policies: create for an agent by name (re-certified at once) and for a wor
   assert.equal(
     rows.map((x) => [x.ID, x.SCOPE, x.CAPABILITIES, x.LIMITS, x.EXPIRES]),
     [
-      [wsPolicyId, `workspace ${ws.id}`, 'file_access', '-', '-'],
+      [wsPolicyId, `workspace ${ws.slug}`, 'file_access', '-', '-'],
       [created.policy.id, `agent ${echo.did}`, 'api_call', `${limits.slice(0, 47)}…`, '2030-01-31 00:00:00Z'],
     ],
     'a long cell is cut to its column width, identifiers never',

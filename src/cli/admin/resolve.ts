@@ -1,6 +1,6 @@
 /**
  * Names for what the API knows by id: an agent may be given by its DID or by its name, a
- * workflow by its id or its name. A name that fits none is "not found" (exit 4); one that fits
+ * workflow by its id or its name; a workspace is shown by its slug. A name that fits none is "not found" (exit 4); one that fits
  * several is a usage error (exit 2) that lists them, so the caller can pick the id.
  */
 import type { Api } from './client.js';
@@ -33,4 +33,14 @@ export async function workflowId(api: Api, ref: string): Promise<string> {
   if (named.length === 1) return named[0]!.id;
   if (named.length === 0) throw new CliError(EXIT.notFound, `no workflow ${ref} (give its id or name; see '${api.cmd} workflows list')`);
   throw new CliError(EXIT.usage, `${named.length} workflows are named '${ref}'; give one's id:\n  ${named.map((w) => w.id).join('\n  ')}`);
+}
+
+/**
+ * The slug of each workspace the caller may see, by id: tables name a workspace by its slug, as
+ * `agents list` does, whatever id the API answered with (an id it cannot see stays an id).
+ */
+export async function workspaceSlugs(api: Api): Promise<(id: string) => string> {
+  const { workspaces } = await api.get<{ workspaces: Array<{ id: string; slug: string }> }>('/api/workspaces');
+  const slugs = new Map(workspaces.map((w) => [w.id, w.slug]));
+  return (id) => slugs.get(id) ?? id;
 }
