@@ -68,6 +68,11 @@ test('the overview shows a pending agent, then the same agent online once approv
   const cell = page.locator(`.status-grid li[data-did="${agent.did}"]`);
   await page.locator(`.status-grid li[data-did="${agent.did}"][data-status="pending"]`).waitFor();
   await waitFor(async () => (await figure('Waiting for approval').textContent()) === '1', 10_000);
+  // Every count says what it counts: the Agents card splits its total, the table counts approved agents.
+  const summary = (await api('GET', '/api/fleet/summary')).body;
+  await waitFor(async () => (await page.getByTestId('agents-breakdown').textContent()) === `${summary.agents.total - 1} approved, 1 pending, 0 rejected`, 10_000);
+  assert.is(await figure('Agents').textContent(), String(summary.agents.total));
+  await page.getByRole('columnheader', { name: 'Approved agents' }).waitFor();
 
   const regs = await api('GET', '/api/registrations');
   const reg = regs.body.registrations.find((r: any) => r.agentDid === agent!.did);
