@@ -2,8 +2,8 @@
  * Configuration from environment variables, parsed with zod in one place.
  *
  * Every variable is declared once in VARIABLES with its schema, default and description; the
- * README's configuration table is generated from the same list (`npm run docs:config`) and a
- * test checks that the two agree.
+ * configuration table of docs/configuration.md is generated from the same list (`npm run
+ * docs:config`) and a test checks that the two agree.
  */
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
@@ -730,7 +730,7 @@ function redactIfSecret(name: string, value: string): string {
   return /SECRET|KEY|TOKEN|PASSWORD|SMTP_URL|MONGODB_URI|NATS_URL/.test(name) ? '<redacted>' : value;
 }
 
-/** The Markdown table of every variable, as it appears in README.md and docs/configuration.md. */
+/** The Markdown table of every variable, as it appears in docs/configuration.md. */
 export function configTable(): string {
   const rows = Object.entries(VARIABLES).map(([name, spec]: [string, VariableSpec]) => {
     const def = spec.defaultText ?? (spec.default !== undefined ? `\`${spec.default}\`` : 'unset');
