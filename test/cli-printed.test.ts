@@ -5,13 +5,12 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { tempDir, waitFor, type TestServer } from './helpers.js';
+import { tempDir, type TestServer } from './helpers.js';
 import type { TestUser } from './fixtures.js';
 import { startWithOwner } from './people-helpers.js';
 import { cliHome, type CliHome } from './cli-helpers.js';
-import { checkoutDir, inShell, LONG } from './cli-process.js';
+import { inShell, ShellProcess } from './cli-process.js';
 
 const test = suite('printed commands run as printed');
 let s: TestServer;
@@ -55,29 +54,20 @@ test('in a checkout: not logged in, login, an unknown agent: each hint names npm
 test("in a checkout: the demo agent's approval line runs as printed, and each of its lines says when", async () => {
   assert.is((await inShell(`npm run steward -- login ${s.url}`, env)).code, 0);
   const keyFile = join(await tempDir(), 'demo.json');
-  // Its own process group, so that npm, and the agent beneath it, end together.
-  const agent = spawn('bash', ['-c', `npm run --silent steward -- agent --url ${s.url} --key ${keyFile} --name printed --capabilities api_call`], {
-    cwd: checkoutDir,
-    env,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  agent.stdout!.on('data', (d) => (out += d));
-  agent.stderr!.on('data', (d) => (out += d));
+  const agent = new ShellProcess(`npm run --silent steward -- agent --url ${s.url} --key ${keyFile} --name printed --capabilities api_call`, env);
   try {
-    const approve = await waitFor(() => /approve it on the dashboard's Registrations page, or: (.+)$/m.exec(out)?.[1], LONG);
+    const approve = (await agent.seen(/approve it on the dashboard's Registrations page, or: (.+)$/m))[1]!;
     assert.match(approve, /^npm run steward -- registrations approve \S+ --capabilities api_call$/);
-    for (const line of out.trim().split('\n').filter((l) => !l.startsWith('  '))) assert.match(line, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ /, line);
+    for (const line of agent.all.trim().split('\n').filter((l) => !l.startsWith('  '))) assert.match(line, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ /, line);
 
     const pending = await inShell('npm run --silent steward -- registrations list', env);
     assert.ok(pending.stdout.includes('approve with: npm run steward -- registrations approve <id> --capabilities a,b'), pending.stdout);
 
     const approved = await inShell(approve, env);
     assert.is(approved.code, 0, approved.stderr);
-    await waitFor(() => /Z status ready$/m.test(out), LONG);
+    await agent.seen(/Z status ready$/m);
   } finally {
-    process.kill(-agent.pid!, 'SIGTERM');
+    await agent.stop();
   }
 });
 

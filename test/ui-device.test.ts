@@ -78,7 +78,7 @@ test('signed in by the wallet: the page shows the code, the QR code and the exac
   }
   // Shown whole at a phone's width: wrapped inside its box, never cut at the edge.
   await page.setViewportSize({ width: 360, height: 800 });
-  const fits = await checkout.evaluate((el) => el.scrollWidth <= el.clientWidth && el.getBoundingClientRect().right <= document.documentElement.clientWidth);
+  const fits = await checkout.evaluate((el) => el.scrollWidth <= el.clientWidth && el.getBoundingClientRect().right <= el.ownerDocument.documentElement.clientWidth);
   assert.ok(fits, 'the command wraps within the page');
   await page.setViewportSize({ width: 1280, height: 800 });
   assert.ok(await page.getByRole('img', { name: /QR code of .*\/api\/auth\/device\/.*\/approve/ }).isVisible(), 'the QR code');
