@@ -124,7 +124,8 @@ export default function Agents() {
           <Empty title="No agent matches these filters.">Clear a filter to see more.</Empty>
         ) : (
           <Empty title="No agents yet.">
-            Start an agent with the SDK or <code>steward agent</code>; it appears under Registrations until a global admin approves it.
+            Start an agent with the SDK or the demo agent (<code>steward agent --url {location.origin}</code>, or from a checkout{' '}
+            <code>npm run steward -- agent --url {location.origin}</code>); it appears under Registrations until a global admin approves it.
           </Empty>
         )
       ) : d ? (
