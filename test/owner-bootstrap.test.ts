@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { generateKeyPair } from '../src/domain/did.js';
 import { http, tempDir } from './helpers.js';
 import { login } from './identity-helpers.js';
-import { inShell, runCli, StewardProcess } from './cli-process.js';
+import { cliPath, inShell, runCli, ShellProcess, StewardProcess } from './cli-process.js';
 
 const test = suite('owner bootstrap on the console');
 
@@ -59,6 +59,18 @@ test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fr
   assert.not.ok(connectionStringIn(srv.all));
   assert.not.ok(srv.all.includes('no claimed owner'));
   assert.is(await srv.stop(), 0);
+});
+
+test('on a terminal the console prints the claim QR code as well (script(1) gives the server a pseudo-terminal)', async () => {
+  const env = { PATH: process.env.PATH!, HOME: await tempDir(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: await tempDir() };
+  const srv = new ShellProcess(`script -qec '${process.execPath} --import tsx ${cliPath} serve' /dev/null`, env);
+  try {
+    await srv.seen(/Steward listening/);
+    assert.ok(connectionStringIn(srv.all), 'the link, always');
+    assert.ok(srv.all.includes('▄') || srv.all.includes('█'), `a terminal QR code:\n${srv.all}`);
+  } finally {
+    await srv.stop();
+  }
 });
 
 test('started by npm start in a checkout, the console prints npm run steward -- …, and each printed command runs as printed there', async () => {
