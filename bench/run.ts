@@ -5,7 +5,8 @@
  *   npm run bench                                   every benchmark at the small default size
  *   npm run bench -- memory --agents 18000          (a) N agents held, server memory per agent
  *   npm run bench -- recert --agents 10000          (b) a workspace policy re-certifying N agents
- *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
+ *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once, then after a
+ *                                                   restart of Steward (--down S seconds away)
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
  *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
  *   npm run bench -- dashboard --agents 10000        (f) the dashboard's reads with N agents connected
@@ -38,6 +39,7 @@ import { startProc, type Proc } from './proc.js';
 import { CONCURRENCY, HB_SECONDS, LOADGENS, N, RATE, loadgenAddresses } from './options.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 import { benchCluster } from './cluster.js';
@@ -48,6 +50,8 @@ const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
 const WARMUP_S = flag('warmup', 'BENCH_HB_WARMUP_SECONDS', 3);
 const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 0);
 const REQUESTS = flag('requests', 'BENCH_REQUESTS', 500);
+/** Seconds Steward stays down in (c)'s restart (BENCH_DOWN_SECONDS): long enough for the agents' back-off to reach its cap. */
+const DOWN_S = flag('down', 'BENCH_DOWN_SECONDS', 45);
 
 
 
@@ -243,7 +247,9 @@ async function benchRecert(): Promise<void> {
 }
 
 async function benchReconnect(): Promise<void> {
-  const s = await setup(N);
+  // A port below the ephemeral range, as a server's is: the agents' own sockets (their ephemeral
+  // ports) would otherwise hold the server's port while it is down and refuse its restart.
+  const s = await setup(N, { PORT: String(await portBelowEphemeralRange()) });
   const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const results = await profiled(s, 'reconnect', () =>
@@ -264,7 +270,42 @@ async function benchReconnect(): Promise<void> {
     actorWritesRow(counters0, counters1),
     ...cpuRows(cpu0, cpu1),
   ]);
+  await benchRestart(s);
   await teardown(s);
+}
+
+/**
+ * (c), second half: Steward stops (agents get 1001) and stays down DOWN_S seconds while every
+ * agent retries on the agents' back-off (RECONNECT_* in src/domain/agent-protocol.ts); then it
+ * starts again on the same port and data. Measured: from its return to every agent ready.
+ */
+async function benchRestart(s: Setup): Promise<void> {
+  await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'backoff' })));
+  await s.server.call({ cmd: 'down' });
+  await new Promise((r) => setTimeout(r, DOWN_S * 1000));
+  const up = await s.server.call<{ at: number }>({ cmd: 'up' });
+  const results = await Promise.all(
+    s.loadgens.map((lg) => lg.call<{ lastReadyAt: number; missing: number; errors: number }>({ cmd: 'waitReady', since: up.at, timeoutMs: 120_000 })),
+  );
+  const missing = results.reduce((a, r) => a + r.missing, 0);
+  const last = Math.max(...results.map((r) => r.lastReadyAt));
+  table(`(c) ${N} agents after Steward was down ${DOWN_S} s, reconnecting with the agents' back-off (0.5 s doubling to 8 s, equal jitter)`, [
+    ['agents ready again', `${N - missing} of ${N}`],
+    ['online on the server afterwards', String(await online(s))],
+    ["all online after the server's return", missing === 0 ? `${last - up.at} ms` : `${missing} agents not within 120 s`],
+  ]);
+}
+
+/** A free TCP port between 20000 and 29999 (Linux's ephemeral ports start at 32768). */
+async function portBelowEphemeralRange(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createServer().once('error', () => resolve(false));
+      probe.listen(port, '0.0.0.0', () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
 }
 
 interface Counters {

@@ -34,6 +34,8 @@ type Msg =
   | { cmd: 'heapsnapshot'; file: string }
   | { cmd: 'cpu' }
   | { cmd: 'settle' }
+  | { cmd: 'down' }
+  | { cmd: 'up' }
   | { cmd: 'stop' };
 
 /** The full collection --expose-gc provides. */
@@ -41,6 +43,8 @@ const gc = (globalThis as { gc?: () => void }).gc;
 
 let steward: Steward | undefined;
 let dataDir = '';
+/** The configuration of the first start, for `up` (same port, same data directory). */
+let startedWith: Record<string, string> = {};
 /**
  * Each heartbeat's time from arrival to its ack being sent (ms), the values of the server's own
  * histogram, kept once `recordAcks` asks (benchmark (d) only: (a) measures memory) and handed
@@ -86,8 +90,10 @@ serveCommands<Msg>(
       case 'start': {
         dataDir = await mkdtemp(join(tmpdir(), 'steward-bench-'));
         const owner = generateKeyPair();
-        const config = loadConfig({ PORT: '0', HOST: '0.0.0.0', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: owner.did, ...raw.env });
+        startedWith = { PORT: '0', HOST: '0.0.0.0', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: owner.did, ...raw.env };
+        const config = loadConfig(startedWith);
         steward = await startSteward(config, createLogger(config.logLevel));
+        startedWith.PORT = String(steward.port);
         const metrics = steward.ctx.metrics;
         const observe = metrics.observeHeartbeatAck.bind(metrics);
         metrics.observeHeartbeatAck = (seconds) => {
@@ -117,6 +123,15 @@ serveCommands<Msg>(
         await steward!.ctx.actors.flush();
         gc?.();
         return {};
+      case 'down':
+        // A restart's first half: the server stops as on SIGTERM (agents get 1001), its data kept.
+        await steward!.close();
+        return { at: Date.now() };
+      case 'up': {
+        const config = loadConfig(startedWith);
+        steward = await startSteward(config, createLogger(config.logLevel));
+        return { at: Date.now() };
+      }
       case 'online':
         return { online: fleetOf(steward!.ctx).gateway.onlineCount() };
       case 'counters': {

@@ -2,12 +2,13 @@
  * Configuration from environment variables, parsed with zod in one place.
  *
  * Every variable is declared once in VARIABLES with its schema, default and description; the
- * README's configuration table is generated from the same list (`npm run docs:config`) and a
- * test checks that the two agree.
+ * configuration table of docs/configuration.md is generated from the same list (`npm run
+ * docs:config`) and a test checks that the two agree.
  */
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { stewardCommand, type StewardCommand } from './domain/cli-command.js';
 import type { RateRule, RateRules } from './services/rate-limits.js';
 
 const bool = z
@@ -539,6 +540,8 @@ export interface Config {
   /** Set in cluster mode (NATS_URL), which also has mongodbUri. */
   cluster?: ClusterConfig;
   logLevel: Parsed['LOG_LEVEL'];
+  /** How the console names the `steward` command (from how this process was started, not a setting). */
+  stewardCommand: StewardCommand;
   bodyLimitBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses and CIDR subnets); empty: none. */
   trustedProxies: string[];
@@ -677,6 +680,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : undefined,
     logLevel: p.LOG_LEVEL,
+    stewardCommand: stewardCommand(env),
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
     trustedProxies: p.TRUSTED_PROXIES ?? [],
     metricsToken: p.METRICS_TOKEN,
@@ -748,7 +752,7 @@ function redactIfSecret(name: string, value: string): string {
   return /SECRET|KEY|TOKEN|PASSWORD|SMTP_URL|MONGODB_URI|NATS_URL/.test(name) ? '<redacted>' : value;
 }
 
-/** The Markdown table of every variable, as it appears in README.md and docs/configuration.md. */
+/** The Markdown table of every variable, as it appears in docs/configuration.md. */
 export function configTable(): string {
   const rows = Object.entries(VARIABLES).map(([name, spec]: [string, VariableSpec]) => {
     const def = spec.defaultText ?? (spec.default !== undefined ? `\`${spec.default}\`` : 'unset');

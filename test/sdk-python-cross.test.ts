@@ -23,10 +23,10 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
     // Python first: the demo agent creates the key file, is approved, comes online; SIGINT stops it.
     const pyFile = join(dir, 'py-made.json');
     const py = new PythonProcess(['-m', 'steward_agent', '--url', s.url, '--name', 'cross-py', '--capabilities', 'api_call', '--key', pyFile]);
-    const did = (await py.line(/^DID (\S+)$/))[1]!;
-    const registration = (await py.line(/^status pending: registration (\S+) awaits approval/))[1]!;
+    const did = (await py.line(/Z DID (\S+)$/))[1]!;
+    const registration = (await py.line(/Z status pending: registration (\S+) awaits approval/))[1]!;
     await approveRegistration(owner, registration, ['api_call']);
-    const serial = (await py.line(/^certificate (\w+): capabilities api_call; policy none$/))[1]!;
+    const serial = (await py.line(/Z certificate (\w+): capabilities api_call; policy none$/))[1]!;
     py.signal('SIGINT');
     assert.is(await py.exited, 0, py.output());
     assert.ok(py.lines.includes('status stopped'), py.output());
@@ -55,8 +55,8 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
     const tsSerial = first.certificate!.certificate.serial;
     await first.stop();
     const again = new PythonProcess(['-m', 'steward_agent', '--url', s.url, '--name', 'cross-ts', '--capabilities', 'api_call', '--key', tsFile]);
-    assert.is((await again.line(/^DID (\S+)$/))[1], keys.did);
-    assert.is((await again.line(/^certificate (\w+):/))[1], tsSerial, again.output());
+    assert.is((await again.line(/Z DID (\S+)$/))[1], keys.did);
+    assert.is((await again.line(/Z certificate (\w+):/))[1], tsSerial, again.output());
     assert.ok(again.lines.includes(`using key ${tsFile}`), again.output());
     assert.not.ok(again.lines.some((l) => l.startsWith('status pending')), again.output());
     again.signal('SIGTERM');

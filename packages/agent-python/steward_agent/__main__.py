@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from datetime import datetime, timezone
@@ -41,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _say(text: str) -> None:
-    print(text, flush=True)
+    # Every line says when (UTC, as `steward agent` does): an agent runs for days.
+    at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    print("\n".join(f"{at}Z {line}" if i == 0 else line for i, line in enumerate(text.split("\n"))), flush=True)
 
 
 def _stop_advice(code: int | None) -> str:
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyFileError, OSError) as err:
         print(f"steward_agent: {err}", file=sys.stderr)
         return 1
-    _say(f"{'created' if created else 'using'} key {key_file}\nDID {keys.did}")
+    _say(f"{'created' if created else 'using'} key {key_file}")
+    _say(f"DID {keys.did}")
     gates_file = str(key_file)[: -len(".json")] if str(key_file).endswith(".json") else str(key_file)
 
     def on_intent(intent: Intent) -> Any:
@@ -106,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         if s == "pending":
             _say(
                 f"status pending: registration {agent.registration_id} awaits approval.\n"
-                f"  approve it: POST {url}/api/registrations/{agent.registration_id}/approve {json.dumps({'capabilities': capabilities})}"
+                f"  approve it on the dashboard's Registrations page, or with the Steward CLI:\n"
+                f"    steward registrations approve {agent.registration_id} --capabilities {','.join(capabilities)}\n"
+                f"    npm run steward -- registrations approve {agent.registration_id} --capabilities {','.join(capabilities)}   (from a Steward checkout)"
             )
         else:
             _say(f"status {s}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -233,6 +234,9 @@ def test_replaced_by_a_second_process_with_the_same_key_the_first_stops(steward:
     asyncio.run(main())
 
 
+TIME_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ ")
+
+
 def test_the_demo_agent_ends_with_exit_1_when_decommissioned(steward: Steward, tmp_path: Path) -> None:
     key = tmp_path / "demo.json"
     env = {**os.environ, "PYTHONPATH": str(PACKAGE), "PYTHONUNBUFFERED": "1"}
@@ -246,12 +250,18 @@ def test_the_demo_agent_ends_with_exit_1_when_decommissioned(steward: Steward, t
     assert proc.stdout is not None
     lines: list[str] = []
     try:
-        for line in proc.stdout:
+        for raw in proc.stdout:
+            # Each line starts with its UTC time, as `steward agent`'s do; continuation lines do not.
+            stamped = TIME_PREFIX.match(raw)
+            assert stamped or raw.startswith(" "), raw
+            line = raw[stamped.end() :] if stamped else raw
             lines.append(line.rstrip("\n"))
             if line.startswith("status pending"):
                 registration = line.split("registration ")[1].split(" ")[0]
                 status, body = steward.api("POST", f"/api/registrations/{registration}/approve", {"capabilities": ["api_call"]})
                 assert status == 200, body
+            if line.startswith("    npm run steward -- registrations approve "):
+                assert line.split()[4] == registration, line
             if line.startswith("certificate "):
                 break
         did = next(x for x in lines if x.startswith("DID "))[4:]
