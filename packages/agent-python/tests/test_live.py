@@ -261,7 +261,7 @@ def test_the_demo_agent_ends_with_exit_1_when_decommissioned(steward: Steward, t
                 status, body = steward.api("POST", f"/api/registrations/{registration}/approve", {"capabilities": ["api_call"]})
                 assert status == 200, body
             if line.startswith("    npm run steward -- registrations approve "):
-                assert line.split()[4] == registration, line
+                assert line.split()[6] == registration, line
             if line.startswith("certificate "):
                 break
         did = next(x for x in lines if x.startswith("DID "))[4:]
