@@ -23,7 +23,7 @@ let shared: Promise<MongoStandin> | undefined;
  * Its `faults` reach the driver under test.
  */
 export function standin(): Promise<MongoStandin> {
-  shared ??= startMongoStandin({ log: (line) => standinLog.push(line) }).then((s) => {
+  shared ??= startMongoStandin({ log: (line) => standinLog.push(line), unref: true }).then((s) => {
     process.once('beforeExit', () => void s.stop());
     return s;
   });

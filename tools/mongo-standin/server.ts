@@ -75,6 +75,8 @@ export interface StandinOptions {
   log?: (line: string) => void;
   /** A file to append one line per command to: its name and the fields it was sent with (also MONGO_STANDIN_TRACE). */
   traceFile?: string;
+  /** Let the process exit while the stand-in still listens (a test process's shared stand-in). */
+  unref?: boolean;
 }
 
 export interface MongoStandin {
@@ -192,6 +194,7 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
     const connectionId = ++connections;
     sockets.add(socket);
     socket.setNoDelay(true);
+    if (opts.unref) socket.unref();
     let pending: Buffer = Buffer.alloc(0);
     // One request at a time per connection, in order (the driver waits for each reply).
     let chain: Promise<void> = Promise.resolve();
@@ -224,6 +227,7 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       s.listen(port, HOST, () => {
         s.off('error', reject);
         port = (s.address() as { port: number }).port;
+        if (opts.unref) s.unref();
         server = s;
         resolve();
       });
