@@ -12,13 +12,13 @@ import { DocumentTooLargeError, DuplicateKeyError, MAX_DOCUMENT_BYTES } from '..
 import type { SnapshotDoc } from '../src/actors/host.js';
 import { waitFor, type TestServer } from './helpers.js';
 import { FaultInjector } from './fault-store.js';
-import { backend, type Backend } from './store-backend.js';
+import { backend, storeKind, type Backend } from './store-backend.js';
 import type { TestUser } from './fixtures.js';
 import { FeedClient, makeChannel, makeWorkspace } from './channels-helpers.js';
 import { isError } from './people-helpers.js';
 import { fleet, startWithOwner } from './fleet-helpers.js';
 
-const test = suite(`store faults under a running server (${process.env.MONGODB_URI ? 'mongodb' : 'embedded'})`);
+const test = suite(`store faults under a running server (${storeKind})`);
 const faults = new FaultInjector();
 let store: Backend;
 let s: TestServer;
