@@ -93,6 +93,19 @@ export interface MongoStandin {
   stop(): Promise<void>;
 }
 
+/**
+ * A field of a command as the trace shows it: the fields of its statements (`updates[q,u,upsert]`),
+ * a pipeline's stages, a write concern's settings; otherwise its name.
+ */
+function traced(field: string, value: unknown): string {
+  if (field === 'pipeline' && Array.isArray(value)) return `pipeline[${value.map((st) => Object.keys(st as object)[0]).join(' ')}]`;
+  if (field === 'writeConcern' && value && typeof value === 'object') return `writeConcern${JSON.stringify(value).replace(/,/g, ' ')}`;
+  if (['updates', 'deletes'].includes(field) && Array.isArray(value)) {
+    return `${field}[${[...new Set(value.flatMap((st) => Object.keys(st as object)))].sort().join(' ')}]`;
+  }
+  return field;
+}
+
 const HANDSHAKE = new Set(['hello', 'isMaster', 'ismaster']);
 const HOST = '127.0.0.1';
 
@@ -116,7 +129,7 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
     for (const f of fields) seen.add(f);
     if (traceFile) {
       try {
-        appendFileSync(traceFile, `${name} ${fields.sort().join(',')}\n`);
+        appendFileSync(traceFile, `${name} ${fields.sort().map((f) => traced(f, body[f])).join(',')}\n`);
       } catch {
         // tracing is best effort
       }
