@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { BSON, type Document } from 'mongodb';
 import { nanoid } from 'nanoid';
 import { openEmbeddedStore, type EmbeddedStoreHandle } from '../../src/store/embedded/index.js';
+import { Mutex } from '../../src/store/embedded/collection.js';
 import {
   DocumentTooLargeError,
   DuplicateKeyError,
@@ -72,19 +73,10 @@ interface Cursor {
   at: number;
 }
 
-/** A FIFO lock: the writes of one database run one at a time, so a read-modify-write is atomic. */
-class Lock {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<R>(fn: () => Promise<R>): Promise<R> {
-    const result = this.tail.then(fn);
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
-}
-
 interface Database {
   store: EmbeddedStoreHandle;
-  lock: Lock;
+  /** The writes of one database run one at a time, so a command's read-modify-write is atomic. */
+  lock: Mutex;
 }
 
 type Handler = (body: Document, db: string, ctx: CommandContext) => Promise<Document> | Document;
@@ -210,7 +202,7 @@ export class CommandTable {
       db = (async () => {
         const dir = join(this.dataDir, name);
         await mkdir(dir, { recursive: true, mode: 0o700 });
-        return { store: await openEmbeddedStore({ dataDir: dir }), lock: new Lock() };
+        return { store: await openEmbeddedStore({ dataDir: dir }), lock: new Mutex() };
       })();
       db.catch(() => this.databases.delete(name));
       this.databases.set(name, db);
