@@ -260,6 +260,18 @@ proc('prints MONGODB_URI, takes faults over its control commands, keeps --data a
     await c.updateOne({ _id: 'k' }, { $inc: { n: 1 } });
     assert.is((await c.findById('k'))?.n, 1, 'retried after the connection closed, applied once');
     assert.match(first.output(), /closed after update was applied/);
+    // An outage set from outside: connections refused for a while, then back; a write sent
+    // meanwhile is retried by the driver and lands once.
+    await control.db('admin').command({ standinOutage: 300 });
+    await waitFor(() => first.output().includes('refusing connections'), 10_000);
+    await c.updateOne({ _id: 'k' }, { $inc: { n: 1 } });
+    assert.match(first.output(), /outage over/);
+    assert.is((await c.findById('k'))?.n, 2);
+    await control.db('admin').command({ standinDelay: 20 });
+    assert.is(await c.count({}), 1, 'answered, later');
+    await control.db('admin').command({ standinFault: 'clear' });
+    const refused = (await control.db('admin').command({ standinFault: { kind: 'explode' } }).catch((e: unknown) => e)) as MongoServerError;
+    assert.is(refused.code, 2, 'an unknown fault is refused as BadValue');
     await control.close();
     await s1.close();
     first.child.kill('SIGTERM');
@@ -267,7 +279,7 @@ proc('prints MONGODB_URI, takes faults over its control commands, keeps --data a
 
     const second = await startProcess(['--port', '0', '--data', dir, '--db', 'fleet']);
     const s2 = await openMongoStore({ uri: second.uri });
-    assert.is((await s2.collection<Counter>('ledger').findById('k'))?.n, 1, 'the data outlived the process');
+    assert.is((await s2.collection<Counter>('ledger').findById('k'))?.n, 2, 'the data outlived the process');
     await s2.close();
     second.child.kill('SIGINT');
     assert.is(await exited(second.child), 0);

@@ -153,7 +153,8 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       const ms = Math.max(0, Number(body.standinOutage) || 0);
       setImmediate(() => {
         void down().then(() => {
-          downUntil = setTimeout(() => void up(), ms);
+          log(`mongo-standin: outage: refusing connections for ${ms} ms`);
+          downUntil = setTimeout(() => void up().then(() => log('mongo-standin: outage over: accepting connections')), ms);
         });
       });
       return { ok: 1 };
