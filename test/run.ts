@@ -47,7 +47,7 @@ const TYPECHECK = 'type-check (tsc -p tsconfig.check.json, tsc -p web/tsconfig.j
  * MongoStore through the MongoDB stand-in (tools/mongo-standin), queued as `<file>${STANDIN_PASS}`;
  * not when MONGODB_URI names a real server, which those suites then use instead.
  */
-const STORE_TARGET_HELPERS = /from '\.\/(store-backend|cluster-nodes|cluster-stores)\.js'/;
+const STORE_TARGET_HELPERS = /from '(\.\.?\/)+(store-backend|cluster-nodes|cluster-stores)\.js'/;
 const STANDIN_PASS = ' [mongodb stand-in]';
 const standinPass = (files: string[]): string[] =>
   process.env.MONGODB_URI ? [] : files.filter((f) => STORE_TARGET_HELPERS.test(readFileSync(f, 'utf8'))).map((f) => `${f}${STANDIN_PASS}`);
