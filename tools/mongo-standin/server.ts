@@ -218,8 +218,9 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       try {
         ({ requests, rest: pending } = readMessages(pending));
       } catch (err) {
-        if (!(err instanceof ProtocolError)) throw err;
-        log(`mongo-standin: closing connection ${connectionId} from ${socket.remoteAddress}:${socket.remotePort}: ${err.message}`);
+        // A ProtocolError, or anything else a malformed message provoked: that connection ends, the server goes on.
+        const why = err instanceof ProtocolError ? err.message : `unreadable message (${(err as Error)?.message ?? String(err)})`;
+        log(`mongo-standin: closing connection ${connectionId} from ${socket.remoteAddress}:${socket.remotePort}: ${why}`);
         socket.destroy();
         return;
       }
