@@ -93,13 +93,14 @@ export class CommandTable {
 
   constructor(private readonly dataDir: string) {
     const hello: Handler = (body, _db, ctx) => this.hello(body, ctx);
+    const buildInfo: Handler = () => ({ version: '8.0.0', versionArray: [8, 0, 0, 0], gitVersion: 'steward-mongo-standin', bits: 64, maxBsonObjectSize: MAX_BSON_BYTES, ok: 1 });
     this.handlers = {
       hello,
       isMaster: hello,
       ismaster: hello,
       ping: () => ({ ok: 1 }),
-      buildInfo: () => ({ version: '8.0.0', versionArray: [8, 0, 0, 0], gitVersion: 'steward-mongo-standin', bits: 64, maxBsonObjectSize: MAX_BSON_BYTES, ok: 1 }),
-      buildinfo: () => this.handlers.buildInfo!({}, '', {} as CommandContext),
+      buildInfo,
+      buildinfo: buildInfo,
       endSessions: () => ({ ok: 1 }),
       insert: (b, db) => this.insert(b, db),
       update: (b, db) => this.update(b, db),
@@ -115,15 +116,6 @@ export class CommandTable {
       listIndexes: (b, db) => this.listIndexes(b, db),
       dropDatabase: (_b, db) => this.dropDatabase(db),
     };
-  }
-
-  /** Command names this table answers. */
-  get names(): string[] {
-    return Object.keys(this.handlers);
-  }
-
-  isWrite(name: string): boolean {
-    return WRITE_COMMANDS.has(name);
   }
 
   /** Runs one command; failures become MongoDB error replies. */
