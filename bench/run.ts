@@ -9,6 +9,8 @@
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
  *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
  *   npm run bench -- dashboard --agents 10000        (f) the dashboard's reads with N agents connected
+ *   npm run bench -- compare <git ref> [bench…]     this tree against another commit, alternating
+ *                                                   runs, ratio new / old (bench/compare.ts)
  *   npm run bench -- cluster --agents 2000          cluster mode: each cross-node path against its
  *                                                   single-node twin, and per-operation costs
  *                                                   (bench/cluster.ts, its options there)
@@ -42,6 +44,7 @@ import WebSocket from 'ws';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 import { benchCluster } from './cluster.js';
 import { httpLoad, type HttpLoad } from './http-load.js';
+import { benchCompare } from './compare.js';
 
 
 const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
@@ -611,6 +614,10 @@ const benches: Record<string, () => Promise<void>> = {
   dashboard: benchDashboard,
   cluster: benchCluster,
 };
+if (which === 'compare') {
+  await benchCompare(process.argv.slice(2));
+  process.exit(0);
+}
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(
   `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +
