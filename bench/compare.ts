@@ -40,7 +40,7 @@ function runBench(dir: string, bench: string, options: string[]): Promise<string
   });
 }
 
-/** Each table row of a bench's output whose value holds a number: "table › measure" -> its first number. */
+/** Each number in a bench's table rows (not those inside a word, as in p99): "table › measure" (and " [k]" for the k-th number of a value holding several) -> it. */
 export function figures(output: string): Map<string, number> {
   const out = new Map<string, number>();
   let title = '';
@@ -48,8 +48,8 @@ export function figures(output: string): Map<string, number> {
     if (line.startsWith('### ')) title = line.slice(4).replace(/\d[\d,.]*/g, '#').slice(0, 40);
     const m = /^\| (.+?) +\| (.*) \|$/.exec(line);
     if (!m || m[1] === 'Measure' || title.startsWith('the machine')) continue;
-    const n = /-?\d[\d,]*(\.\d+)?/.exec(m[2]!.replace(/\*\*/g, ''));
-    if (n) out.set(`${title} › ${m[1]!.trim()}`, Number(n[0].replace(/,/g, '')));
+    const numbers = m[2]!.replace(/\*\*/g, '').match(/(?<![A-Za-z\d.])-?\d[\d,]*(\.\d+)?/g) ?? [];
+    numbers.forEach((n, k) => out.set(`${title} › ${m[1]!.trim()}${numbers.length > 1 ? ` [${k + 1}]` : ''}`, Number(n.replace(/,/g, ''))));
   }
   return out;
 }
