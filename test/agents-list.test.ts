@@ -128,7 +128,7 @@ test('pages in every order and direction are slices of one sorted list (ties by 
   }
 });
 
-test('without a filter, pages by name and by registration are slices of the whole list, and a new agent takes its place at once', async () => {
+test('without a filter, pages by name and by registration are slices of the whole list, a new agent takes its place at once, and the online count follows agents coming and going', async () => {
   /** Every page of the unfiltered list in one order, 7 rows a page. */
   const pages = async (sortBy: string, sortDir: string) => {
     const first = await owner.api.get(`/api/agents?sortBy=${sortBy}&sortDir=${sortDir}&pageSize=7`);
@@ -171,6 +171,18 @@ test('without a filter, pages by name and by registration are slices of the whol
   await fleet(s).roster.changed([keys.did]);
   assert.is(await check(), before + 1);
   assert.is((await owner.api.get('/api/agents?sortBy=registeredAt&pageSize=1')).body.agents[0].id, keys.did);
+
+  // An agent coming online and going offline: the count and its row follow at once.
+  const onlineBefore = (await owner.api.get('/api/agents?pageSize=1')).body.online;
+  const agent = await readyAgent(s, owner, { name: 'aaa-online-now' });
+  const firstTwo = async () => (await owner.api.get('/api/agents?pageSize=2')).body;
+  assert.is((await firstTwo()).online, onlineBefore + 1);
+  assert.is((await firstTwo()).agents.find((a: any) => a.id === agent.did)?.isOnline, true);
+  assert.is(await check(), before + 2);
+  await agent.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(agent.did));
+  assert.is((await firstTwo()).online, onlineBefore);
+  assert.is((await firstTwo()).agents.find((a: any) => a.id === agent.did)?.isOnline, false);
 });
 
 test('selectPage: any page of any list equals the same slice of a full sort', () => {
