@@ -18,12 +18,12 @@ import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { getHeapSpaceStatistics } from 'node:v8';
 import { loadUws, type HttpResponse, type WebSocket } from '../src/http/uws.js';
 import { ed25519 } from '../src/domain/ed25519.js';
 import { profileCommand } from './profiler.js';
 import { readRunQueueWaitMs } from './machine.js';
 import { serveCommands } from './proc.js';
+import { memory } from './memory.js';
 
 type Msg = { cmd: 'start' } | { cmd: 'crypto' } | { cmd: 'json'; body: string } | { cmd: 'recert' } | { cmd: 'memory' } | { cmd: 'online' } | { cmd: 'cpu' } | { cmd: 'profile'; file?: string } | { cmd: 'stop' };
 
@@ -203,17 +203,6 @@ function cryptoCost(): { signUs: number; verifyUs: number; implementation: strin
     return ((performance.now() - t0) * 1000) / n;
   };
   return { signUs: each(500, () => crypto.sign(serverKey, bytes)), verifyUs: each(500, () => crypto.verify(server.publicKey, bytes, sig)), implementation: crypto.name };
-}
-
-const gc = (globalThis as { gc?: () => void }).gc;
-
-function memory() {
-  const rssAsIs = process.memoryUsage.rss();
-  gc?.();
-  gc?.();
-  const m = process.memoryUsage();
-  const spaces = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
-  return { rssAsIs, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, spaces };
 }
 
 serveCommands<Msg>(

@@ -5,7 +5,7 @@
  *
  * Each sample counts for the first frame, from the leaf up, that a rule below names (a native
  * call such as a socket write counts for the JavaScript that made it); samples no rule names are
- * "other Steward code", and idle time is left out of the shares.
+ * "other Steward code"; idle time and the profiler's own work are left out of the shares.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -20,8 +20,12 @@ interface Profile {
   timeDeltas: number[];
 }
 
+/** The profiler's own work (starting and stopping it, writing the profile): left out like idle time. */
+export const PROFILER = '(the profiler itself)';
+
 /** In order: the first that matches a frame names its kind. */
 const RULES: Array<[string, (f: Frame) => boolean]> = [
+  [PROFILER, (f) => f.url === 'node:inspector' || /\/bench\/profiler\.js$/.test(f.url)],
   ['garbage collection', (f) => f.functionName === '(garbage collector)'],
   ['JSON', (f) => (f.url === '' && /^(parse|stringify)$/.test(f.functionName)) || /\/(json-text|json-depth)\.js$/.test(f.url)],
   ['validation', (f) => /node_modules\/(zod|ajv)\//.test(f.url) || /\/domain\/(wire-schemas|json-schema-view)\.js$/.test(f.url)],
@@ -67,9 +71,10 @@ export function summarize(p: Profile): Map<string, number> {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const file of process.argv.slice(2)) {
     const ms = summarize(JSON.parse(readFileSync(file, 'utf8')) as Profile);
-    const busy = [...ms].filter(([k]) => k !== '(idle)').reduce((a, [, v]) => a + v, 0);
+    const counted = [...ms].filter(([k]) => k !== '(idle)' && k !== PROFILER);
+    const busy = counted.reduce((a, [, v]) => a + v, 0);
     console.log(`\n${file}: ${busy.toFixed(0)} ms busy on the main thread, ${(ms.get('(idle)') ?? 0).toFixed(0)} ms idle`);
-    for (const [k, v] of [...ms].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1])) {
+    for (const [k, v] of counted.sort((a, b) => b[1] - a[1])) {
       console.log(`  ${k.padEnd(44)} ${v.toFixed(0).padStart(7)} ms ${((100 * v) / busy).toFixed(1).padStart(5)} %`);
     }
   }

@@ -12,13 +12,14 @@ import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { fleetOf } from '../src/app/handle.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
+import { writeHeapSnapshot } from 'node:v8';
 import type { MetricValueWithName } from 'prom-client';
 import { profileCommand } from './profiler.js';
 import { ownerAndWorkspace, preregister } from './fleet-setup.js';
 import { readRunQueueWaitMs } from './machine.js';
 import { percentile } from './report.js';
 import { serveCommands } from './proc.js';
+import { memory } from './memory.js';
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
@@ -49,17 +50,6 @@ let dataDir = '';
 let ackMs: number[] | null = null;
 
 
-function memory() {
-  // RSS as the process has it (what an operator sees), then the heap after a full collection
-  // (what is really held). The collection itself compacts little and returns few pages.
-  const rssAsIs = process.memoryUsage.rss();
-  gc?.();
-  gc?.();
-  const m = process.memoryUsage();
-  // Committed (space_size) and used bytes of each V8 heap space: where RSS beyond heapUsed sits.
-  const spaces = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
-  return { rssAsIs, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, spaces };
-}
 
 /** The server's own heartbeat-ack histogram: cumulative counts per upper bound (seconds). */
 async function ackBuckets(): Promise<Array<[number, number]>> {

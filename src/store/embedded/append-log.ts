@@ -5,7 +5,6 @@
 import { serialize } from '@seald-io/nedb/lib/model.js';
 import { open, rename, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { writeSync } from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../data-dir.js';
 import { JsonLineWriter } from './json-lines.js';
 import type { Obj, StoredDoc } from './values.js';
@@ -53,8 +52,7 @@ export class AppendLog {
         this.handle = null; // try to open again next time
         throw err;
       }
-      if (out.length <= SYNC_APPEND_MAX) writeAllSync(fh.fd, out.buf, out.length);
-      else await writeAll(fh, out.buf, out.length);
+      await writeAll(fh, out.buf, out.length);
       this.size += out.length;
       // A copy of the bytes: the buffer goes back to the pool for the next append.
       this.tail?.push(Buffer.from(out.buf.subarray(0, out.length)));
@@ -206,19 +204,6 @@ async function writeCopy(fh: FileHandle, docs: readonly StoredDoc[], lines: read
   for (const line of lines) out.raw(`${line}\n`);
   written += await writeAll(fh, out.buf, out.length);
   return written;
-}
-
-/**
- * Appends up to this size are written at once, without the thread pool: copying a few kilobytes
- * into the page cache takes microseconds, while handing them to a pool thread and being woken
- * when it is done costs about 60 µs of CPU on a virtual machine, per append: most of what a
- * lone heartbeat or message costs at a low rate (docs/performance.md, "CPU that does not follow
- * the load"). Neither flushes to disk. Larger appends (a burst) go through the pool.
- */
-const SYNC_APPEND_MAX = 64 * 1024;
-
-function writeAllSync(fd: number, buf: Buffer, length: number): void {
-  for (let off = 0; off < length; ) off += writeSync(fd, buf, off, length - off);
 }
 
 /** Writes `length` bytes of `buf` (a write may take fewer than it is given); returns `length`. */
