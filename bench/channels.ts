@@ -28,6 +28,7 @@ import { machineRows, readMachine } from './machine.js';
 import { Agent, request } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { cpus } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { generateKeyPair } from '../src/domain/did.js';
 
 const RATE = flag('rate', 'BENCH_MSG_RATE', 1000);
@@ -277,7 +278,10 @@ async function driveFeed(
     });
 
   const pdir = process.env.BENCH_PROFILE_DIR;
-  if (pdir) await server.call({ cmd: 'profile' });
+  if (pdir) {
+    await mkdir(pdir, { recursive: true });
+    await server.call({ cmd: 'profile' });
+  }
   const sentAt = new Map<string, number>();
   for (let i = 0; i < MESSAGES; i++) {
     const content = `fan-out #${i}`;
