@@ -69,6 +69,8 @@ interface Setup {
   mem0: any;
   memRegistered: any;
   connectMs: number;
+  /** The server's CPU per agent (µs, all threads) during the first connection of all agents: a first handshake each. */
+  connectCpuUs: number;
 }
 
 /**
@@ -104,13 +106,16 @@ async function setup(n: number, env: Record<string, string> = {}, target: 'stewa
   const t0 = Date.now();
   const pdir = process.env.BENCH_PROFILE_DIR;
   if (pdir) await server.call({ cmd: 'profile' });
+  const cpu0 = await server.call<NodeJS.CpuUsage>({ cmd: 'cpu' });
   const results = await Promise.all(loadgens.map((lg) => lg.call<{ ready: number; errors: number }>({ cmd: 'connect', concurrency: CONCURRENCY })));
   const connectMs = Date.now() - t0;
+  const cpu1 = await server.call<NodeJS.CpuUsage>({ cmd: 'cpu' });
+  const connectCpuUs = (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / Math.max(1, n);
   if (pdir) await server.call({ cmd: 'profile', file: `${pdir}/${target === 'floor' ? 'floor-' : ''}connect-${n}.cpuprofile` });
   if (target === 'steward') await server.call({ cmd: 'settle' });
   const ready = results.reduce((a, r) => a + r.ready, 0);
   if (ready !== n) console.warn(`warning: ${ready} of ${n} agents ready after the first connection (${results.map((r) => r.errors).join('+')} socket errors)`);
-  return { server, loadgens, url, token: started.token, workspaceId: started.workspaceId, mem0: started.memory, memRegistered: reg.memory, connectMs };
+  return { server, loadgens, url, token: started.token, workspaceId: started.workspaceId, mem0: started.memory, memRegistered: reg.memory, connectMs, connectCpuUs };
 }
 
 async function teardown(s: Setup): Promise<void> {
@@ -338,11 +343,14 @@ async function benchReconnect(): Promise<void> {
     ['the floor: ready again / all online after', `${floor.ready} / ${floor.lastMs} ms (Steward ×${fmt((last - t0) / floor.lastMs, 2)})`],
     floorRow('reconnection', cpuPerOp(cpu0, cpu1, N), floor.cpuUs),
     cryptoRow('one verify', floor.crypto.verifyUs, cpuPerOp(cpu0, cpu1, N), floor.crypto),
+    ['first connection of all agents (a first handshake each): Steward / floor', `${fmt(s.connectMs / 1000, 2)} / ${fmt(floor.connectMs / 1000, 2)} s`],
+    floorRow('first handshake', s.connectCpuUs, floor.connectCpuUs),
+    cryptoRow('two verifies and a sign', 2 * floor.crypto.verifyUs + floor.crypto.signUs, s.connectCpuUs, floor.crypto),
   ]);
 }
 
 /** The floor of (c): the same load generators drop every socket and reconnect to bare uWS (one verify each). */
-async function floorReconnect(): Promise<{ ready: number; lastMs: number; cpuUs: number; crypto: CryptoCost }> {
+async function floorReconnect(): Promise<{ ready: number; lastMs: number; cpuUs: number; crypto: CryptoCost; connectMs: number; connectCpuUs: number }> {
   const f = await setup(N, {}, 'floor');
   const crypto = await f.server.call<CryptoCost>({ cmd: 'crypto' });
   const c0 = await cpuMark(f);
@@ -352,7 +360,8 @@ async function floorReconnect(): Promise<{ ready: number; lastMs: number; cpuUs:
   const c1 = await cpuMark(f);
   await teardown(f);
   const t0 = Math.min(...results.map((r) => r.t0));
-  return { ready: results.reduce((a, r) => a + r.ready, 0), lastMs: Math.max(...results.map((r) => r.lastReadyAt)) - t0, cpuUs: cpuPerOp(c0, c1, N), crypto };
+  const { connectMs, connectCpuUs } = f;
+  return { ready: results.reduce((a, r) => a + r.ready, 0), lastMs: Math.max(...results.map((r) => r.lastReadyAt)) - t0, cpuUs: cpuPerOp(c0, c1, N), crypto, connectMs, connectCpuUs };
 }
 
 interface Counters {

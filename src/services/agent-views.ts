@@ -95,6 +95,15 @@ export type AgentDetail = z.infer<typeof AgentDetail>;
 export const AgentSearch = z.strictObject({ agents: z.array(z.strictObject({ did: z.string(), name: z.string(), capabilities: capabilityList })) });
 export type AgentSearch = z.infer<typeof AgentSearch>;
 
+/** What AgentViews derives once from a set of the roster's rows. */
+interface SnapshotViews {
+  dids: string[];
+  orders: Map<string, Int32Array>;
+  online: number;
+  /** The presence's `changes` when `online` was counted (undefined: not yet). */
+  onlineAt: number | undefined;
+}
+
 export class AgentViews {
   private readonly fleet: FleetService;
   private readonly policies: PolicyService;
@@ -160,15 +169,28 @@ export class AgentViews {
       }
       dids = some;
     }
-    const activeOfMatching = await this.presence.lastActive(dids);
-    /** The last frame of each online row's socket (ms), by row number. */
-    const live: Array<number | undefined> = match ? new Array(all.length) : activeOfMatching;
+    // The whole list in a fixed order, and a presence that says when it changed: the online count
+    // is kept until an agent comes or goes, and only the page's rows are asked about.
+    const changes = this.presence.changes;
+    const whole = match === null && q.online === undefined && q.sortBy !== 'lastSeen' && changes !== undefined;
+    const kept = whole ? this.ofSnapshot(all) : null;
+    /** The last frame of each online row's socket (ms), by row number (whole: left empty). */
+    let live: Array<number | undefined> = [];
     let online = 0;
-    for (let i = 0, k = 0; i < all.length; i++) {
-      if (match && !match[i]) continue;
-      const t = activeOfMatching[k++];
-      if (match) live[i] = t;
-      if (t !== undefined) online++;
+    if (kept && kept.onlineAt === changes) online = kept.online;
+    else {
+      const activeOfMatching = await this.presence.lastActive(dids);
+      live = match ? new Array(all.length) : activeOfMatching;
+      for (let i = 0, k = 0; i < all.length; i++) {
+        if (match && !match[i]) continue;
+        const t = activeOfMatching[k++];
+        if (match) live[i] = t;
+        if (t !== undefined) online++;
+      }
+      if (kept) {
+        kept.online = online;
+        kept.onlineAt = changes;
+      }
     }
     if (q.online !== undefined) {
       match ??= new Uint8Array(all.length).fill(1);
@@ -203,11 +225,16 @@ export class AgentViews {
       }
     }
     const pageDids = page.map((i) => all[i]!.did);
-    const [workspaces, certificates] = await Promise.all([this.primaryWorkspaces(pageDids), this.fleet.certificates.currentOf(pageDids)]);
+    const [workspaces, certificates, pageLive] = await Promise.all([
+      this.primaryWorkspaces(pageDids),
+      this.fleet.certificates.currentOf(pageDids),
+      whole ? this.presence.lastActive(pageDids) : page.map((i) => live[i]),
+    ]);
     return {
-      agents: page.map((i): AgentListItem => {
+      agents: page.map((i, k): AgentListItem => {
         const r = all[i]!;
-        return this.item(r, live[i] !== undefined, this.lastSeenOf(r, live[i]), workspaces.get(r.did) ?? null, certificates.get(r.did) ?? null);
+        const at = pageLive[k];
+        return this.item(r, at !== undefined, this.lastSeenOf(r, at), workspaces.get(r.did) ?? null, certificates.get(r.did) ?? null);
       }),
       total,
       page: q.page,
@@ -217,12 +244,15 @@ export class AgentViews {
     };
   }
 
-  /** Each set of rows' DIDs, and its orders by name and by registration time, made once per set. */
-  private readonly bySnapshot = new WeakMap<readonly RosterRow[], { dids: string[]; orders: Map<string, Int32Array> }>();
+  /**
+   * Each set of rows' DIDs, its orders by name and by registration time (made once per set), and
+   * how many of its agents were online at which presence `changes`.
+   */
+  private readonly bySnapshot = new WeakMap<readonly RosterRow[], SnapshotViews>();
 
-  private ofSnapshot(all: readonly RosterRow[]): { dids: string[]; orders: Map<string, Int32Array> } {
+  private ofSnapshot(all: readonly RosterRow[]): SnapshotViews {
     let made = this.bySnapshot.get(all);
-    if (!made) this.bySnapshot.set(all, (made = { dids: all.map((r) => r.did), orders: new Map() }));
+    if (!made) this.bySnapshot.set(all, (made = { dids: all.map((r) => r.did), orders: new Map(), online: 0, onlineAt: undefined }));
     return made;
   }
 
