@@ -15,6 +15,9 @@
  * (b) S sockets (--subscribers, BENCH_FEED_SUBSCRIBERS, default 5000) in two subscriber processes
  *     (bench/channels-feed-client.ts) subscribe to one channel; M messages (--messages, default 20)
  *     are posted 300 ms apart; for each, the time from the post until the last subscriber has it.
+ *     The subscribers are people of the channel, at most 40 sockets each (FEED_SOCKETS_PER_PERSON).
+ *     BENCH_PROFILE_DIR=<dir>: CPU profiles of the posting phase, fanout-S.cpuprofile (Steward)
+ *     and floor-fanout-S.cpuprofile.
  *
  * Clocks: `performance.timeOrigin + performance.now()` in every process (the wall clock at
  * sub-millisecond resolution), so times taken in different processes on this machine compare.
@@ -25,6 +28,7 @@ import { machineRows, readMachine } from './machine.js';
 import { Agent, request } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { cpus } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { generateKeyPair } from '../src/domain/did.js';
 
 const RATE = flag('rate', 'BENCH_MSG_RATE', 1000);
@@ -227,12 +231,22 @@ interface FanOut {
  * SUBSCRIBERS feed sockets in two processes subscribe to the channel; MESSAGES posts to `path`
  * 300 ms apart (`bodyOf` their content); for each, when every subscriber had it.
  */
-async function driveFeed(url: string, token: string, channelId: string, path: string, bodyOf: (content: string) => string, cpuMs: () => Promise<number>): Promise<FanOut> {
+async function driveFeed(
+  url: string,
+  tokens: string[],
+  channelId: string,
+  path: string,
+  bodyOf: (content: string) => string,
+  cpuMs: () => Promise<number>,
+  /** Takes `profile` commands: with BENCH_PROFILE_DIR, a CPU profile of the posting phase. */
+  server: Proc,
+  profileName: string,
+): Promise<FanOut> {
   const clients = [startProc('./channels-feed-client.ts'), startProc('./channels-feed-client.ts')];
   const connectStarted = now();
   const per = Math.ceil(SUBSCRIBERS / clients.length);
   const counts = await Promise.all(
-    clients.map((c, i) => c.call<{ connected: number }>({ cmd: 'connect', url, token, channelId, count: Math.min(per, SUBSCRIBERS - i * per), concurrency: 200 })),
+    clients.map((c, i) => c.call<{ connected: number }>({ cmd: 'connect', url, tokens, channelId, count: Math.min(per, SUBSCRIBERS - i * per), concurrency: 200 })),
   );
   const subscribed = counts.reduce((n, c) => n + c.connected, 0);
   const connectSeconds = (now() - connectStarted) / 1000;
@@ -252,7 +266,7 @@ async function driveFeed(url: string, token: string, channelId: string, path: st
           port,
           method: 'POST',
           path,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${token}` },
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${tokens[0]}` },
         },
         (res) => {
           res.resume();
@@ -263,6 +277,11 @@ async function driveFeed(url: string, token: string, channelId: string, path: st
       req.end(body);
     });
 
+  const pdir = process.env.BENCH_PROFILE_DIR;
+  if (pdir) {
+    await mkdir(pdir, { recursive: true });
+    await server.call({ cmd: 'profile' });
+  }
   const sentAt = new Map<string, number>();
   for (let i = 0; i < MESSAGES; i++) {
     const content = `fan-out #${i}`;
@@ -271,6 +290,7 @@ async function driveFeed(url: string, token: string, channelId: string, path: st
   }
   await sleep(1500);
   const cpu = await cpuMs();
+  if (pdir) await server.call({ cmd: 'profile', file: `${pdir}/${profileName}-${SUBSCRIBERS}.cpuprofile` });
   const got = await Promise.all(clients.map((c) => c.call<{ received: Record<string, number[]> }>({ cmd: 'collect' })));
   const toAll: number[] = [];
   const each: number[] = [];
@@ -293,15 +313,15 @@ async function driveFeed(url: string, token: string, channelId: string, path: st
 async function feed(): Promise<void> {
   const server = startProc('./channels-server.ts');
   const { url } = await server.call<{ url: string }>({ cmd: 'start', env: {} });
-  const { channelId, tokens } = await server.call<{ channelId: string; tokens: string[] }>({ cmd: 'setup', posters: 1 });
-  const token = tokens[0]!;
+  // Subscribers are people (members of the channel), at most 40 sockets each: under FEED_SOCKETS_PER_PERSON's default.
+  const { channelId, tokens } = await server.call<{ channelId: string; tokens: string[] }>({ cmd: 'setup', posters: Math.ceil(SUBSCRIBERS / 40) });
   type Counters = { cpuMs: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssMB: number };
   let counters: Counters | undefined;
   const readCounters = async () => {
     counters = await server.call<Counters>({ cmd: 'counters' });
     return counters.cpuMs;
   };
-  const r = await driveFeed(url, token, channelId, `/api/channels/${channelId}/messages`, (content) => JSON.stringify({ content }), readCounters);
+  const r = await driveFeed(url, tokens, channelId, `/api/channels/${channelId}/messages`, (content) => JSON.stringify({ content }), readCounters, server, 'fanout');
   await server.call({ cmd: 'stop' });
 
   // The floor: uWS's own publish to a topic the same sockets subscribed to, the frame as Steward's begins.
@@ -310,11 +330,13 @@ async function feed(): Promise<void> {
   const floorCpu = floorCounters(floorServer);
   const f = await driveFeed(
     `http://127.0.0.1:${port}`,
-    token,
+    tokens,
     channelId,
     `/publish/${channelId}`,
     (content) => `{"type":"message.created","channelId":"${channelId}","message":${JSON.stringify({ content })}}`,
     async () => (await floorCpu.call<{ cpuMs: number }>({ cmd: 'counters' })).cpuMs,
+    floorServer,
+    'floor-fanout',
   );
   await floorServer.call({ cmd: 'stop' });
 
