@@ -47,6 +47,10 @@ import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 import { benchCluster } from './cluster.js';
 import { httpLoad, type HttpLoad } from './http-load.js';
 import { benchCompare } from './compare.js';
+import { mkdirSync } from 'node:fs';
+
+// The profiles' directory is made here, so that BENCH_PROFILE_DIR may name one that does not exist yet.
+if (process.env.BENCH_PROFILE_DIR) mkdirSync(process.env.BENCH_PROFILE_DIR, { recursive: true });
 
 
 const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
