@@ -22,8 +22,9 @@ const api = (method: string, path: string, body?: unknown) => apiAs(s, () => tok
 /** Counts the WebSockets the page opens, in `window.feedSockets`. */
 async function countSockets(page: Page): Promise<void> {
   await page.addInitScript(() => {
-    const Native = window.WebSocket;
-    const w = window as unknown as { feedSockets: number; WebSocket: unknown };
+    type Socket = new (url: string | URL, protocols?: string | string[]) => object;
+    const w = globalThis as unknown as { feedSockets: number; WebSocket: Socket };
+    const Native = w.WebSocket;
     w.feedSockets = 0;
     w.WebSocket = class extends Native {
       constructor(url: string | URL, protocols?: string | string[]) {
@@ -33,7 +34,7 @@ async function countSockets(page: Page): Promise<void> {
     };
   });
 }
-const socketsOpened = (page: Page) => page.evaluate(() => (window as unknown as { feedSockets: number }).feedSockets);
+const socketsOpened = (page: Page) => page.evaluate(() => (globalThis as unknown as { feedSockets: number }).feedSockets);
 
 test.before(async () => {
   s = await startServer({ FEED_SOCKETS_PER_PERSON: '1' });
