@@ -341,7 +341,7 @@ export const VARIABLES = {
   FEED_SOCKETS_PER_PERSON: {
     schema: int(1, 10_000),
     default: '50',
-    description: 'Live feed: most /ws/feed sockets one person holds open at once (every tab and script together); one more is closed with 4413 (docs/feed.md).',
+    description: 'Live feed: most /ws/feed sockets one person holds open at once on one node (every tab and script together); one more is closed with 4413 (docs/feed.md).',
   },
   AGENT_MAX_FRAME_BYTES: {
     schema: int(1024, 64 * 1024 * 1024),

@@ -112,9 +112,12 @@ test('a batch of which only some messages are stored: those are answered 201 and
   assert.is(stored.length, 5, 'the first post and four of the batch');
   assert.is(failed.length, 4);
   for (const r of failed) assert.equal([r.status, r.body.error.code], [503, 'store_unavailable']);
+  // The nine posts travel on separate connections, so the server may take them in any order: the
+  // feed's order is the server's, and the stored ones are compared as sets.
   const published = await publishedIds(id, feed);
-  assert.equal(published.ids, stored, 'each stored message published once, no other');
-  assert.equal(await listedIds(id), [...before, ...stored, published.last], 'and no failed one stored');
+  assert.equal(new Set(published.ids).size, published.ids.length, 'none published twice');
+  assert.equal([...published.ids].sort(), [...stored].sort(), 'each stored message published, no other');
+  assert.equal(await listedIds(id), [...before, ...published.ids, published.last], 'listed in the order published, and no failed one stored');
 });
 
 test('a failed batch the store cannot tell about is reported failed, published nowhere and not left stored', async () => {

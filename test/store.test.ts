@@ -732,7 +732,10 @@ mongoOffline('client options keep URI settings and add defaults otherwise', () =
   assert.is(defaults.retryWrites, true);
   assert.is(defaults.retryReads, true);
   assert.is(defaults.w, 'majority');
-  const own = clientOptions('mongodb://localhost/db?w=1&retryWrites=false&serverSelectionTimeoutMS=5000');
+  // A refused connection (a restart) is retried with back-off long enough to outlast it.
+  assert.is(defaults.maxAdaptiveRetries, 8);
+  const own = clientOptions('mongodb://localhost/db?w=1&retryWrites=false&serverSelectionTimeoutMS=5000&maxAdaptiveRetries=1');
+  assert.is(own.maxAdaptiveRetries, undefined);
   assert.is(own.w, undefined, 'the URI decides');
   assert.is(own.retryWrites, undefined);
   assert.is(own.serverSelectionTimeoutMS, undefined);
@@ -741,6 +744,7 @@ mongoOffline('client options keep URI settings and add defaults otherwise', () =
   assert.is(c.options.serverSelectionTimeoutMS, 30_000);
   assert.equal({ ...c.options.writeConcern }, { w: 'majority' });
   assert.is(c.options.retryWrites, true);
+  assert.is(c.options.maxAdaptiveRetries, 8);
 });
 
 mongoOffline('documents too large for the store map to DocumentTooLargeError, however the driver or the server says it', () => {

@@ -93,6 +93,9 @@ const CLIENT_DEFAULTS = {
   connectTimeoutMS: 10_000,
   retryWrites: true,
   retryReads: true,
+  // A refused connection counts as an overloaded server: retried with random back-off (doubling
+  // from 0.2 s up to 10 s), not by waiting for server selection. Eight retries ride out a restart.
+  maxAdaptiveRetries: 8,
   w: 'majority',
 } as const satisfies MongoClientOptions;
 

@@ -136,6 +136,13 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
     }
   };
 
+  /** A control command's duration: a whole number of ms from `least` up to an hour; anything else is refused and changes nothing. */
+  const milliseconds = (v: unknown, command: string, least: number): number => {
+    const n = typeof v === 'number' || typeof v === 'bigint' || (typeof v === 'object' && v !== null && 'toNumber' in v) ? Number(v) : NaN;
+    if (!Number.isInteger(n) || n < least || n > 3_600_000) throw new Error(`${command} takes a whole number of milliseconds from ${least} to 3600000`);
+    return n;
+  };
+
   /** The stand-in's own commands, for a test in another process: faults, delay, an outage. */
   const control = (name: string, body: Document): Document | undefined => {
     if (name === 'standinFault') {
@@ -145,12 +152,12 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       return { ok: 1 };
     }
     if (name === 'standinDelay') {
-      faults.delayMs = Math.max(0, Number(body.standinDelay) || 0);
+      faults.delayMs = milliseconds(body.standinDelay, 'standinDelay', 0);
       return { ok: 1 };
     }
     if (name === 'standinOutage') {
       // Down for the given ms, then up again (the reply goes out first).
-      const ms = Math.max(0, Number(body.standinOutage) || 0);
+      const ms = milliseconds(body.standinOutage, 'standinOutage', 1);
       setImmediate(() => {
         void down().then(() => {
           log(`mongo-standin: outage: refusing connections for ${ms} ms`);

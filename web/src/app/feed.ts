@@ -3,7 +3,8 @@
  * subscribe to a channel or a topic and get its frames; the socket opens with the first
  * subscription, resubscribes everything after a reconnect, and reconnects with exponential back-off
  * (with jitter) whenever it drops, except when the session is gone (4401/4403), which ends the
- * session in the page.
+ * session in the page, and when the person holds too many feed sockets (4413), which the top bar
+ * says until the person asks to try again: another attempt would only be refused the same way.
  *
  * Batches are unwrapped and their frames handed on in order. A topic's views get
  * `{type: "resync", topic}` when they may have missed frames — after a reconnect (a slow client is
@@ -24,7 +25,10 @@ export interface FeedFrame {
 }
 type Handler = (frame: FeedFrame) => void;
 
-export const feedStatus = signal<'idle' | 'connecting' | 'open' | 'waiting'>('idle');
+export const feedStatus = signal<'idle' | 'connecting' | 'open' | 'waiting' | 'refused'>('idle');
+
+/** Close code of a feed socket refused because its person holds FEED_SOCKETS_PER_PERSON already (docs/feed.md). */
+const TOO_MANY_SOCKETS = 4413;
 
 /** The topic whose subscribers a frame type goes to. */
 const TOPIC_OF: Record<string, string> = {
@@ -44,6 +48,8 @@ class FeedClient {
   /** Whether the socket was open before: a new welcome then means frames may have been missed. */
   private wasOpen = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Refused for too many sockets (4413): no attempt until tryAgain(). */
+  private refused = false;
 
   subscribe(key: FeedKey, handler: Handler): () => void {
     const id = keyOf(key);
@@ -69,14 +75,23 @@ class FeedClient {
   stop(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
+    this.refused = false;
     const ws = this.ws;
     this.ws = null;
     ws?.close(1000, 'signed out');
     feedStatus.value = 'idle';
   }
 
+  /** After a refusal (4413): one new attempt, asked for by the person. */
+  tryAgain(): void {
+    this.refused = false;
+    this.attempt = 0;
+    feedStatus.value = 'idle';
+    this.ensure();
+  }
+
   private ensure(): void {
-    if (this.ws || this.timer || session.value.status !== 'signed-in') return;
+    if (this.ws || this.timer || this.refused || session.value.status !== 'signed-in') return;
     const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws/feed`;
     feedStatus.value = 'connecting';
     const ws = new WebSocket(url);
@@ -96,6 +111,11 @@ class FeedClient {
       if (ev.code === 4401 || ev.code === 4403) {
         feedStatus.value = 'idle';
         if (session.value.status === 'signed-in') session.value = { status: 'signed-out', reason: 'Your session has ended. Sign in again.' };
+        return;
+      }
+      if (ev.code === TOO_MANY_SOCKETS) {
+        this.refused = true;
+        feedStatus.value = 'refused';
         return;
       }
       this.retry();

@@ -98,9 +98,19 @@ export function Shell({ a }: { a: Access }) {
         <a class="brand" href={home(a)}>
           Steward
         </a>
-        <span class={`feed-status ${status}`} title="Live updates">
-          {status === 'open' ? 'Live' : status === 'connecting' ? 'Connecting…' : status === 'waiting' ? 'Reconnecting…' : ''}
-        </span>
+        {status === 'refused' ? (
+          <span class="feed-status refused" role="alert">
+            Live updates are off: you have too many Steward tabs, devices or scripts following live updates. Close one, then{' '}
+            <button type="button" class="quiet" onClick={() => feed.tryAgain()}>
+              try again
+            </button>
+            .
+          </span>
+        ) : (
+          <span class={`feed-status ${status}`} title="Live updates">
+            {status === 'open' ? 'Live' : status === 'connecting' ? 'Connecting…' : status === 'waiting' ? 'Reconnecting…' : ''}
+          </span>
+        )}
         <a class="whoami" href="/sessions" title={`${a.did} — your sessions`}>
           {a.name}
         </a>
