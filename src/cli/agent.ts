@@ -76,7 +76,15 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   const say = (text: string) => io.out(`${new Date().toISOString().slice(0, 19).replace('T', ' ')}Z ${text}`);
   const url = flags.url ?? env.STEWARD_URL ?? 'http://localhost:8080';
   const keyFile = resolve(flags.key ?? 'steward-agent.json');
-  const { keys, created } = await loadOrCreateKeys(keyFile);
+  let loaded: Awaited<ReturnType<typeof loadOrCreateKeys>>;
+  try {
+    loaded = await loadOrCreateKeys(keyFile);
+  } catch (err) {
+    // A key file refused (its mode, its content) or unreadable: say which, never a stack trace.
+    io.err(`steward agent: ${(err as Error).message}\n`);
+    return 1;
+  }
+  const { keys, created } = loaded;
   say(`${created ? 'created' : 'using'} key ${keyFile}\n`);
   say(`DID ${keys.did}\n`);
   const gatesFile = `${keyFile.replace(/\.json$/, '')}.gates.json`;
