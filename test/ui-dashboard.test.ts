@@ -97,6 +97,7 @@ test('a pending registration is approved with a narrowed checklist and the agent
   const row = page.locator('tr[data-agent]', { hasText: 'ui-agent-one' });
   await row.getByText('online', { exact: true }).waitFor({ timeout: 30_000 });
   assert.ok(await page.getByText('1 agent matches, 1 online.', { exact: true }).isVisible());
+  assert.is((await page.getByRole('navigation', { name: 'agents pages' }).innerText()).replace(/\s+/g, ' '), '← Previous Page 1 of 1 · 1 agent Next →', 'one agent, in the page line too');
   await screenshot(page, 'agents');
   const detail = await api('GET', `/api/agents/${encodeURIComponent(agent.did)}`);
   assert.equal(detail.body.agent.certificate.certificate.capabilities, ['file_access'], 'only the checked capability was approved');
