@@ -71,6 +71,19 @@ test("in a checkout: the demo agent's approval line runs as printed, and each of
   }
 });
 
+test('in a checkout, with no wallet yet: the hint names npm run steward -- wallet create, which runs as printed', async () => {
+  const home = await tempDir();
+  const fresh = { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: process.env.PATH! };
+  for (const line of ['npm run --silent steward -- wallet did', `npm run --silent steward -- login ${s.url}`]) {
+    const missing = await inShell(line, fresh);
+    assert.is(missing.code, 1, missing.stderr);
+    assert.is(quoted(missing.stderr, /create one with /), 'npm run steward -- wallet create', missing.stderr);
+  }
+  const created = await inShell('npm run steward -- wallet create', fresh);
+  assert.is(created.code, 0, created.stderr);
+  assert.match((await inShell('npm run --silent steward -- wallet did', fresh)).stdout, /^did:key:z6Mk\S+\n$/);
+});
+
 test('login at a wrong address says what to give instead: the base URL without /api, http:// for the plain port', async () => {
   const api = await home.run('login', `${s.url}/api`);
   assert.is(api.code, 4, api.stderr);
