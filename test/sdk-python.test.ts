@@ -85,7 +85,7 @@ test("the RFC 8785 vectors of the Python tests are what the server's canonicalis
 });
 
 test('pytest, offline: the shared table, RFC 8785, keys, gates, failed attempts, malformed frames, certificates that do not verify, secrets kept out of the log', async () => {
-  passed(await pytest(['tests/test_protocol.py', 'tests/test_keys_and_gates.py', 'tests/test_bad_input.py', 'tests/test_faults.py']), 24);
+  passed(await pytest(['tests/test_protocol.py', 'tests/test_keys_and_gates.py', 'tests/test_bad_input.py', 'tests/test_faults.py']), 25);
 });
 
 /** Controls for the live tests: the Python side asks for a restart, a held write, token totals. */

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -84,6 +87,30 @@ def test_the_demo_agent_says_what_is_wrong_with_its_key_file_and_exits_1(tmp_pat
     assert "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "steward_agent", "--capabilities", "api_call,fly"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "unknown capabilities fly" in r.stderr
+
+
+def test_the_demo_agent_says_each_failed_attempt_once_and_with_its_time(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE)}
+    args = [sys.executable, "-m", "steward_agent", "--url", f"http://127.0.0.1:{port}", "--key", str(tmp_path / "agent.json")]
+    demo = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    assert demo.stdout is not None
+    for line in demo.stdout:
+        out.append(line.rstrip("\n"))
+        if "(attempt 3)" in line:
+            break
+    demo.send_signal(signal.SIGINT)
+    rest, err = demo.communicate(timeout=60)
+    lines = out + rest.splitlines() + err.splitlines()
+    assert demo.returncode == 0, "\n".join(lines)
+    stamped = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ ")
+    assert [line for line in lines if not stamped.match(line)] == [], "\n".join(lines)
+    attempts = [line for line in lines if "connection refused" in line]
+    assert len(attempts) == 3, "\n".join(lines)
+    assert all(" cannot connect: connection refused by " in line for line in attempts), "\n".join(lines)
 
 
 class Clock:
