@@ -28,7 +28,10 @@ to reach Steward whatever goes wrong, saying why, and exits 1 only when Steward 
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m steward_agent", description=DESCRIPTION)
+    # Named as it was started: `python3 -m steward_agent`, or the installed `steward-agent`.
+    started = os.path.basename(sys.argv[0])
+    prog = "python3 -m steward_agent" if started in ("__main__.py", "") else started
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     p.add_argument("--url", help="Steward's address (default $STEWARD_URL, else http://localhost:8080)")
     p.add_argument(
         "--key",
