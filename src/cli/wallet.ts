@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { didKeyFromPublicKey, generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
 import { claimMessage, loginMessage, parseClaimTarget } from '../domain/claims.js';
 import { deviceMessage, parseApprovalTarget } from '../domain/device-codes.js';
-import { stewardCommand, type StewardCommand } from '../domain/cli-command.js';
+import { inCommandForm, stewardCommand, type StewardCommand } from '../domain/cli-command.js';
 import { CLI_USER_AGENT } from './user-agent.js';
 
 export const WALLET_USAGE = `usage: steward wallet <command> [options]
@@ -78,7 +78,7 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
     const [cmd, ...args] = positional;
     const file = walletPath(env, flags.file);
     if (!cmd || cmd === 'help' || flags.help) {
-      io.out(WALLET_USAGE);
+      io.out(inCommandForm(WALLET_USAGE, stewardCommand(env)));
       return cmd || flags.help ? 0 : 1;
     }
     switch (cmd) {
@@ -118,7 +118,7 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
         return await approve(keys, target, { yes: Boolean(flags.yes), deny: Boolean(flags.deny) }, io);
       }
       default:
-        throw new WalletError(`unknown wallet command '${cmd}'\n\n${WALLET_USAGE}`);
+        throw new WalletError(`unknown wallet command '${cmd}'\n\n${inCommandForm(WALLET_USAGE, stewardCommand(env))}`);
     }
   } catch (err) {
     io.err(`steward wallet: ${err instanceof Error ? err.message : String(err)}\n`);
