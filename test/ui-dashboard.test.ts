@@ -75,11 +75,17 @@ test('the unclaimed owner is claimed from the browser with its own key, then sig
 });
 
 test('a pending registration is approved with a narrowed checklist and the agent shows online', async () => {
-  // No agent yet: the page says how to start one, in both forms of the command.
+  // No agent yet: the Agents page and the Overview say how to start one, in both forms of the command.
   await page.goto(`${s.url}/agents`);
   await page.getByText('No agents yet.').waitFor();
   for (const command of [`steward agent --url ${s.url}`, `npm run steward -- agent --url ${s.url}`]) {
     assert.ok(await page.getByText(command, { exact: true }).isVisible(), command);
+  }
+  await page.goto(`${s.url}/overview`);
+  const none = page.getByTestId('no-agents');
+  await none.waitFor();
+  for (const command of [`steward agent --url ${s.url}`, `npm run steward -- agent --url ${s.url}`]) {
+    assert.ok(await none.getByText(command, { exact: true }).isVisible(), `the Overview: ${command}`);
   }
   agent = newAgent(s, { name: 'ui-agent-one', capabilities: ['file_access', 'api_call'] });
   await agent.waitFor('pending');
