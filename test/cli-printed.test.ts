@@ -71,6 +71,43 @@ test("in a checkout: the demo agent's approval line runs as printed, and each of
   }
 });
 
+test('in a checkout, with no wallet yet: the hint names npm run steward -- wallet create, which runs as printed', async () => {
+  const home = await tempDir();
+  const fresh = { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: process.env.PATH! };
+  for (const line of ['npm run --silent steward -- wallet did', `npm run --silent steward -- login ${s.url}`]) {
+    const missing = await inShell(line, fresh);
+    assert.is(missing.code, 1, missing.stderr);
+    assert.is(quoted(missing.stderr, /create one with /), 'npm run steward -- wallet create', missing.stderr);
+  }
+  const created = await inShell('npm run steward -- wallet create', fresh);
+  assert.is(created.code, 0, created.stderr);
+  assert.match((await inShell('npm run --silent steward -- wallet did', fresh)).stdout, /^did:key:z6Mk\S+\n$/);
+});
+
+test("in a checkout, the help texts name npm run steward --, and the help commands they point to run as printed", async () => {
+  const help = await inShell('npm run --silent steward -- help', env);
+  assert.is(help.code, 0, help.stderr);
+  assert.ok(help.stdout.startsWith('usage: npm run steward -- <command>\n'), help.stdout);
+  const pointed = [...help.stdout.matchAll(/\((npm run steward -- (?:wallet help|agent --help))\)/g)].map((m) => m[1]!);
+  assert.equal(pointed, ['npm run steward -- wallet help', 'npm run steward -- agent --help'], help.stdout);
+  const wallet = await inShell(pointed[0]!, env);
+  assert.is(wallet.code, 0, wallet.stderr);
+  assert.match(wallet.stdout, /^usage: npm run steward -- wallet <command>/m);
+  const login = /: (npm run steward -- login) <server URL> \((npm run steward -- login --help)\)\./.exec(wallet.stdout);
+  assert.ok(login, wallet.stdout);
+  const loginHelp = await inShell(login[2]!, env);
+  assert.is(loginHelp.code, 0, loginHelp.stderr);
+  assert.match(loginHelp.stdout, /^Usage: npm run steward -- login \[options\] <server>/m);
+  const agent = await inShell(pointed[1]!, env);
+  assert.is(agent.code, 0, agent.stderr);
+  assert.match(agent.stdout, /^usage: npm run steward -- agent \[options\]/m);
+  assert.match(agent.stdout, /default \.\/steward-agent\.json/, 'a file name is left as it is');
+  // Installed, the same texts name steward.
+  const installed = await home.run('wallet', 'help');
+  assert.match(installed.stdout, /^usage: steward wallet <command>/m);
+  assert.match(installed.stdout, /: steward login <server URL> \(steward login --help\)\./);
+});
+
 test('login at a wrong address says what to give instead: the base URL without /api, http:// for the plain port', async () => {
   const api = await home.run('login', `${s.url}/api`);
   assert.is(api.code, 4, api.stderr);

@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { readFile, stat } from 'node:fs/promises';
+import { chmod, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { agentCommand } from '../src/cli/agent.js';
 import { tempDir, waitFor } from './helpers.js';
@@ -50,6 +50,24 @@ test('bad options exit 1 with the usage', async () => {
   assert.match(out, /unknown capabilities teleport/);
   assert.is(await agentCommand(['--help'], {}, io), 0);
   assert.match(out, /usage: steward agent/);
+});
+
+test('a key file others may read, or that is not a key file, exits 1 saying why, and is left as it is', async () => {
+  const dir = await tempDir();
+  let out = '';
+  let err = '';
+  const io = { out: (t: string) => (out += t), err: (t: string) => (err += t) };
+  const open = join(dir, 'open.json');
+  await writeFile(open, '{}', { mode: 0o644 });
+  await chmod(open, 0o644);
+  assert.is(await agentCommand(['--url', 'http://127.0.0.1:9', '--key', open], {}, io), 1);
+  assert.is(err, `steward agent: ${open} has mode 0644: it holds the agent's private key, so only its owner may read it (chmod 600 ${open})\n`);
+  err = '';
+  await chmod(open, 0o600);
+  assert.is(await agentCommand(['--url', 'http://127.0.0.1:9', '--key', open], {}, io), 1);
+  assert.is(err, `steward agent: ${open} is not a key file: it needs the string fields publicKey and privateKey\n`);
+  assert.is(await readFile(open, 'utf8'), '{}');
+  assert.is(out, '');
 });
 
 test.run();

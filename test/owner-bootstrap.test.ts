@@ -88,6 +88,11 @@ test('started by npm start in a checkout, the console prints npm run steward -- 
     }
     const who = await inShell('npm run --silent steward -- whoami', env);
     assert.match(who.stdout, /Global admin\s+yes/);
+    // The JSON log names the same form, before the claim and after it.
+    const logged = srv.out.split('\n').filter(Boolean).map((l) => JSON.parse(l).msg as string);
+    assert.ok(logged.includes("the owner account is not claimed yet: the claim link is on standard error (npm run steward -- wallet claim <link>, or the dashboard's sign-in page)"), srv.out);
+    const claimed = logged.find((m) => m.startsWith('the owner account was claimed by'));
+    assert.match(claimed ?? '', new RegExp(`: sign in with that key \\(npm run steward -- login ${srv.url.replace('127.0.0.1', 'localhost')}, or the dashboard\\)$`), srv.out);
   } finally {
     assert.is(await srv.stop(), 0);
   }

@@ -12,7 +12,9 @@ import type { AddressInfo } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import canonicalize from 'canonicalize';
-import { CAPABILITIES, FATAL_CLOSE_CODES, closeMeaning, gateMessages } from '../src/agent/index.js';
+import { CAPABILITIES, FATAL_CLOSE_CODES, StewardAgent, closeMeaning, gateMessages, generateKeyPair } from '../src/agent/index.js';
+import { keyFileMessages } from '../src/agent/keys.js';
+import { RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS, reconnectDelayMs } from '../src/domain/agent-protocol.js';
 import { PURPOSE } from '../src/domain/did.js';
 import { ownerOf } from './fixtures.js';
 import { fleet, startWithOwner } from './fleet-helpers.js';
@@ -40,6 +42,40 @@ test('schemas/agent/sdk-shared.json says what the TypeScript SDK does: close cod
   );
   assert.equal([...CAPABILITIES], shared.capabilities);
   assert.is(PURPOSE.agentAuth, shared.authPurpose);
+  assert.equal(
+    Object.fromEntries(Object.entries(keyFileMessages).map(([k, f]) => [k, (f as (file: string, mode: string) => string)('<file>', '<mode>')])),
+    shared.keyFileMessages,
+  );
+});
+
+test('schemas/agent/sdk-shared.json has the back-off of the TypeScript SDK: 500 ms doubling to 8 s, each wait between half and all of it', async () => {
+  const { backoff } = await json('../schemas/agent/sdk-shared.json');
+  assert.equal([RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS], [backoff.initialDelayMs, backoff.maxDelayMs]);
+  for (let failures = 0; failures < 10; failures++) {
+    const base = Math.min(backoff.maxDelayMs, backoff.initialDelayMs * backoff.factor ** failures);
+    assert.is(reconnectDelayMs(failures, {}, () => 0), base / 2, `after ${failures} failures, the shortest wait`);
+    assert.is(reconnectDelayMs(failures, {}, () => 0.999999), base, `after ${failures} failures, the longest wait`);
+  }
+  assert.is(reconnectDelayMs(10_000, {}, () => 0.5), 6000);
+});
+
+test("the SDK waits the shared back-off between attempts, jittered, with no option given", async () => {
+  const { backoff } = await json('../schemas/agent/sdk-shared.json');
+  const agent = new StewardAgent({ url: `http://127.0.0.1:${await freePort()}`, keys: generateKeyPair(), name: 'backoff', version: '1', capabilities: [] });
+  const waits: number[] = [];
+  const fourth = new Promise<void>((resolve) =>
+    agent.on('disconnected', (d) => {
+      waits.push(d.retryInMs!);
+      if (waits.length === 4) resolve();
+    }),
+  );
+  agent.start();
+  await fourth;
+  await agent.stop();
+  waits.forEach((wait, failures) => {
+    const base = Math.min(backoff.maxDelayMs, backoff.initialDelayMs * backoff.factor ** failures);
+    assert.ok(wait >= base / 2 && wait <= base, `wait ${failures + 1}: ${wait} ms, not in [${base / 2}, ${base}] (${waits.join(', ')})`);
+  });
 });
 
 test("the RFC 8785 vectors of the Python tests are what the server's canonicaliser writes", async () => {
@@ -49,7 +85,7 @@ test("the RFC 8785 vectors of the Python tests are what the server's canonicalis
 });
 
 test('pytest, offline: the shared table, RFC 8785, keys, gates, failed attempts, malformed frames, certificates that do not verify, secrets kept out of the log', async () => {
-  passed(await pytest(['tests/test_protocol.py', 'tests/test_keys_and_gates.py', 'tests/test_bad_input.py', 'tests/test_faults.py']), 22);
+  passed(await pytest(['tests/test_protocol.py', 'tests/test_keys_and_gates.py', 'tests/test_bad_input.py', 'tests/test_faults.py']), 25);
 });
 
 /** Controls for the live tests: the Python side asks for a restart, a held write, token totals. */

@@ -75,11 +75,17 @@ test('the unclaimed owner is claimed from the browser with its own key, then sig
 });
 
 test('a pending registration is approved with a narrowed checklist and the agent shows online', async () => {
-  // No agent yet: the page says how to start one, in both forms of the command.
+  // No agent yet: the Agents page and the Overview say how to start one, in both forms of the command.
   await page.goto(`${s.url}/agents`);
   await page.getByText('No agents yet.').waitFor();
   for (const command of [`steward agent --url ${s.url}`, `npm run steward -- agent --url ${s.url}`]) {
     assert.ok(await page.getByText(command, { exact: true }).isVisible(), command);
+  }
+  await page.goto(`${s.url}/overview`);
+  const none = page.getByTestId('no-agents');
+  await none.waitFor();
+  for (const command of [`steward agent --url ${s.url}`, `npm run steward -- agent --url ${s.url}`]) {
+    assert.ok(await none.getByText(command, { exact: true }).isVisible(), `the Overview: ${command}`);
   }
   agent = newAgent(s, { name: 'ui-agent-one', capabilities: ['file_access', 'api_call'] });
   await agent.waitFor('pending');
@@ -97,6 +103,7 @@ test('a pending registration is approved with a narrowed checklist and the agent
   const row = page.locator('tr[data-agent]', { hasText: 'ui-agent-one' });
   await row.getByText('online', { exact: true }).waitFor({ timeout: 30_000 });
   assert.ok(await page.getByText('1 agent matches, 1 online.', { exact: true }).isVisible());
+  assert.is((await page.getByRole('navigation', { name: 'agents pages' }).innerText()).replace(/\s+/g, ' '), '← Previous Page 1 of 1 · 1 agent Next →', 'one agent, in the page line too');
   await screenshot(page, 'agents');
   const detail = await api('GET', `/api/agents/${encodeURIComponent(agent.did)}`);
   assert.equal(detail.body.agent.certificate.certificate.capabilities, ['file_access'], 'only the checked capability was approved');

@@ -14,7 +14,7 @@ import { fileGateState } from '../agent/gates.js';
 import { loadOrCreateKeys } from '../agent/keys.js';
 import { CAPABILITIES, type Capability } from '../domain/capabilities.js';
 import { CLOSE } from '../domain/agent-protocol.js';
-import { stewardCommand } from '../domain/cli-command.js';
+import { inCommandForm, stewardCommand } from '../domain/cli-command.js';
 
 export const AGENT_USAGE = `usage: steward agent [options]
 
@@ -59,11 +59,11 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   try {
     flags = parse(argv);
   } catch (err) {
-    io.err(`steward agent: ${(err as Error).message}\n\n${AGENT_USAGE}`);
+    io.err(`steward agent: ${(err as Error).message}\n\n${inCommandForm(AGENT_USAGE, stewardCommand(env))}`);
     return 1;
   }
   if (flags.help) {
-    io.out(AGENT_USAGE);
+    io.out(inCommandForm(AGENT_USAGE, stewardCommand(env)));
     return 0;
   }
   const capabilities = (flags.capabilities ?? 'api_call,file_access').split(',').map((c) => c.trim()).filter(Boolean);
@@ -76,7 +76,15 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   const say = (text: string) => io.out(`${new Date().toISOString().slice(0, 19).replace('T', ' ')}Z ${text}`);
   const url = flags.url ?? env.STEWARD_URL ?? 'http://localhost:8080';
   const keyFile = resolve(flags.key ?? 'steward-agent.json');
-  const { keys, created } = await loadOrCreateKeys(keyFile);
+  let loaded: Awaited<ReturnType<typeof loadOrCreateKeys>>;
+  try {
+    loaded = await loadOrCreateKeys(keyFile);
+  } catch (err) {
+    // A key file refused (its mode, its content) or unreadable: say which, never a stack trace.
+    io.err(`steward agent: ${(err as Error).message}\n`);
+    return 1;
+  }
+  const { keys, created } = loaded;
   say(`${created ? 'created' : 'using'} key ${keyFile}\n`);
   say(`DID ${keys.did}\n`);
   const gatesFile = `${keyFile.replace(/\.json$/, '')}.gates.json`;

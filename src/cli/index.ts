@@ -8,6 +8,7 @@
  *   steward help         this text
  */
 import { ADMIN_COMMANDS } from './admin/names.js';
+import { inCommandForm, stewardCommand } from '../domain/cli-command.js';
 
 const USAGE = `usage: steward <command>
 
@@ -64,7 +65,7 @@ async function main(argv: string[]): Promise<void> {
         process.exitCode = await runAdmin([...rest, '--help']);
         return;
       }
-      process.stdout.write(USAGE);
+      process.stdout.write(inCommandForm(USAGE, stewardCommand(process.env)));
       return;
     default:
       if (ADMIN_COMMANDS.has(cmd)) {
@@ -73,7 +74,7 @@ async function main(argv: string[]): Promise<void> {
         process.exitCode = await runAdmin([cmd, ...rest]);
         return;
       }
-      process.stderr.write(`steward: unknown command '${cmd}'\n\n${USAGE}`);
+      process.stderr.write(`steward: unknown command '${cmd}'\n\n${inCommandForm(USAGE, stewardCommand(process.env))}`);
       process.exitCode = 2;
   }
 }

@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { didKeyFromPublicKey, generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
 import { claimMessage, loginMessage, parseClaimTarget } from '../domain/claims.js';
 import { deviceMessage, parseApprovalTarget } from '../domain/device-codes.js';
-import { stewardCommand } from '../domain/cli-command.js';
+import { inCommandForm, stewardCommand, type StewardCommand } from '../domain/cli-command.js';
 import { CLI_USER_AGENT } from './user-agent.js';
 
 export const WALLET_USAGE = `usage: steward wallet <command> [options]
@@ -78,7 +78,7 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
     const [cmd, ...args] = positional;
     const file = walletPath(env, flags.file);
     if (!cmd || cmd === 'help' || flags.help) {
-      io.out(WALLET_USAGE);
+      io.out(inCommandForm(WALLET_USAGE, stewardCommand(env)));
       return cmd || flags.help ? 0 : 1;
     }
     switch (cmd) {
@@ -89,11 +89,11 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
         return 0;
       }
       case 'did':
-        io.out(`${(await loadWallet(file)).did}\n`);
+        io.out(`${(await loadWallet(file, stewardCommand(env))).did}\n`);
         return 0;
       case 'claim': {
         if (args.length !== 1) throw new WalletError('claim needs exactly one argument: the connection string, QR text or invitation link');
-        const keys = await loadWallet(file);
+        const keys = await loadWallet(file, stewardCommand(env));
         const r = await claim(keys, args[0]!, flags.name);
         io.out(`claimed ${r.did} on ${r.base}\n`);
         return 0;
@@ -114,11 +114,11 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
           throw new WalletError(`approve: ${(err as Error).message}`);
         }
         if (flags.yes && flags.deny) throw new WalletError('approve: --yes and --deny cannot be given together');
-        const keys = await loadWallet(file);
+        const keys = await loadWallet(file, stewardCommand(env));
         return await approve(keys, target, { yes: Boolean(flags.yes), deny: Boolean(flags.deny) }, io);
       }
       default:
-        throw new WalletError(`unknown wallet command '${cmd}'\n\n${WALLET_USAGE}`);
+        throw new WalletError(`unknown wallet command '${cmd}'\n\n${inCommandForm(WALLET_USAGE, stewardCommand(env))}`);
     }
   } catch (err) {
     io.err(`steward wallet: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -171,13 +171,14 @@ export async function createWallet(file: string, force: boolean): Promise<Ed2551
   return keys;
 }
 
-export async function loadWallet(file: string): Promise<Ed25519KeyPair> {
+/** Reads the wallet; `cmd` is how its error names the command that creates one (stewardCommand). */
+export async function loadWallet(file: string, cmd: StewardCommand = 'steward'): Promise<Ed25519KeyPair> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new WalletError(`no wallet at ${file}; create one with 'steward wallet create'`);
+      throw new WalletError(`no wallet at ${file}; create one with '${cmd} wallet create'`);
     }
     throw err;
   }

@@ -12,3 +12,11 @@ const CHECKOUT_SCRIPTS = new Set(['start', 'steward']);
 export function stewardCommand(env: NodeJS.ProcessEnv): StewardCommand {
   return CHECKOUT_SCRIPTS.has(env.npm_lifecycle_event ?? '') ? 'npm run steward --' : 'steward';
 }
+
+/**
+ * A help text written with `steward …` commands, in the form `cmd` (every `steward ` that starts
+ * a command, not `./steward-agent.json` or `~/.steward/`).
+ */
+export function inCommandForm(text: string, cmd: StewardCommand): string {
+  return cmd === 'steward' ? text : text.replace(/(?<![\w./-])steward (?=[a-z<])/g, `${cmd} `);
+}

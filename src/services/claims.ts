@@ -230,7 +230,7 @@ export class ClaimService {
     );
     await this.ctx.c.invitations.deleteMany({ userId: user._id });
     if (user.isOwner) {
-      this.ctx.log.info({ userId: user._id, did: body.did, kind: taken.kind }, `the owner account was claimed by ${body.did}: sign in with that key (steward login, or the dashboard)`);
+      this.ctx.log.info({ userId: user._id, did: body.did, kind: taken.kind }, `the owner account was claimed by ${body.did}: sign in with that key (${this.ctx.config.stewardCommand} login ${this.ctx.config.publicUrl}, or the dashboard)`);
     }
     await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, {
       action: 'claim.completed',
@@ -368,7 +368,7 @@ export class ClaimService {
     const qrText = this.qrText(token);
     const st = ctx.config.stewardCommand;
     const qr = terminal ? ['  Or scan this QR code with a wallet app:', '', await QRCode.toString(qrText, { type: 'terminal', small: true }), ''] : [];
-    ctx.log.info({ expiresAt: session.expiresAt }, 'the owner account is not claimed yet: the claim link is on standard error (steward wallet claim <link>, or the dashboard\'s sign-in page)');
+    ctx.log.info({ expiresAt: session.expiresAt }, `the owner account is not claimed yet: the claim link is on standard error (${st} wallet claim <link>, or the dashboard's sign-in page)`);
     write(
       [
         '',

@@ -60,7 +60,7 @@ function refusedLogin(why: LoginRefusal, did: string): AppError {
       return new AppError(
         401,
         why,
-        `no account holds ${did}: the key is right, but this DID has not claimed an account here. Claim one first with the link or invitation an owner or admin sends you (steward wallet claim), then log in`,
+        `no account holds ${did}: the key is right, but this DID has not claimed an account here. Claim one first with the link or invitation an owner or admin sends you, then log in`,
       );
   }
 }

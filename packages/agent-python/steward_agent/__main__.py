@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,10 @@ to reach Steward whatever goes wrong, saying why, and exits 1 only when Steward 
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m steward_agent", description=DESCRIPTION)
+    # Named as it was started: `python3 -m steward_agent`, or the installed `steward-agent`.
+    started = os.path.basename(sys.argv[0])
+    prog = "python3 -m steward_agent" if started in ("__main__.py", "") else started
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     p.add_argument("--url", help="Steward's address (default $STEWARD_URL, else http://localhost:8080)")
     p.add_argument(
         "--key",
@@ -43,6 +48,21 @@ def _say(text: str) -> None:
     # Every line says when (UTC, as `steward agent` does): an agent runs for days.
     at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     print("\n".join(f"{at}Z {line}" if i == 0 else line for i, line in enumerate(text.split("\n"))), flush=True)
+
+
+def _log_to_stderr() -> None:
+    """The SDK's warnings and errors (a malformed frame, a handler that failed) on standard error,
+    with the time like every other line. Its records of a disconnection (they carry
+    ``disconnection``) are left out: the demo prints each one itself, in `steward agent`'s words."""
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = logging.Formatter("%(asctime)sZ %(message)s", "%Y-%m-%d %H:%M:%S")
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    handler.addFilter(lambda record: not hasattr(record, "disconnection"))
+    sdk = logging.getLogger("steward_agent")
+    sdk.addHandler(handler)
+    sdk.setLevel(logging.WARNING)
+    sdk.propagate = False
 
 
 def _stop_advice(code: int | None) -> str:
@@ -129,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     agent.on("intent_refused", lambda f: _say(f"intent {f['action']} refused: {f['error']}"))
     agent.on("heartbeat_ack", lambda seq: _say(f"heartbeat {seq} stored"))
+    _log_to_stderr()
     _say(f"connecting to {url}")
     return asyncio.run(run_until_signal(agent))
 

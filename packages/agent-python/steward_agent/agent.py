@@ -271,14 +271,14 @@ class StewardAgent:
             if (opened and found.code in FATAL_CLOSE_CODES) or self.reconnect is None:
                 self._stopped = True
                 self.last_disconnect = found.but(will_retry=False, retry_in=None, attempt=self._attempt + 1)
-                log.error("stopped: %s", self.last_disconnect.message)
+                log.error("stopped: %s", self.last_disconnect.message, extra={"disconnection": self.last_disconnect})
                 self._set_status("rejected" if opened and found.code == CLOSE["rejected"] else "stopped")
                 self._emit("disconnected", self.last_disconnect)
                 return self.last_disconnect
             delay = backoff_delay(self._attempt, self.reconnect.initial_delay, self.reconnect.max_delay, random.random())
             self._attempt += 1
             self.last_disconnect = found.but(will_retry=True, retry_in=delay, attempt=self._attempt)
-            log.warning("%s; retrying in %.1f s (attempt %d)", found.message, delay, self._attempt)
+            log.warning("%s; retrying in %.1f s (attempt %d)", found.message, delay, self._attempt, extra={"disconnection": self.last_disconnect})
             self._set_status("reconnecting")
             self._emit("disconnected", self.last_disconnect)
             try:

@@ -18,17 +18,18 @@ class KeyFileError(Exception):
 
 def load_keys(path: str | os.PathLike[str]) -> KeyPair:
     """Reads a key file. Raises FileNotFoundError when it is missing, KeyFileError when it is not a
-    key file or when group or others may read it (it holds a private key)."""
+    key file or when group or others may read it (it holds a private key; not checked on Windows,
+    whose files have no such mode bits). The messages are schemas/agent/sdk-shared.json's."""
     file = Path(path)
     mode = stat.S_IMODE(file.stat().st_mode)
-    if mode & 0o077:
+    if os.name != "nt" and mode & 0o077:
         raise KeyFileError(
             f"{file} has mode {mode:04o}: it holds the agent's private key, so only its owner may read it (chmod 600 {file})"
         )
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise KeyFileError(f"{file} is not a key file: not JSON ({err})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise KeyFileError(f"{file} is not a key file: not JSON") from None
     if not isinstance(data, dict) or not isinstance(data.get("privateKey"), str) or not isinstance(data.get("publicKey"), str):
         raise KeyFileError(f"{file} is not a key file: it needs the string fields publicKey and privateKey")
     try:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 from steward_agent import FileGateState, GateMessages, Gates, KeyFileError, Terms, load_keys, load_or_create_keys
-from steward_agent.did import public_key_from_did_key, b64url_decode
+from steward_agent.did import KeyPair, public_key_from_did_key, b64url_decode
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -32,32 +36,43 @@ def test_a_key_file_is_created_with_mode_0600_in_the_shared_format_and_read_back
     assert (again, created_again) == (keys, False)
 
 
-def test_a_key_file_readable_by_others_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+KEY_FILE = SHARED["keyFileMessages"]
+
+
+def test_a_key_file_readable_by_others_is_refused_with_the_shared_message(tmp_path: Path) -> None:
     file = tmp_path / "agent.json"
     load_or_create_keys(file)
     os.chmod(file, 0o644)
-    with pytest.raises(KeyFileError, match=r"has mode 0644: it holds the agent's private key.*chmod 600"):
+    expected = KEY_FILE["mode"].replace("<file>", str(file)).replace("<mode>", "0644")
+    with pytest.raises(KeyFileError) as refused:
         load_keys(file)
+    assert str(refused.value) == expected
     with pytest.raises(KeyFileError):
         load_or_create_keys(file)  # never replaced by a new key
     assert oct(file.stat().st_mode & 0o777) == "0o644"
 
 
+A_KEY = KeyPair.from_private_key("nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A")
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("not json at all", "not JSON"),
-        ("[1, 2]", "needs the string fields publicKey and privateKey"),
-        ('{"publicKey": "abc", "privateKey": "!!"}', "privateKey is not a base64url Ed25519 key"),
-        ('{"publicKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "privateKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}', "publicKey is not the public half"),
+        ("not json at all", "notJson"),
+        ("[1, 2]", "fields"),
+        ("{}", "fields"),
+        ('{"publicKey": "abc", "privateKey": "!!"}', "privateKey"),
+        ('{"publicKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "privateKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}', "publicKey"),
+        (json.dumps({"did": "did:key:z6Mkother", "publicKey": A_KEY.public_key, "privateKey": A_KEY.private_key}), "did"),
     ],
 )
-def test_a_key_file_with_the_wrong_content_is_refused_with_a_clear_error(tmp_path: Path, content: str, message: str) -> None:
+def test_a_key_file_with_the_wrong_content_is_refused_with_the_shared_message(tmp_path: Path, content: str, message: str) -> None:
     file = tmp_path / "agent.json"
     file.write_text(content)
     os.chmod(file, 0o600)
-    with pytest.raises(KeyFileError, match=message):
+    with pytest.raises(KeyFileError) as refused:
         load_or_create_keys(file)
+    assert str(refused.value) == KEY_FILE[message].replace("<file>", str(file))
     assert file.read_text() == content, "left as it was"
 
 
@@ -72,6 +87,30 @@ def test_the_demo_agent_says_what_is_wrong_with_its_key_file_and_exits_1(tmp_pat
     assert "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "steward_agent", "--capabilities", "api_call,fly"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "unknown capabilities fly" in r.stderr
+
+
+def test_the_demo_agent_says_each_failed_attempt_once_and_with_its_time(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE)}
+    args = [sys.executable, "-m", "steward_agent", "--url", f"http://127.0.0.1:{port}", "--key", str(tmp_path / "agent.json")]
+    demo = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    assert demo.stdout is not None
+    for line in demo.stdout:
+        out.append(line.rstrip("\n"))
+        if "(attempt 3)" in line:
+            break
+    demo.send_signal(signal.SIGINT)
+    rest, err = demo.communicate(timeout=60)
+    lines = out + rest.splitlines() + err.splitlines()
+    assert demo.returncode == 0, "\n".join(lines)
+    stamped = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ ")
+    assert [line for line in lines if not stamped.match(line)] == [], "\n".join(lines)
+    attempts = [line for line in lines if "connection refused" in line]
+    assert len(attempts) == 3, "\n".join(lines)
+    assert all(" cannot connect: connection refused by " in line for line in attempts), "\n".join(lines)
 
 
 class Clock:

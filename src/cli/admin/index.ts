@@ -21,7 +21,7 @@ export { Context } from './context.js';
 const stdio: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
 
 export function buildProgram(ctx: Context): Command {
-  const program = new Command('steward')
+  const program = new Command(ctx.cmd)
     .description('Steward admin commands')
     .exitOverride()
     .showSuggestionAfterError()

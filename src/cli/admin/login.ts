@@ -44,7 +44,7 @@ export function registerSession(program: Command, ctx: Context): void {
       const file = walletPath(ctx.env, opts.wallet);
       let keys;
       try {
-        keys = await loadWallet(file);
+        keys = await loadWallet(file, ctx.cmd);
       } catch (err) {
         throw new CliError(EXIT.failed, err instanceof WalletError ? err.message : `cannot read the wallet ${file}: ${(err as Error).message}`);
       }

@@ -87,7 +87,7 @@ export default function Actors() {
               );
             })}
           </Table>
-          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="actors" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="actor" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
     </section>

@@ -181,7 +181,7 @@ export default function Agents() {
             </table>
           </div>
           <div class="row">
-            <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="agents" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+            <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="agent" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
             <PerPage value={pageSize} onChange={(size) => setQuery({ size: size === '20' ? null : size, page: null })} />
           </div>
         </>

@@ -131,7 +131,7 @@ export default function Audit() {
               </tr>
             ))}
           </Table>
-          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="entries" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="entry" nouns="entries" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
     </section>

@@ -63,7 +63,14 @@ function StatusGrid() {
   useTopic('registrations', {}, (f) => (f.type === 'registration' || f.type === 'resync') && reload());
   if (grid.error) return <ErrorNote error={grid.error} title="The agents' states could not be read." />;
   if (!grid.data) return <Loading what="Reading the agents' states" />;
-  if (grid.data.actors.length === 0) return <p class="muted">No agent has registered yet. An agent started with the SDK appears here; see docs/sdk.md.</p>;
+  if (grid.data.actors.length === 0) {
+    return (
+      <p class="muted" data-testid="no-agents">
+        No agent has registered yet. Start one with the demo agent (<code>steward agent --url {location.origin}</code>, or from a checkout{' '}
+        <code>npm run steward -- agent --url {location.origin}</code>) or with the SDK; it appears here, and under Registrations until a global admin approves it.
+      </p>
+    );
+  }
   return (
     <>
       <ul class="status-grid" aria-label="Agents by status">

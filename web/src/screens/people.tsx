@@ -356,7 +356,7 @@ function Directory() {
               </tr>
             ))}
           </Table>
-          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="people" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="person" nouns="people" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
     </div>
@@ -398,7 +398,7 @@ function PendingInvitations({ onError }: { onError: (err: unknown) => void }) {
               </li>
             ))}
           </ul>
-          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="invitations" onPage={(p) => setQuery({ ipage: p > 1 ? p : null })} />
+          <Pager page={d.page} totalPages={d.totalPages} total={d.total} noun="invitation" onPage={(p) => setQuery({ ipage: p > 1 ? p : null })} />
         </>
       )}
     </section>

@@ -171,7 +171,7 @@ export default function Runs() {
               </tbody>
             </table>
           </div>
-          <Pager page={list.data.page} totalPages={list.data.totalPages} total={list.data.total} noun="runs" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+          <Pager page={list.data.page} totalPages={list.data.totalPages} total={list.data.total} noun="run" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
     </section>

@@ -159,7 +159,7 @@ function Runs({ workflow, mayRun }: { workflow: wf.Workflow; mayRun: boolean }) 
               </tr>
             ))}
           </Table>
-          <Pager page={runs.data.page} totalPages={runs.data.totalPages} total={runs.data.total} noun="runs" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
+          <Pager page={runs.data.page} totalPages={runs.data.totalPages} total={runs.data.total} noun="run" onPage={(p) => setQuery({ page: p > 1 ? p : null })} />
         </>
       )}
     </div>

@@ -109,14 +109,15 @@ export function Action({
   );
 }
 
-export function Pager({ page, totalPages, total, onPage, noun }: { page: number; totalPages: number; total: number; onPage: (p: number) => void; noun: string }) {
+/** A list's page buttons; `noun` is one item's name, `nouns` the plural when it is not noun + s. */
+export function Pager({ page, totalPages, total, onPage, noun, nouns = `${noun}s` }: { page: number; totalPages: number; total: number; onPage: (p: number) => void; noun: string; nouns?: string }) {
   return (
-    <nav class="pager" aria-label={`${noun} pages`}>
+    <nav class="pager" aria-label={`${nouns} pages`}>
       <button type="button" disabled={page <= 1} onClick={() => onPage(page - 1)}>
         ← Previous
       </button>
       <span>
-        Page {totalPages === 0 ? 0 : page} of {totalPages} · {total.toLocaleString()} {noun}
+        Page {totalPages === 0 ? 0 : page} of {totalPages} · {counted(total, noun, nouns)}
       </span>
       <button type="button" disabled={page >= totalPages} onClick={() => onPage(page + 1)}>
         Next →
