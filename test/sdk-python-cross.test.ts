@@ -19,10 +19,12 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
   const { s, owner } = await startWithOwner();
   const dir = await tempDir('steward-keys-');
   const agents: StewardAgent[] = [];
+  const pythons: PythonProcess[] = [];
   try {
     // Python first: the demo agent creates the key file, is approved, comes online; SIGINT stops it.
     const pyFile = join(dir, 'py-made.json');
     const py = new PythonProcess(['-m', 'steward_agent', '--url', s.url, '--name', 'cross-py', '--capabilities', 'api_call', '--key', pyFile]);
+    pythons.push(py);
     const did = (await py.line(/Z DID (\S+)$/))[1]!;
     const registration = (await py.line(/Z status pending: registration (\S+) awaits approval/))[1]!;
     await approveRegistration(owner, registration, ['api_call']);
@@ -55,13 +57,16 @@ test('one key file: created and used by a Python agent, then used by the TypeScr
     const tsSerial = first.certificate!.certificate.serial;
     await first.stop();
     const again = new PythonProcess(['-m', 'steward_agent', '--url', s.url, '--name', 'cross-ts', '--capabilities', 'api_call', '--key', tsFile]);
+    pythons.push(again);
     assert.is((await again.line(/Z DID (\S+)$/))[1], keys.did);
     assert.is((await again.line(/Z certificate (\w+):/))[1], tsSerial, again.output());
     assert.ok(again.lines.some((l) => l.endsWith(`Z using key ${tsFile}`)), again.output());
-    assert.not.ok(again.lines.some((l) => l.startsWith('status pending')), again.output());
+    assert.not.ok(again.lines.some((l) => l.includes('Z status pending')), again.output());
     again.signal('SIGTERM');
     assert.is(await again.exited, 0, again.output());
   } finally {
+    // A failed assertion must not leave a Python agent running after the suite.
+    for (const p of pythons) p.signal('SIGKILL');
     await stopAll(...agents);
     await s.stop(true);
   }
