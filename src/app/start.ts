@@ -118,7 +118,15 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
 
 /** A store whose close() leaves it open (its opener closes it). */
 function leftOpen(store: Store): Store {
-  return { get kind() { return store.kind; }, collection: (name) => store.collection(name), ping: () => store.ping(), close: async () => undefined };
+  return {
+    get kind() {
+      return store.kind;
+    },
+    collection: (name) => store.collection(name),
+    ping: () => store.ping(),
+    ...(store.time ? { time: () => store.time!() } : {}),
+    close: async () => undefined,
+  };
 }
 
 /** Refuses a port another process listens on (exclusive listen, then let go at once). */

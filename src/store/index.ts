@@ -46,6 +46,7 @@ export function instrumentStore(store: Store, observe: StoreObserver): Store {
     },
     ping: () => store.ping(),
     close: () => store.close(),
+    ...(store.time ? { time: () => store.time!() } : {}),
     ...(store.compact ? { compact: (name: string) => store.compact!(name) } : {}),
   };
 }

@@ -581,6 +581,20 @@ class MongoStore implements Store {
     return withTimeout(this.pinging, PING_TIMEOUT_MS, () => new StoreUnavailableError(`MongoDB did not answer a ping within ${PING_TIMEOUT_MS} ms`));
   }
 
+  /** The server's clock: `localTime` of a `hello` (every MongoDB server reports it). */
+  async time(): Promise<number> {
+    if (this.closed) throw new StoreUnavailableError('store is closed');
+    let reply: { localTime?: unknown };
+    try {
+      reply = await this.track(() => this.db.command({ hello: 1 }));
+    } catch (err) {
+      const mapped = mapMongoError(err);
+      throw mapped instanceof StoreUnavailableError ? mapped : new StoreUnavailableError(`MongoDB hello failed: ${(err as Error).message}`, { cause: err });
+    }
+    if (!(reply.localTime instanceof Date)) throw new StoreUnavailableError('the MongoDB server did not report its time (hello.localTime)');
+    return reply.localTime.getTime();
+  }
+
   close(): Promise<void> {
     this.closing ??= (async () => {
       let timer: NodeJS.Timeout | undefined;
