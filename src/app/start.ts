@@ -75,7 +75,13 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   // Embedded: the store creates DATA_DIR (0700) and locks it against a second process.
   const rawStore = options.sharedStore
     ? leftOpen(options.sharedStore)
-    : await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes }).catch(
+    : await openStore({
+        dataDir: config.dataDir,
+        mongodbUri: config.mongodbUri,
+        mongodbDb: config.mongodbDb,
+        compactMinBytes: config.storeCompactMinBytes,
+        ...(config.cluster ? { cluster: { leaseMs: config.cluster.leaseMs } } : {}),
+      }).catch(
         (err: unknown) => {
           throw err instanceof StoreUnavailableError && embedded ? new StartupError(err.message) : err;
         },
