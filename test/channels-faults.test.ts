@@ -23,7 +23,7 @@ let ws: { id: string };
 const feeds: FeedClient[] = [];
 
 test.before(async () => {
-  store = backend();
+  store = await backend();
   faults = new FaultInjector();
   const started = await startWithOwner(store.env, { wrapStore: faults.wrap });
   s = started.s;

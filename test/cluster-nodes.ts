@@ -1,7 +1,7 @@
 /**
  * Several Steward nodes in one test process, in cluster mode on a real nats-server and one shared
- * store (the embedded store opened once, or MongoDB when MONGODB_URI is set: see
- * cluster-stores.ts), the way a broker's tests run several nodes against one real broker. Each
+ * store (the embedded store opened once, or MongoStore on the MongoDB stand-in or on MONGODB_URI's
+ * server: see cluster-stores.ts), the way a broker's tests run several nodes against one real broker. Each
  * node has its own data directory, port, fault injector (to cut it off the store) and log;
  * leases are short (settings of the node's config) so takeovers happen within the test.
  */
@@ -49,11 +49,11 @@ export interface ClusterOptions {
   target?: StoreTarget;
 }
 
-/** The store targets the cluster suites run on (embedded; MongoDB too when MONGODB_URI is set). */
+/** The store targets the cluster suites run on (see cluster-stores.ts); startCluster takes the last by default. */
 export const clusterTargets = storeTargets;
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
-  const target = opts.target ?? storeTargets()[0]!;
+  const target = opts.target ?? storeTargets().at(-1)!;
   const { store, cleanup } = await target.open();
   const nats = await startNatsServer();
   const secretKey = randomBytes(32).toString('hex');

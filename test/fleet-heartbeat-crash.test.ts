@@ -17,7 +17,7 @@ import { StewardProcess } from './cli-process.js';
 const test = suite('fleet heartbeats across a crash');
 
 test('SIGKILL in the middle of heartbeats: after the restart ready says the last stored seq, and the resent ones are counted once', async () => {
-  const store = backend();
+  const store = await backend();
   const dataDir = await tempDir();
   const env = { DATA_DIR: dataDir, STEWARD_OWNER_DID: generateKeyPair().did, TOKEN_ROLLUP_INTERVAL_SECONDS: '1', ...store.env };
   // An approved agent and an owner session, made on the same data by a server in this process.

@@ -17,7 +17,7 @@ let s: TestServer;
 let owner: TestUser;
 
 test.before(async () => {
-  store = backend();
+  store = await backend();
   faults = new FaultInjector();
   ({ s, owner } = await startWithOwner({ TOKEN_ROLLUP_INTERVAL_SECONDS: '3600', ...store.env }, { wrapStore: faults.wrap }));
 });

@@ -14,7 +14,7 @@
  * runs the suites of another directory)
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
@@ -41,6 +41,15 @@ const preload = new URL('./preload.ts', import.meta.url).pathname;
 const UNHANDLED_REJECTION_MARK = '[unhandled rejection]';
 /** The queue entry that stands for the type-check. */
 const TYPECHECK = 'type-check (tsc -p tsconfig.check.json, tsc -p web/tsconfig.json)';
+/**
+ * Suites that take a store target (they import one of these helpers) run a second time on
+ * MongoStore through the MongoDB stand-in (tools/mongo-standin), queued as `<file>${STANDIN_PASS}`;
+ * not when MONGODB_URI names a real server, which those suites then use instead.
+ */
+const STORE_TARGET_HELPERS = /from '\.\/(store-backend|cluster-nodes|cluster-stores)\.js'/;
+const STANDIN_PASS = ' [mongodb stand-in]';
+const standinPass = (files: string[]): string[] =>
+  process.env.MONGODB_URI ? [] : files.filter((f) => STORE_TARGET_HELPERS.test(readFileSync(f, 'utf8'))).map((f) => `${f}${STANDIN_PASS}`);
 const typecheck = patterns.length === 0 && process.env.TEST_TYPECHECK !== '0';
 const parallel = Math.max(1, Math.min(Number(process.env.TEST_PARALLEL ?? availableParallelism()), 4));
 const perFileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 300_000);
@@ -53,8 +62,10 @@ interface Result {
   ms: number;
 }
 
-function runFile(file: string): Promise<Result> {
+function runFile(entry: string): Promise<Result> {
   const started = Date.now();
+  const onStandin = entry.endsWith(STANDIN_PASS);
+  const file = onStandin ? entry.slice(0, -STANDIN_PASS.length) : entry;
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   // The dashboard has its own tsconfig (DOM, JSX): both projects are checked, one after the other.
   const args =
@@ -63,7 +74,7 @@ function runFile(file: string): Promise<Result> {
       : ['--import', 'tsx', '--import', preload, file];
   return new Promise((resolve) => {
     const child = spawn(process.execPath, args, {
-      env: { ...process.env, FORCE_COLOR: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
+      env: { ...process.env, FORCE_COLOR: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', ...(onStandin ? { STEWARD_TEST_STORE: 'standin' } : {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -76,7 +87,7 @@ function runFile(file: string): Promise<Result> {
     child.on('close', (code) => {
       clearTimeout(timer);
       if (file === TYPECHECK) {
-        resolve({ file, passed: code === 0 ? 1 : 0, failed: code === 0 ? 0 : 1, output, ms: Date.now() - started });
+        resolve({ file: entry, passed: code === 0 ? 1 : 0, failed: code === 0 ? 0 : 1, output, ms: Date.now() - started });
         return;
       }
       const clean = output.replace(/\x1b\[[0-9;]*m/g, '');
@@ -91,7 +102,7 @@ function runFile(file: string): Promise<Result> {
         output += `\n[runner] ${relative(root, file)}: ${rejections} unhandled promise rejection(s), each counted as a failure\n`;
       }
       if (code !== 0 && failed === 0) failed = 1; // crashed after its tests, or exited non-zero
-      resolve({ file, passed: okPassed, failed, output, ms: Date.now() - started });
+      resolve({ file: entry, passed: okPassed, failed, output, ms: Date.now() - started });
     });
   });
 }
@@ -106,7 +117,7 @@ if (files.some((f) => /[\\/]ui-[^\\/]*\.test\.ts$/.test(f)) && process.env.TEST_
 }
 
 const results: Result[] = [];
-const queue = typecheck ? [TYPECHECK, ...files] : [...files];
+const queue = typecheck ? [TYPECHECK, ...files, ...standinPass(files)] : [...files, ...standinPass(files)];
 async function worker(): Promise<void> {
   for (let f = queue.shift(); f; f = queue.shift()) {
     const r = await runFile(f);

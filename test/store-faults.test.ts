@@ -45,7 +45,7 @@ async function feedAuthUntilClose(url: string, token: string): Promise<{ frames:
 }
 
 test.before(async () => {
-  store = backend();
+  store = await backend();
   ({ s, owner } = await startWithOwner({ BODY_LIMIT_BYTES: String(32 * 1024 * 1024), ...store.env }, { wrapStore: faults.wrap }));
 });
 

@@ -1,6 +1,7 @@
 /**
- * Store backends: the shared contract against the embedded store (always) and MongoDB (when
- * MONGODB_URI is set), plus backend-specific cases.
+ * Store backends: the shared contract against the embedded store and against MongoStore through
+ * the official driver, on the MongoDB stand-in (tools/mongo-standin) or, when MONGODB_URI is set,
+ * on that server; plus backend-specific cases.
  */
 import { access, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { getHeapSnapshot } from 'node:v8';
@@ -16,7 +17,7 @@ import { bsonDocumentSize } from '../src/store/embedded/bson-size.js';
 import { instrumentStore, openStore } from '../src/store/index.js';
 import { BulkUpdateError, DocumentTooLargeError, DuplicateKeyError, InvalidQueryError, MAX_DOCUMENT_BYTES, StoreUnavailableError, type Doc } from '../src/store/types.js';
 import { rejects, rejectsBulk, runStoreContract } from './store-contract.js';
-import { backend, mongoUri } from './store-backend.js';
+import { startMongoStandin, type MongoStandin } from '../tools/mongo-standin/server.js';
 import { tempDir } from './helpers.js';
 
 /** Runs `fn` with a fresh data directory, removed afterwards whatever happens. */
@@ -49,17 +50,28 @@ runStoreContract('embedded, compacting', async () => {
   };
 });
 
-if (mongoUri) {
-  const uri = mongoUri;
-  runStoreContract('mongodb', async () => {
-    const { dbName, drop } = backend();
-    return {
-      store: await openMongoStore({ uri, dbName: dbName! }),
-      reopen: () => openMongoStore({ uri, dbName: dbName! }),
-      cleanup: drop,
-    };
-  });
-}
+const mongoUri = process.env.MONGODB_URI || undefined;
+const testDb = () => `steward_test_${Date.now()}_${nanoid(6).replace(/[^A-Za-z0-9]/g, 'x')}`;
+let standin: MongoStandin | undefined;
+
+runStoreContract(mongoUri ? 'mongodb' : 'mongodb stand-in', async () => {
+  standin ??= mongoUri ? undefined : await startMongoStandin({ log: () => undefined });
+  const uri = mongoUri ?? standin!.uri();
+  const dbName = testDb();
+  return {
+    store: await openMongoStore({ uri, dbName }),
+    reopen: () => openMongoStore({ uri, dbName }),
+    cleanup: async () => {
+      const client = new MongoClient(uri);
+      try {
+        await client.db(dbName).dropDatabase();
+      } finally {
+        await client.close();
+      }
+      await standin?.stop();
+    },
+  };
+});
 
 // -- embedded specifics -----------------------------------------------------------------------------
 

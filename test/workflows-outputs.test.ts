@@ -27,7 +27,7 @@ const agents: StewardAgent[] = [];
 const output = (kib: number) => ({ blob: 'y'.repeat(kib * 1024) });
 
 test.before(async () => {
-  store = backend();
+  store = await backend();
   ({ s, owner } = await startWithOwner({
     WORKFLOW_STEP_OUTPUT_MAX_BYTES: String(STEP_MAX),
     WORKFLOW_RUN_OUTPUT_MAX_BYTES: String(RUN_MAX),
