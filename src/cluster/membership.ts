@@ -19,6 +19,7 @@ export interface ClusterLog {
   error(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
   info(obj: object, msg: string): void;
+  debug?(obj: object, msg: string): void;
 }
 
 /** Another live process holds this node id. */

@@ -359,6 +359,8 @@ export class ShardManager {
       if (this.owned.size === 0) this.validUntil = validUntil;
       this.owned.set(d.shard, epoch);
       this.armLapse();
+      // Ownership intervals on the cluster's clock, for checking that no shard ever had two owners.
+      this.options.log.debug?.({ shard: d.shard, epoch, from: this.clock.now() }, 'shard acquired');
       this.emit('acquired', d.shard, epoch);
     });
   }
@@ -396,6 +398,9 @@ export class ShardManager {
   private drop(shard: number, epoch: number, reason: ShardLossReason): void {
     if (this.owned.get(shard) !== epoch) return;
     this.owned.delete(shard);
+    // A holding ends at the deadline at the latest, however late this runs (a paused process).
+    const until = Math.min(this.validUntil, this.clock.now());
+    this.options.log.debug?.({ shard, epoch, reason, until }, 'shard lost');
     this.emit('lost', shard, epoch, reason);
   }
 
