@@ -39,8 +39,8 @@ export interface LocalClusterOptions {
   dataDir?: string;
   /** The nodes' environment (default: this process's). MONGODB_URI in it is used instead of the stand-in. */
   env?: NodeJS.ProcessEnv;
-  /** Per node (by index from 0): its own environment, NATS or store address. */
-  perNode?: (index: number, nodeId: string) => NodeOverrides;
+  /** Per node (by index from 0), once NATS and the store run: its own environment, NATS or store address. */
+  perNode?: (index: number, nodeId: string, parts: { natsUrl: string; mongodbUri: string }) => NodeOverrides | Promise<NodeOverrides>;
   /** What the launcher says about its parts (default: nothing). */
   say?: (line: string) => void;
   /** How long a part may take to become ready before the start is given up (default 120 s). */
@@ -121,7 +121,7 @@ export async function startLocalCluster(o: LocalClusterOptions): Promise<LocalCl
     for (let i = 0; i < o.nodes; i++) {
       const nodeId = `n${i + 1}`;
       const port = first === 0 ? await freePort() : first + i;
-      const own = o.perNode?.(i, nodeId) ?? {};
+      const own = (await o.perNode?.(i, nodeId, { natsUrl: nats.url, mongodbUri })) ?? {};
       const nodeEnv: NodeJS.ProcessEnv = {
         ...env,
         MONGODB_URI: own.mongodbUri ?? mongodbUri,
