@@ -110,8 +110,9 @@ test('a rolling restart of every node under agent and HTTP load: nothing acknowl
   await pc.allAgentsOnline();
 });
 
-test('invariants: one owner per shard at any instant; channel seq unique and gap-free; every acknowledged post stored once', async () => {
+test('invariants: one owner per shard at any instant; channel seq unique and gap-free; every acknowledged post stored once; token totals exact', async () => {
   assert.ok((await pc.assertOneOwnerPerShard()) > SHARDS, 'ownership moved');
+  await pc.assertTokensExact();
   assert.ok((await pc.assertChannelIntact()) >= 40);
 });
 

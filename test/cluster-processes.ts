@@ -6,6 +6,8 @@
  * - no shard ever had two owners: the nodes' ownership intervals (`shard acquired` / `shard lost`,
  *   logged at debug level on the store's clock), a killed process's holdings ending at the kill;
  * - the channel's `seq` unique and gap-free, and every acknowledged post stored once;
+ * - the fleet's token totals equal to what the agents reported, once all of it was acknowledged,
+ *   before and after the ledger is rolled up;
  * - every agent online.
  */
 import { readFile } from 'node:fs/promises';
@@ -25,6 +27,8 @@ export const LEASE_MS = 3000;
 export class ProcessCluster {
   readonly ownerKeys: Ed25519KeyPair = generateKeyPair();
   readonly agents: StewardAgent[] = [];
+  /** Tokens the agents recorded (each sent with a heartbeat, again until acknowledged). */
+  readonly recorded = { promptTokens: 0, completionTokens: 0 };
   /** Posts the server acknowledged (201), by message id. */
   readonly acknowledged = new Set<string>();
   /** Nodes out of the posting rotation (killed, paused, cut off). */
@@ -54,6 +58,7 @@ export class ProcessCluster {
           CLUSTER_LEASE_MARGIN_MS: '500',
           CLUSTER_BUS_LOSS_RELEASE_MS: '3000',
           AGENT_OFFLINE_GRACE_MS: '0',
+          TOKEN_ROLLUP_INTERVAL_SECONDS: '1',
         },
         ...(opts.perNode ? { perNode: opts.perNode } : {}),
       });
@@ -113,6 +118,7 @@ export class ProcessCluster {
         version: '1.0.0',
         capabilities: ['api_call'],
         reconnect: { initialDelayMs: 50, maxDelayMs: 500 },
+        heartbeatIntervalMs: 200,
       }).start();
       this.agents.push(agent);
       await agent.waitFor('pending');
@@ -155,13 +161,22 @@ export class ProcessCluster {
     return undefined;
   }
 
-  /** Posts through the nodes in the rotation in turn until stopped; what is acknowledged is recorded. */
+  /**
+   * Posts through the nodes in the rotation in turn until stopped, what is acknowledged recorded;
+   * meanwhile every agent reports token usage, sent with its heartbeats.
+   */
   keepPosting(): { stop(): Promise<{ sent: number; refused: number }> } {
     let running = true;
     let sent = 0;
     let refused = 0;
     const loop = (async () => {
       for (let i = 0; running; i++) {
+        for (const [k, agent] of this.agents.entries()) {
+          const p = 1 + ((i + k) % 7);
+          agent.recordUsage(p, 2 * p);
+          this.recorded.promptTokens += p;
+          this.recorded.completionTokens += 2 * p;
+        }
         const nodes = this.live();
         const node = nodes[i % nodes.length]!;
         const r = await this.api(node)
@@ -232,6 +247,31 @@ export class ProcessCluster {
       }
     }
     return holdings;
+  }
+
+  /**
+   * Once every agent's usage is acknowledged: the fleet's totals are what the agents recorded,
+   * counted once, and still so once the ledger is rolled up (empty).
+   */
+  async assertTokensExact(): Promise<void> {
+    await waitFor(() => this.agents.every((a) => a.unacknowledgedUsage().promptTokens === 0 && a.unacknowledgedUsage().completionTokens === 0), 60_000, 50).catch(
+      (err: Error) => {
+        throw new Error(`agents' usage not acknowledged: ${JSON.stringify(this.agents.map((a) => [a.status, a.unacknowledgedUsage()]))}: ${err.message}`);
+      },
+    );
+    const totals = async () => {
+      const r = await this.api(this.live()[0]!).get('/api/stats/tokens');
+      assert.is(r.status, 200, r.text);
+      return { promptTokens: r.body.allTime.promptTokens as number, completionTokens: r.body.allTime.completionTokens as number };
+    };
+    const acked = await totals();
+    assert.equal(acked, this.recorded, `totals as acknowledged: ${JSON.stringify(acked)}, recorded ${JSON.stringify(this.recorded)}`);
+    const ledger = this.store.collection<{ _id: string }>('token_ledger');
+    await waitFor(async () => (await ledger.count({})) === 0, 60_000, 100).catch(async (err: Error) => {
+      throw new Error(`the ledger is not rolled up: ${JSON.stringify((await ledger.find({}, { projection: { _id: 1 } })).map((d) => d._id))}: ${err.message}`);
+    });
+    const rolled = await totals();
+    assert.equal(rolled, this.recorded, `totals once rolled up: ${JSON.stringify(rolled)}, recorded ${JSON.stringify(this.recorded)}`);
   }
 
   /** The channel's `seq` is 1…n, and every acknowledged post is stored once; returns n. */

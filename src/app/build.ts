@@ -264,7 +264,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     core,
     (seconds) => metrics.observeHeartbeatAck(seconds),
     (did) => summary.workspacesOf(did),
-    rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs } : undefined,
+    rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs, idClock: () => cluster!.clock.now() } : undefined,
   );
   const intents = new IntentService(core, agents);
   const roster = new AgentRoster(core, peers);
