@@ -274,6 +274,13 @@ export class ProcessCluster {
     assert.equal(rolled, this.recorded, `totals once rolled up: ${JSON.stringify(rolled)}, recorded ${JSON.stringify(this.recorded)}`);
   }
 
+  /** Every invariant, at the end of a file's faults: ownership moved, and at least `minMessages` were posted. */
+  async assertInvariants(minMessages: number): Promise<void> {
+    assert.ok((await this.assertOneOwnerPerShard()) > SHARDS, 'ownership moved');
+    await this.assertTokensExact();
+    assert.ok((await this.assertChannelIntact()) >= minMessages);
+  }
+
   /** The channel's `seq` is 1…n, and every acknowledged post is stored once; returns n. */
   async assertChannelIntact(): Promise<number> {
     const messages = await this.store.collection<{ _id: string; channelId: string; seq: number }>('channel_messages').find({ channelId: this.channelId }, { sort: { seq: 1 } });
