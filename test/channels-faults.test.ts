@@ -1,8 +1,9 @@
 /**
  * Channel messages when the store fails ambiguously: a batch insert that stores the messages (or
  * some of them) and still reports failure. Each message is published once (answered 201, on the
- * live feed, in the listing) or reported failed (and nowhere), never both. Runs on MongoDB when
- * MONGODB_URI is set.
+ * live feed, in the listing) or reported failed (and nowhere), never both. Runs on the embedded store and
+ * on MongoStore through the MongoDB stand-in (there also with faults the stand-in injects under
+ * the official driver), or on MONGODB_URI's server.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -11,7 +12,7 @@ import { makeUser, type TestUser } from './fixtures.js';
 import { waitFor, type TestServer } from './helpers.js';
 import { addMember, FeedClient, makeChannel, makeWorkspace, post, startWithOwner } from './channels-helpers.js';
 import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
-import { backend, type Backend } from './store-backend.js';
+import { backend, standin, storeKind, type Backend } from './store-backend.js';
 
 const test = suite('channel messages: ambiguous store failures');
 let store: Backend;
@@ -128,5 +129,24 @@ test('a failed batch the store cannot tell about is reported failed, published n
   assert.equal(published.ids, []);
   assert.equal(await listedIds(id), [published.last]);
 });
+
+if (storeKind === 'standin') {
+  test('through the driver: a message insert cut off after it landed, or refused in an election, is answered 201 and published once', async () => {
+    const server = await standin();
+    const { id, feed } = await channelWithFeed('Driver faults');
+    const posted: string[] = [];
+    for (const kind of ['close-after', 'not-writable-primary'] as const) {
+      const fired = server.faults.fired[kind];
+      server.faults.inject({ kind, commands: ['insert'], collection: 'channel_messages' });
+      const r = await alice.api.post(`/api/channels/${id}/messages`, { content: `through ${kind}` });
+      assert.is(r.status, 201, `${kind}: ${JSON.stringify(r.body)}`);
+      assert.is(server.faults.fired[kind], fired + 1, `${kind} fired`);
+      posted.push(r.body.message.id);
+    }
+    const { ids, last } = await publishedIds(id, feed);
+    assert.equal(ids, posted, 'each published once, in order');
+    assert.equal(await listedIds(id), [...posted, last], 'each stored once');
+  });
+}
 
 test.run();

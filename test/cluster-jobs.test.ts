@@ -13,6 +13,7 @@ import { makeChannel } from './channels-helpers.js';
 import { createWorkflow } from './workflows-helpers.js';
 import { StandIn } from './stand-in-server.js';
 import { startCluster, type ClusterNodeServer, type TestCluster } from './cluster-nodes.js';
+import { storeKind } from './store-backend.js';
 
 const test = suite('cluster: once, not once per node');
 let cl: TestCluster;
@@ -33,6 +34,11 @@ test.after(async () => {
 });
 
 const ownerOn = (node: ClusterNodeServer): TestUser => ({ ...cl.owner, api: cl.as(node) });
+
+test('the nodes share the store of this run: the embedded store, or MongoDB (the stand-in or MONGODB_URI)', async () => {
+  assert.is(cl.store.kind, storeKind === 'embedded' ? 'embedded' : 'mongodb', cl.target);
+  for (const n of nodes) assert.is(n.ctx.store.kind, cl.store.kind, n.nodeId);
+});
 
 test('a schedule made on one node is armed on all three, and each firing runs once', async () => {
   const [n1, , n3] = nodes as [ClusterNodeServer, ClusterNodeServer, ClusterNodeServer];

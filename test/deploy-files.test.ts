@@ -295,4 +295,13 @@ test('the compose file points at files that exist beside it', () => {
   assert.ok(existsSync(join(dirname(deployDir), 'deploy', 'README.md')));
 });
 
+test('the Docker image copies no test tools: the MongoDB stand-in stays out of it', () => {
+  const copied = read(join(root, 'Dockerfile'))
+    .split('\n')
+    .filter((l) => /^COPY\s/.test(l))
+    .flatMap((l) => l.replace(/^COPY\s+(--\S+\s+)*/, '').split(/\s+/).slice(0, -1));
+  assert.ok(copied.includes('src'), 'the image is built from src/');
+  for (const source of copied) assert.not.ok(/^(\.\/)?(tools|test)(\/|$)|^\.$/.test(source), `the image copies ${source}`);
+});
+
 test.run();

@@ -1,6 +1,8 @@
 /**
  * Token counting when the store fails ambiguously (a ledger write that lands and still reports
- * failure, a partly applied insertMany) and past 2^53. Runs on MongoDB when MONGODB_URI is set.
+ * failure, a partly applied insertMany) and past 2^53. Runs on the embedded store and on MongoStore
+ * through the MongoDB stand-in (there also with faults the stand-in injects under the official
+ * driver), or on MONGODB_URI's server.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -8,7 +10,7 @@ import { ownerOf, type TestUser } from './fixtures.js';
 import { waitFor, type TestServer } from './helpers.js';
 import { fleet, heartbeat, once, RawAgent, readyAgent, readyRawAgent, startWithOwner } from './fleet-helpers.js';
 import { FaultInjector, heldThenPartlyStored } from './fault-store.js';
-import { backend, type Backend } from './store-backend.js';
+import { backend, standin, storeKind, type Backend } from './store-backend.js';
 
 const test = suite('fleet heartbeats: ambiguous ledger writes, exact totals');
 let store: Backend;
@@ -34,6 +36,27 @@ const ledgerDocsOf = async (did: string) => (await s.ctx.c.tokenLedger.find({}))
 function injection(fault: string): () => Promise<unknown> {
   const from = faults.injected.length;
   return () => waitFor(() => faults.injected.slice(from).includes(fault), 10_000);
+}
+
+if (storeKind === 'standin') {
+  test('through the driver: a ledger insert cut off after it landed, one refused in an election, one with a write-concern error: each counted once', async () => {
+    const server = await standin();
+    const agent = await readyAgent(s, owner);
+    const before = await allTime();
+    const kinds = ['close-after', 'not-writable-primary', 'write-concern-error'] as const;
+    for (const kind of kinds) {
+      const fired = server.faults.fired[kind];
+      server.faults.inject({ kind, commands: ['insert'], collection: 'token_ledger' });
+      agent.recordUsage(1000, 100);
+      const acked = once(agent, 'heartbeatAck', 20_000);
+      agent.heartbeat();
+      await acked;
+      assert.is(server.faults.fired[kind], fired + 1, `${kind} fired`);
+    }
+    assert.equal(await allTime(), { promptTokens: before.promptTokens + 3000, completionTokens: before.completionTokens + 300 });
+    assert.is(await ledgerDocsOf(agent.did), 3, 'one ledger document per heartbeat');
+    await agent.stop();
+  });
 }
 
 test('a ledger write that lands and reports failure is counted once', async () => {

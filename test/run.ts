@@ -6,7 +6,8 @@
  * (web/tsconfig.json), counted as one more test; tsx runs the suites without checking types, so
  * that is what catches a test calling a helper wrongly. When browser suites (test/ui-*.test.ts) are
  * to run, the dashboard is built first (TEST_SKIP_WEB_BUILD=1 skips that, for a build already
- * made). Every test process loads test/preload.ts: a promise rejection nothing handled fails its
+ * made). Suites that take a store target run a second time on MongoStore through the MongoDB
+ * stand-in (STEWARD_TEST_STORE=standin), unless MONGODB_URI is set. Every test process loads test/preload.ts: a promise rejection nothing handled fails its
  * file (counted as one failure each), even when its tests passed.
  *
  * Usage: npm test [-- pattern ...]   (patterns filter the files' paths from the checkout, test/...,
@@ -46,7 +47,7 @@ const TYPECHECK = 'type-check (tsc -p tsconfig.check.json, tsc -p web/tsconfig.j
  * MongoStore through the MongoDB stand-in (tools/mongo-standin), queued as `<file>${STANDIN_PASS}`;
  * not when MONGODB_URI names a real server, which those suites then use instead.
  */
-const STORE_TARGET_HELPERS = /from '\.\/(store-backend|cluster-nodes|cluster-stores)\.js'/;
+const STORE_TARGET_HELPERS = /from '(\.\.?\/)+(store-backend|cluster-nodes|cluster-stores)\.js'/;
 const STANDIN_PASS = ' [mongodb stand-in]';
 const standinPass = (files: string[]): string[] =>
   process.env.MONGODB_URI ? [] : files.filter((f) => STORE_TARGET_HELPERS.test(readFileSync(f, 'utf8'))).map((f) => `${f}${STANDIN_PASS}`);

@@ -1,6 +1,7 @@
 /**
  * The test runner: a file in which a promise rejection goes unhandled fails, even when its tests
- * pass and the code under test has a net of its own that keeps the process alive.
+ * pass and the code under test has a net of its own that keeps the process alive; a suite that
+ * takes a store target runs on each store.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -41,6 +42,15 @@ test('a clean file passes', async () => {
   assert.is(lastLine(out), '1 passed, 0 failed', out);
   assert.is(code, 0, out);
   assert.not.match(out, '[unhandled rejection]');
+});
+
+test('a suite that takes a store target runs twice: on the embedded store, then on the MongoDB stand-in', async () => {
+  const { code, out } = await runRunner('store-target.fixture.ts');
+  assert.is(lastLine(out), '2 passed, 0 failed', out);
+  assert.is(code, 0, out);
+  assert.match(out, 'store kind: embedded, backend: embedded');
+  assert.match(out, 'store kind: standin, backend: mongodb');
+  assert.match(out, /store-target\.fixture\.ts \[mongodb stand-in\] \(\d+ ms\): 1 passed, 0 failed/);
 });
 
 test.run();

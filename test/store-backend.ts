@@ -7,6 +7,9 @@
  * started as a child process).
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { nanoid } from 'nanoid';
 import { startMongoStandin, type MongoStandin } from '../tools/mongo-standin/server.js';
@@ -19,14 +22,16 @@ export const storeKind: 'embedded' | 'standin' | 'mongodb' = mongoUri ? 'mongodb
 let shared: Promise<MongoStandin> | undefined;
 
 /**
- * The stand-in of this test process, started on first use and stopped when the process exits.
+ * The stand-in of this test process, started on first use; it lets the process exit.
  * Its `faults` reach the driver under test.
  */
 export function standin(): Promise<MongoStandin> {
-  shared ??= startMongoStandin({ log: (line) => standinLog.push(line) }).then((s) => {
-    process.once('beforeExit', () => void s.stop());
-    return s;
-  });
+  if (!shared) {
+    // Its data directory goes when the process does, however it ends.
+    const dataDir = mkdtempSync(join(tmpdir(), 'steward-standin-'));
+    process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+    shared = startMongoStandin({ dataDir, log: (line) => standinLog.push(line), unref: true });
+  }
   return shared;
 }
 

@@ -3,7 +3,8 @@
  * authenticating a feed socket, of the channel writer's recovery, or of a write too large for the
  * store. The server keeps running, answers the request that met the fault, and serves the next
  * one. Every fault is injected through test/fault-store.ts under a real server; the suite runs on
- * the embedded store, and on MongoDB when MONGODB_URI is set.
+ * the embedded store and on MongoStore through the MongoDB stand-in (there also with an election and
+ * an outage the stand-in injects under the official driver), or on MONGODB_URI's server.
  */
 import { suite } from 'uvu';
 import { assign, setup } from 'xstate';
@@ -12,13 +13,13 @@ import { DocumentTooLargeError, DuplicateKeyError, MAX_DOCUMENT_BYTES } from '..
 import type { SnapshotDoc } from '../src/actors/host.js';
 import { waitFor, type TestServer } from './helpers.js';
 import { FaultInjector } from './fault-store.js';
-import { backend, type Backend } from './store-backend.js';
+import { backend, standin, storeKind, type Backend } from './store-backend.js';
 import type { TestUser } from './fixtures.js';
 import { FeedClient, makeChannel, makeWorkspace } from './channels-helpers.js';
 import { isError } from './people-helpers.js';
 import { fleet, startWithOwner } from './fleet-helpers.js';
 
-const test = suite(`store faults under a running server (${process.env.MONGODB_URI ? 'mongodb' : 'embedded'})`);
+const test = suite(`store faults under a running server (${storeKind})`);
 const faults = new FaultInjector();
 let store: Backend;
 let s: TestServer;
@@ -180,5 +181,31 @@ test('a snapshot too large for the store fails alone: the rest of its batch is w
   await waitFor(async () => (await stored('b')) === 'b2');
   for (const id of ids) await host.remove('test-blob', id);
 });
+
+if (storeKind === 'standin') {
+  test('through the driver: writes ride through an election and a store down for a moment, and the server keeps serving', async () => {
+    const server = await standin();
+    const ws = await makeWorkspace(owner, `Election ${Date.now()}`);
+    const ch = await makeChannel(owner, { name: 'election', workspaceId: ws.id });
+    // Every write command refused once by a primary that steps down: the driver retries each.
+    const fired = server.faults.fired['not-writable-primary'];
+    server.faults.inject({ kind: 'not-writable-primary', commands: ['insert', 'update', 'findAndModify'], times: 3 });
+    const during = await answered(owner.api.post(`/api/channels/${ch.id}/messages`, { content: 'during the election' }), 'a post during the election');
+    assert.is(during.status, 201, during.text);
+    await waitFor(() => server.faults.fired['not-writable-primary'] > fired, 10_000);
+    // The store down: a post made meanwhile waits, and is stored once it is back.
+    await server.down();
+    let settled = false;
+    const pending = owner.api.post(`/api/channels/${ch.id}/messages`, { content: 'while down' });
+    void pending.then(() => (settled = true));
+    await waitFor(async () => (await owner.api.get('/readyz')).status === 503, 20_000);
+    assert.not.ok(settled, 'the post waits for the store');
+    await server.up();
+    const later = await answered(pending, 'a post while the store was down');
+    assert.is(later.status, 201, later.text);
+    const listed = await owner.api.get(`/api/channels/${ch.id}/messages?limit=10`);
+    assert.equal((listed.body.messages as Array<{ content: string }>).map((m) => m.content).reverse(), ['during the election', 'while down']);
+  });
+}
 
 test.run();

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { BSON, type Document } from 'mongodb';
 import { nanoid } from 'nanoid';
 import { openEmbeddedStore, type EmbeddedStoreHandle } from '../../src/store/embedded/index.js';
+import { Mutex } from '../../src/store/embedded/collection.js';
 import {
   DocumentTooLargeError,
   DuplicateKeyError,
@@ -72,19 +73,10 @@ interface Cursor {
   at: number;
 }
 
-/** A FIFO lock: the writes of one database run one at a time, so a read-modify-write is atomic. */
-class Lock {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<R>(fn: () => Promise<R>): Promise<R> {
-    const result = this.tail.then(fn);
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
-}
-
 interface Database {
   store: EmbeddedStoreHandle;
-  lock: Lock;
+  /** The writes of one database run one at a time, so a command's read-modify-write is atomic. */
+  lock: Mutex;
 }
 
 type Handler = (body: Document, db: string, ctx: CommandContext) => Promise<Document> | Document;
@@ -101,13 +93,14 @@ export class CommandTable {
 
   constructor(private readonly dataDir: string) {
     const hello: Handler = (body, _db, ctx) => this.hello(body, ctx);
+    const buildInfo: Handler = () => ({ version: '8.0.0', versionArray: [8, 0, 0, 0], gitVersion: 'steward-mongo-standin', bits: 64, maxBsonObjectSize: MAX_BSON_BYTES, ok: 1 });
     this.handlers = {
       hello,
       isMaster: hello,
       ismaster: hello,
       ping: () => ({ ok: 1 }),
-      buildInfo: () => ({ version: '8.0.0', versionArray: [8, 0, 0, 0], gitVersion: 'steward-mongo-standin', bits: 64, maxBsonObjectSize: MAX_BSON_BYTES, ok: 1 }),
-      buildinfo: () => this.handlers.buildInfo!({}, '', {} as CommandContext),
+      buildInfo,
+      buildinfo: buildInfo,
       endSessions: () => ({ ok: 1 }),
       insert: (b, db) => this.insert(b, db),
       update: (b, db) => this.update(b, db),
@@ -123,15 +116,6 @@ export class CommandTable {
       listIndexes: (b, db) => this.listIndexes(b, db),
       dropDatabase: (_b, db) => this.dropDatabase(db),
     };
-  }
-
-  /** Command names this table answers. */
-  get names(): string[] {
-    return Object.keys(this.handlers);
-  }
-
-  isWrite(name: string): boolean {
-    return WRITE_COMMANDS.has(name);
   }
 
   /** Runs one command; failures become MongoDB error replies. */
@@ -210,7 +194,7 @@ export class CommandTable {
       db = (async () => {
         const dir = join(this.dataDir, name);
         await mkdir(dir, { recursive: true, mode: 0o700 });
-        return { store: await openEmbeddedStore({ dataDir: dir }), lock: new Lock() };
+        return { store: await openEmbeddedStore({ dataDir: dir }), lock: new Mutex() };
       })();
       db.catch(() => this.databases.delete(name));
       this.databases.set(name, db);

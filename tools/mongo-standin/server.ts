@@ -75,6 +75,8 @@ export interface StandinOptions {
   log?: (line: string) => void;
   /** A file to append one line per command to: its name and the fields it was sent with (also MONGO_STANDIN_TRACE). */
   traceFile?: string;
+  /** Let the process exit while the stand-in still listens (a test process's shared stand-in). */
+  unref?: boolean;
 }
 
 export interface MongoStandin {
@@ -89,6 +91,19 @@ export interface MongoStandin {
   /** Accepts connections again on the same port. */
   up(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/**
+ * A field of a command as the trace shows it: the fields of its statements (`updates[q,u,upsert]`),
+ * a pipeline's stages, a write concern's settings; otherwise its name.
+ */
+function traced(field: string, value: unknown): string {
+  if (field === 'pipeline' && Array.isArray(value)) return `pipeline[${value.map((st) => Object.keys(st as object)[0]).join(' ')}]`;
+  if (field === 'writeConcern' && value && typeof value === 'object') return `writeConcern${JSON.stringify(value).replace(/,/g, ' ')}`;
+  if (['updates', 'deletes'].includes(field) && Array.isArray(value)) {
+    return `${field}[${[...new Set(value.flatMap((st) => Object.keys(st as object)))].sort().join(' ')}]`;
+  }
+  return field;
 }
 
 const HANDSHAKE = new Set(['hello', 'isMaster', 'ismaster']);
@@ -114,7 +129,7 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
     for (const f of fields) seen.add(f);
     if (traceFile) {
       try {
-        appendFileSync(traceFile, `${name} ${fields.sort().join(',')}\n`);
+        appendFileSync(traceFile, `${name} ${fields.sort().map((f) => traced(f, body[f])).join(',')}\n`);
       } catch {
         // tracing is best effort
       }
@@ -138,7 +153,8 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       const ms = Math.max(0, Number(body.standinOutage) || 0);
       setImmediate(() => {
         void down().then(() => {
-          downUntil = setTimeout(() => void up(), ms);
+          log(`mongo-standin: outage: refusing connections for ${ms} ms`);
+          downUntil = setTimeout(() => void up().then(() => log('mongo-standin: outage over: accepting connections')), ms);
         });
       });
       return { ok: 1 };
@@ -192,6 +208,7 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
     const connectionId = ++connections;
     sockets.add(socket);
     socket.setNoDelay(true);
+    if (opts.unref) socket.unref();
     let pending: Buffer = Buffer.alloc(0);
     // One request at a time per connection, in order (the driver waits for each reply).
     let chain: Promise<void> = Promise.resolve();
@@ -201,8 +218,9 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       try {
         ({ requests, rest: pending } = readMessages(pending));
       } catch (err) {
-        if (!(err instanceof ProtocolError)) throw err;
-        log(`mongo-standin: closing connection ${connectionId} from ${socket.remoteAddress}:${socket.remotePort}: ${err.message}`);
+        // A ProtocolError, or anything else a malformed message provoked: that connection ends, the server goes on.
+        const why = err instanceof ProtocolError ? err.message : `unreadable message (${(err as Error)?.message ?? String(err)})`;
+        log(`mongo-standin: closing connection ${connectionId} from ${socket.remoteAddress}:${socket.remotePort}: ${why}`);
         socket.destroy();
         return;
       }
@@ -224,6 +242,7 @@ export async function startMongoStandin(opts: StandinOptions = {}): Promise<Mong
       s.listen(port, HOST, () => {
         s.off('error', reject);
         port = (s.address() as { port: number }).port;
+        if (opts.unref) s.unref();
         server = s;
         resolve();
       });

@@ -39,7 +39,7 @@ export interface CollectionOwner {
 }
 
 /** A FIFO async mutex: `run` executes callbacks one at a time in call order. */
-class Mutex {
+export class Mutex {
   private tail: Promise<unknown> = Promise.resolve();
 
   run<R>(fn: () => Promise<R>): Promise<R> {
