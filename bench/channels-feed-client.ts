@@ -1,13 +1,13 @@
 /**
  * Live-feed subscribers for bench/channels.ts, in their own process: opens many /ws/feed
- * sockets (the `ws` package), authenticates each with the token frame, subscribes each to one
- * channel, and records when each socket receives each `message.created` (wall clock in ms,
+ * sockets (the `ws` package), authenticates each with the token frame (several people's tokens
+ * in turn), subscribes each to one channel, and records when each socket receives each `message.created` (wall clock in ms,
  * `performance.timeOrigin + performance.now()`, comparable across processes on one machine).
  */
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 
-type Cmd = { cmd: 'connect'; url: string; token: string; channelId: string; count: number; concurrency: number } | { cmd: 'collect' } | { cmd: 'close' };
+type Cmd = { cmd: 'connect'; url: string; tokens: string[]; channelId: string; count: number; concurrency: number } | { cmd: 'collect' } | { cmd: 'close' };
 
 const now = () => performance.timeOrigin + performance.now();
 /** Messages are numbered `fan-out #<i>`; the content is read from the frame text without parsing it. */
@@ -21,6 +21,8 @@ function open(url: string, token: string, channelId: string): Promise<WebSocket>
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws/feed', { perMessageDeflate: false, skipUTF8Validation: true });
     ws.once('error', reject);
+    // Closed before it subscribed (4413: the person holds FEED_SOCKETS_PER_PERSON sockets already).
+    ws.once('close', (code, reason) => reject(new Error(`feed socket closed before subscribing: ${code} ${reason.toString()}`)));
     ws.once('open', () => ws.send(JSON.stringify({ type: 'auth', token })));
     ws.on('message', (data: Buffer) => {
       const at = now();
@@ -46,7 +48,8 @@ process.on('message', async (m: { id: number } & Cmd) => {
   try {
     if (m.cmd === 'connect') {
       for (let i = 0; i < m.count; i += m.concurrency) {
-        const batch = await Promise.all(Array.from({ length: Math.min(m.concurrency, m.count - i) }, () => open(m.url, m.token, m.channelId)));
+        // The sockets are spread over the people's tokens (each person holds at most FEED_SOCKETS_PER_PERSON).
+        const batch = await Promise.all(Array.from({ length: Math.min(m.concurrency, m.count - i) }, (_, j) => open(m.url, m.tokens[(i + j) % m.tokens.length]!, m.channelId)));
         sockets.push(...batch);
       }
       return process.send!({ id: m.id, connected: sockets.length });

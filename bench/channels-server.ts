@@ -15,6 +15,7 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { Session } from 'node:inspector/promises';
 import { writeFile } from 'node:fs/promises';
 import { serveCommands } from './proc.js';
+import { profileCommand } from './profiler.js';
 
 /** BENCH_PROFILE=<file>: a CPU profile of the server from setup to stop is written there. */
 let profiler: Session | undefined;
@@ -23,6 +24,7 @@ type Msg =
   | { cmd: 'start'; env: Record<string, string> }
   | { cmd: 'setup'; posters: number; agent?: { did: string; publicKey: string; name: string } }
   | { cmd: 'counters' }
+  | { cmd: 'profile'; file?: string }
   | { cmd: 'stop' };
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
@@ -143,6 +145,10 @@ serveCommands<Msg>(
         gc = { count: 0, totalMs: 0, maxMs: 0 };
         return r;
       }
+      case 'profile':
+        // BENCH_PROFILE_DIR set: a CPU profile of one measured phase (start, then stop with a file name).
+        await profileCommand(raw.file);
+        return {};
     }
   },
   async () => {

@@ -43,8 +43,10 @@ export async function preregister(steward: Steward, seed: string, count: number,
     }
     await c.agents.insertMany(agents);
     await c.workspaceAgents.insertMany(members);
-    // Written behind the fleet's back: the summary's counters are told, as registration would.
-    const summary = fleetOf(steward.ctx).summary;
+    // Written behind the fleet's back: the summary's counters and the agents list's rows are
+    // told, as registration would (without the second, GET /api/agents answers an empty list).
+    const { summary, roster } = fleetOf(steward.ctx);
     await Promise.all(agents.map((a) => summary.agentChanged(a._id)));
+    await roster.changed(agents.map((a) => a._id));
   }
 }

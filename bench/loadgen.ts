@@ -15,6 +15,7 @@
 import { ed25519 } from '../src/domain/ed25519.js';
 import { certificateBytes } from '../src/domain/certificate.js';
 import { readDigits } from '../src/domain/decimal.js';
+import { reconnectDelayMs } from '../src/domain/agent-protocol.js';
 import { MiniWebSocket } from './wsclient.js';
 import { profileCommand } from './profiler.js';
 import { benchKey, type BenchKey } from './keys.js';
@@ -37,6 +38,8 @@ type Cmd =
   | { cmd: 'stopHeartbeats' }
   | { cmd: 'watchPolicy'; policyId: string | null; timeoutMs: number }
   | { cmd: 'reconnect'; concurrency: number }
+  | { cmd: 'backoff' }
+  | { cmd: 'waitReady'; since: number; timeoutMs: number }
   | { cmd: 'count' }
   | { cmd: 'cpu' }
   | { cmd: 'profile'; file?: string }
@@ -51,6 +54,8 @@ class Client {
   lastSerial = '';
   lastSig = '';
   sentAt = new Map<number, number>();
+  /** Failed attempts since the last `ready` (the back-off's exponent once `backoff` is on). */
+  failures = 0;
   constructor(
     readonly key: BenchKey,
     readonly localAddress: string,
@@ -67,6 +72,8 @@ let sent = 0;
 let countFrom = 0;
 let hbTimers: NodeJS.Timeout[] = [];
 let connectErrors = 0;
+/** Set by `backoff`: a client whose socket ends tries again after the agents' back-off, as the SDK does. */
+let backoff = false;
 /** This process's own event-loop delay while it heartbeats: a late loop delays sends and ack readings alike. */
 let loopDelay: IntervalHistogram | null = null;
 
@@ -91,11 +98,20 @@ function open(c: Client, done: () => void): void {
       finish();
     },
     onClose: () => {
-      if (c.ws === ws) c.ready = false;
+      if (c.ws === ws) {
+        c.ready = false;
+        if (backoff) retryLater(c);
+      }
       finish();
     },
   });
   c.ws = ws;
+}
+
+function retryLater(c: Client): void {
+  const delay = reconnectDelayMs(c.failures);
+  c.failures++;
+  setTimeout(() => open(c, () => undefined), delay);
 }
 
 /**
@@ -198,6 +214,7 @@ function startCounting(): void {
 
 function onReadyFrame(c: Client, policyId: string | null, finish: () => void): void {
   c.ready = true;
+  c.failures = 0;
   c.readyAt = Date.now();
   c.policyId = policyId;
   finish();
@@ -312,6 +329,25 @@ process.on('message', async (m: { id: number } & Cmd) => {
       const t0 = Date.now();
       await connectAll(clients, m.concurrency);
       return reply(id, { t0, ready: clients.filter((c) => c.ready).length, errors: connectErrors, lastReadyAt: Math.max(...clients.map((c) => c.readyAt)) });
+    }
+    case 'backoff':
+      backoff = true;
+      return reply(id, {});
+    case 'waitReady': {
+      // Every client ready again at or after `since` (the server's return): when the last one was.
+      const done = (c: Client) => c.ready && c.readyAt >= m.since;
+      const pending = new Set(clients.filter((c) => !done(c)));
+      const answer = () => {
+        onReady = null;
+        clearTimeout(timer);
+        reply(id, { lastReadyAt: Math.max(...clients.map((c) => c.readyAt)), missing: pending.size, errors: connectErrors });
+      };
+      const timer = setTimeout(answer, m.timeoutMs);
+      if (pending.size === 0) return answer();
+      onReady = (c) => {
+        if (done(c) && pending.delete(c) && pending.size === 0) answer();
+      };
+      return;
     }
     case 'cpu':
       return reply(id, process.cpuUsage());

@@ -30,3 +30,11 @@ export function table(title: string, rows: Array<[string, string]>): void {
   console.log(`|${'-'.repeat(w + 2)}|-------|`);
   for (const [k, v] of rows) console.log(`| ${k.padEnd(w)} | ${v} |`);
 }
+
+/**
+ * A table row of CPU per operation (µs, all the server's threads) against the floor's, measured in
+ * the same run (bench/floor-server.ts): the ratio is the figure that moves least on a shared machine.
+ */
+export function floorRow(what: string, stewardUs: number, floorUs: number): [string, string] {
+  return [`server CPU per ${what}, all threads: Steward / floor (ratio)`, `${fmt(stewardUs, 1)} / ${fmt(floorUs, 1)} µs (**×${fmt(stewardUs / floorUs, 2)}**)`];
+}

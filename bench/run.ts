@@ -5,10 +5,13 @@
  *   npm run bench                                   every benchmark at the small default size
  *   npm run bench -- memory --agents 18000          (a) N agents held, server memory per agent
  *   npm run bench -- recert --agents 10000          (b) a workspace policy re-certifying N agents
- *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once
+ *   npm run bench -- reconnect --agents 10000       (c) N agents reconnecting at once, then after a
+ *                                                   restart of Steward (--down S seconds away)
  *   npm run bench -- heartbeat --agents 10000 --rate 20000   (d) heartbeat acks/s and latency
  *   npm run bench -- feed --agents 10000            (e) a live-feed subscriber of presence and actors during (b)
  *   npm run bench -- dashboard --agents 10000        (f) the dashboard's reads with N agents connected
+ *   npm run bench -- compare <git ref> [bench…]     this tree against another commit, alternating
+ *                                                   runs, ratio new / old (bench/compare.ts)
  *   npm run bench -- cluster --agents 2000          cluster mode: each cross-node path against its
  *                                                   single-node twin, and per-operation costs
  *                                                   (bench/cluster.ts, its options there)
@@ -33,14 +36,21 @@
  * BENCH_SERVER_NODE_OPTIONS='--trace-gc' adds Node options to the server process,
  * BENCH_LOADGEN_NODE_OPTIONS to each load generator.
  */
-import { flag, fmt as formatNumber, percentile, table, which } from './report.js';
+import { flag, floorRow, fmt as formatNumber, percentile, table, which } from './report.js';
 import { startProc, type Proc } from './proc.js';
 import { CONCURRENCY, HB_SECONDS, LOADGENS, N, RATE, loadgenAddresses } from './options.js';
 import { cpuTimesRow, machineRows, readCpuTimes, readMachine, type CpuTimes } from './machine.js';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../src/cli/node-flags.js';
 import { benchCluster } from './cluster.js';
+import { httpLoad, type HttpLoad } from './http-load.js';
+import { benchCompare } from './compare.js';
+import { mkdirSync } from 'node:fs';
+
+// The profiles' directory is made here, so that BENCH_PROFILE_DIR may name one that does not exist yet.
+if (process.env.BENCH_PROFILE_DIR) mkdirSync(process.env.BENCH_PROFILE_DIR, { recursive: true });
 
 
 const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
@@ -48,6 +58,8 @@ const HOLD_S = flag('hold', 'BENCH_HOLD_SECONDS', 150);
 const WARMUP_S = flag('warmup', 'BENCH_HB_WARMUP_SECONDS', 3);
 const ACTOR_IDLE_S = flag('actor-idle', 'BENCH_ACTOR_IDLE_SECONDS', 0);
 const REQUESTS = flag('requests', 'BENCH_REQUESTS', 500);
+/** Seconds Steward stays down in (c)'s restart (BENCH_DOWN_SECONDS): long enough for the agents' back-off to reach its cap. */
+const DOWN_S = flag('down', 'BENCH_DOWN_SECONDS', 45);
 
 
 
@@ -65,13 +77,18 @@ interface Setup {
   mem0: any;
   memRegistered: any;
   connectMs: number;
+  /** The server's CPU per agent (µs, all threads) during the first connection of all agents: a first handshake each. */
+  connectCpuUs: number;
 }
 
-/** A server with N pre-registered agents in one workspace, and load generators connected. */
-async function setup(n: number, env: Record<string, string> = {}): Promise<Setup> {
+/**
+ * A server with N agents and load generators connected: Steward with the agents pre-registered in
+ * one workspace, or the floor (bench/floor-server.ts), which the same load generators drive alike.
+ */
+async function setup(n: number, env: Record<string, string> = {}, target: 'steward' | 'floor' = 'steward'): Promise<Setup> {
   // The Node options and environment production runs with (src/cli/node-flags.ts), then the benchmark's own options.
   const server = startProc(
-    './server.ts',
+    target === 'floor' ? './floor-server.ts' : './server.ts',
     [...SERVER_NODE_FLAGS, '--expose-gc', ...(process.env.BENCH_SERVER_NODE_OPTIONS?.split(' ').filter(Boolean) ?? [])],
     SERVER_ENV,
   );
@@ -80,7 +97,10 @@ async function setup(n: number, env: Record<string, string> = {}): Promise<Setup
   const started = await server.call<{ port: number; token: string; workspaceId: string; memory: any }>({ cmd: 'start', env: { ...extra, ...env } });
   const url = `http://127.0.0.1:${started.port}`;
   const seed = randomBytes(8).toString('hex');
-  const reg = await server.call<{ ms: number; memory: any }>({ cmd: 'preregister', seed, count: n, workspaceId: started.workspaceId });
+  const reg =
+    target === 'floor'
+      ? { memory: started.memory }
+      : await server.call<{ ms: number; memory: any }>({ cmd: 'preregister', seed, count: n, workspaceId: started.workspaceId });
   const loadgens: Proc[] = [];
   const per = Math.ceil(n / LOADGENS);
   for (let g = 0; g < LOADGENS; g++) {
@@ -94,13 +114,16 @@ async function setup(n: number, env: Record<string, string> = {}): Promise<Setup
   const t0 = Date.now();
   const pdir = process.env.BENCH_PROFILE_DIR;
   if (pdir) await server.call({ cmd: 'profile' });
+  const cpu0 = await server.call<NodeJS.CpuUsage>({ cmd: 'cpu' });
   const results = await Promise.all(loadgens.map((lg) => lg.call<{ ready: number; errors: number }>({ cmd: 'connect', concurrency: CONCURRENCY })));
   const connectMs = Date.now() - t0;
-  if (pdir) await server.call({ cmd: 'profile', file: `${pdir}/connect-${n}.cpuprofile` });
-  await server.call({ cmd: 'settle' });
+  const cpu1 = await server.call<NodeJS.CpuUsage>({ cmd: 'cpu' });
+  const connectCpuUs = (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / Math.max(1, n);
+  if (pdir) await server.call({ cmd: 'profile', file: `${pdir}/${target === 'floor' ? 'floor-' : ''}connect-${n}.cpuprofile` });
+  if (target === 'steward') await server.call({ cmd: 'settle' });
   const ready = results.reduce((a, r) => a + r.ready, 0);
   if (ready !== n) console.warn(`warning: ${ready} of ${n} agents ready after the first connection (${results.map((r) => r.errors).join('+')} socket errors)`);
-  return { server, loadgens, url, token: started.token, workspaceId: started.workspaceId, mem0: started.memory, memRegistered: reg.memory, connectMs };
+  return { server, loadgens, url, token: started.token, workspaceId: started.workspaceId, mem0: started.memory, memRegistered: reg.memory, connectMs, connectCpuUs };
 }
 
 async function teardown(s: Setup): Promise<void> {
@@ -150,6 +173,11 @@ function cpuRows(a: CpuMark, b: CpuMark): Array<[string, string]> {
   ];
 }
 
+/** The server's CPU time (user + system, all threads) between two marks, in µs per one of `ops`. */
+function cpuPerOp(a: CpuMark, b: CpuMark, ops: number): number {
+  return (b.server.user - a.server.user + b.server.system - a.server.system) / ops;
+}
+
 async function online(s: Setup): Promise<number> {
   return (await s.server.call<{ online: number }>({ cmd: 'online' })).online;
 }
@@ -187,6 +215,8 @@ async function benchMemory(): Promise<void> {
   }
   const hb = await Promise.all(s.loadgens.map((lg) => lg.call<{ sent: number; acked: number }>({ cmd: 'stopHeartbeats' })));
   const on = await online(s);
+  await teardown(s);
+  const floor = await floorMemory();
   const perAgent = (bytes: number) => `${fmt(bytes / N / 1024, 2)} KiB`;
   const rows = (label: string, r: Reading): Array<[string, string]> => [
     [`${label}, ${r.actors.agent ?? 0} agent actors in memory: RSS / heap used`, `${fmt(r.memory.rssAsIs / MB)} / ${fmt(r.memory.heapUsed / MB)} MiB`],
@@ -205,8 +235,23 @@ async function benchMemory(): Promise<void> {
     ['  the store\'s files on disk: right after the connection storm / after the hold', `${fmt(live.storeBytes / MB)} / ${fmt(held.storeBytes / MB)} MiB`],
     ...(ACTOR_IDLE_S > 0 ? rows('once idle actors left memory', passivated) : []),
     ['  V8 heap committed (heapTotal) / external / array buffers, at the end', `${fmt(passivated.memory.heapTotal / MB)} / ${fmt(passivated.memory.external / MB)} / ${fmt(passivated.memory.arrayBuffers / MB)} MiB`],
+    [`the floor (${floor.online} bare uWS sockets) after the same hold: RSS / heap used per socket`, `${perAgent(floor.rss)} / ${perAgent(floor.heap)}`],
+    ['RSS per agent after the hold: Steward / floor (ratio)', `${perAgent(held.memory.rssAsIs - s.mem0.rssAsIs)} / ${perAgent(floor.rss)} (**×${fmt((held.memory.rssAsIs - s.mem0.rssAsIs) / floor.rss, 2)}**)`],
+    floorRow('held agent and second of the hold', cpuPerOp(c0, c1, N * HOLD_S), floor.cpuUs / (N * HOLD_S)),
   ]);
-  await teardown(s);
+}
+
+/** The floor of (a): N bare uWS sockets through the same handshake, held as long with the same heartbeats. */
+async function floorMemory(): Promise<{ online: number; rss: number; heap: number; cpuUs: number }> {
+  const f = await setup(N, {}, 'floor');
+  await Promise.all(f.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs: 30_000 })));
+  const c0 = await cpuMark(f);
+  await profiled(f, 'floor-hold', () => new Promise((r) => setTimeout(r, HOLD_S * 1000)));
+  const c1 = await cpuMark(f);
+  const held = await f.server.call<{ memory: any; online: number }>({ cmd: 'memory' });
+  await Promise.all(f.loadgens.map((lg) => lg.call({ cmd: 'stopHeartbeats' })));
+  await teardown(f);
+  return { online: held.online, rss: held.memory.rssAsIs - f.mem0.rssAsIs, heap: held.memory.heapUsed - f.mem0.heapUsed, cpuUs: cpuPerOp(c0, c1, 1) };
 }
 
 async function benchRecert(): Promise<void> {
@@ -231,6 +276,7 @@ async function benchRecert(): Promise<void> {
   });
   const last = Math.max(...watched.map((w) => w.lastAt));
   const missing = watched.reduce((a, w) => a + w.missing, 0);
+  await teardown(s);
   table(`(b) a workspace policy re-certifying ${N} connected agents`, [
     ['POST /api/policies status', String(res.status)],
     ['sentTo', String(body.sentTo?.length ?? 0)],
@@ -238,12 +284,51 @@ async function benchRecert(): Promise<void> {
     ['last agent holds its co-signed certificate (ready) after', missing === 0 ? `${last - t0} ms` : `${missing} agents never did`],
     actorWritesRow(counters0, counters1),
     ...cpuRows(cpu0, cpu1),
+    ...floorRecertRows(await floorRecert(), cpuPerOp(cpu0, cpu1, N), last - t0),
   ]);
-  await teardown(s);
+}
+
+/** µs per Ed25519 sign and verify on one core, with the implementation Steward uses (timed in the floor's process). */
+type CryptoCost = { signUs: number; verifyUs: number; implementation: string };
+
+/** The floor of (b): every held socket offered a new certificate (one sign), its co-signature verified, `ready` sent. */
+async function floorRecert(): Promise<{ lastMs: number; cpuUs: number; crypto: CryptoCost; sentTo: number }> {
+  const f = await setup(N, {}, 'floor');
+  const crypto = await f.server.call<CryptoCost>({ cmd: 'crypto' });
+  const watching = Promise.all(f.loadgens.map((lg) => lg.call<{ lastAt: number; missing: number }>({ cmd: 'watchPolicy', policyId: '*', timeoutMs: 120_000 })));
+  await new Promise((r) => setTimeout(r, 200));
+  const { c0, c1, t0, watched, sentTo } = await profiled(f, 'floor-recert', async () => {
+    const c0 = await cpuMark(f);
+    const t0 = Date.now();
+    const { sentTo } = await f.server.call<{ sentTo: number }>({ cmd: 'recert' });
+    const watched = await watching;
+    return { c0, c1: await cpuMark(f), t0, watched, sentTo };
+  });
+  await teardown(f);
+  return { lastMs: Math.max(...watched.map((w) => w.lastAt)) - t0, cpuUs: cpuPerOp(c0, c1, N), crypto, sentTo };
+}
+
+function floorRecertRows(floor: Awaited<ReturnType<typeof floorRecert>>, stewardUs: number, stewardMs: number): Array<[string, string]> {
+  const cryptoUs = floor.crypto.signUs + floor.crypto.verifyUs;
+  return [
+    ['the floor: re-certified / last ready after', `${floor.sentTo} / ${floor.lastMs} ms (Steward ${stewardMs} ms, ×${fmt(stewardMs / floor.lastMs, 2)})`],
+    floorRow('re-certified agent', stewardUs, floor.cpuUs),
+    cryptoRow('one sign and one verify', cryptoUs, stewardUs, floor.crypto),
+  ];
+}
+
+/** The crypto alone of an operation (µs at the cost measured in this run) and Steward's CPU against it. */
+function cryptoRow(what: string, cryptoUs: number, stewardUs: number, c: CryptoCost): [string, string] {
+  return [
+    `its crypto alone (${what}; ${c.implementation} sign ${fmt(c.signUs, 0)} / verify ${fmt(c.verifyUs, 0)} µs): µs, Steward's CPU ÷ it`,
+    `${fmt(cryptoUs, 1)} µs, ×${fmt(stewardUs / cryptoUs, 2)}`,
+  ];
 }
 
 async function benchReconnect(): Promise<void> {
-  const s = await setup(N);
+  // A port below the ephemeral range, as a server's is: the agents' own sockets (their ephemeral
+  // ports) would otherwise hold the server's port while it is down and refuse its restart.
+  const s = await setup(N, { PORT: String(await portBelowEphemeralRange()) });
   const counters0 = await s.server.call<Counters>({ cmd: 'counters' });
   const cpu0 = await cpuMark(s);
   const results = await profiled(s, 'reconnect', () =>
@@ -255,6 +340,10 @@ async function benchReconnect(): Promise<void> {
   const cpu1 = await cpuMark(s);
   const counters1 = await s.server.call<Counters>({ cmd: 'counters' });
   const on = await online(s);
+  // Steward's restart (its own table) before the floor, so that the floor runs alone.
+  await benchRestart(s);
+  await teardown(s);
+  const floor = await floorReconnect();
   table(`(c) ${N} agents reconnecting at once`, [
     ['agents ready again', `${ready} of ${N}`],
     ['online on the server afterwards', String(on)],
@@ -263,8 +352,62 @@ async function benchReconnect(): Promise<void> {
     ['all online after', `${last - t0} ms`],
     actorWritesRow(counters0, counters1),
     ...cpuRows(cpu0, cpu1),
+    ['the floor: ready again / all online after', `${floor.ready} / ${floor.lastMs} ms (Steward ×${fmt((last - t0) / floor.lastMs, 2)})`],
+    floorRow('reconnection', cpuPerOp(cpu0, cpu1, N), floor.cpuUs),
+    cryptoRow('one verify', floor.crypto.verifyUs, cpuPerOp(cpu0, cpu1, N), floor.crypto),
+    ['first connection of all agents (a first handshake each): Steward / floor', `${fmt(s.connectMs / 1000, 2)} / ${fmt(floor.connectMs / 1000, 2)} s`],
+    floorRow('first handshake', s.connectCpuUs, floor.connectCpuUs),
+    cryptoRow('two verifies and a sign', 2 * floor.crypto.verifyUs + floor.crypto.signUs, s.connectCpuUs, floor.crypto),
   ]);
-  await teardown(s);
+}
+
+/** The floor of (c): the same load generators drop every socket and reconnect to bare uWS (one verify each). */
+async function floorReconnect(): Promise<{ ready: number; lastMs: number; cpuUs: number; crypto: CryptoCost; connectMs: number; connectCpuUs: number }> {
+  const f = await setup(N, {}, 'floor');
+  const crypto = await f.server.call<CryptoCost>({ cmd: 'crypto' });
+  const c0 = await cpuMark(f);
+  const results = await profiled(f, 'floor-reconnect', () =>
+    Promise.all(f.loadgens.map((lg) => lg.call<{ t0: number; ready: number; lastReadyAt: number }>({ cmd: 'reconnect', concurrency: CONCURRENCY }))),
+  );
+  const c1 = await cpuMark(f);
+  await teardown(f);
+  const t0 = Math.min(...results.map((r) => r.t0));
+  const { connectMs, connectCpuUs } = f;
+  return { ready: results.reduce((a, r) => a + r.ready, 0), lastMs: Math.max(...results.map((r) => r.lastReadyAt)) - t0, cpuUs: cpuPerOp(c0, c1, N), crypto, connectMs, connectCpuUs };
+}
+
+/**
+ * (c), second half: Steward stops (agents get 1001) and stays down DOWN_S seconds while every
+ * agent retries on the agents' back-off (RECONNECT_* in src/domain/agent-protocol.ts); then it
+ * starts again on the same port and data. Measured: from its return to every agent ready.
+ */
+async function benchRestart(s: Setup): Promise<void> {
+  await Promise.all(s.loadgens.map((lg) => lg.call({ cmd: 'backoff' })));
+  await s.server.call({ cmd: 'down' });
+  await new Promise((r) => setTimeout(r, DOWN_S * 1000));
+  const up = await s.server.call<{ at: number }>({ cmd: 'up' });
+  const results = await Promise.all(
+    s.loadgens.map((lg) => lg.call<{ lastReadyAt: number; missing: number; errors: number }>({ cmd: 'waitReady', since: up.at, timeoutMs: 120_000 })),
+  );
+  const missing = results.reduce((a, r) => a + r.missing, 0);
+  const last = Math.max(...results.map((r) => r.lastReadyAt));
+  table(`(c) ${N} agents after Steward was down ${DOWN_S} s, reconnecting with the agents' back-off (0.5 s doubling to 8 s, equal jitter)`, [
+    ['agents ready again', `${N - missing} of ${N}`],
+    ['online on the server afterwards', String(await online(s))],
+    ["all online after the server's return", missing === 0 ? `${last - up.at} ms` : `${missing} agents not within 120 s`],
+  ]);
+}
+
+/** A free TCP port between 20000 and 29999 (Linux's ephemeral ports start at 32768). */
+async function portBelowEphemeralRange(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createServer().once('error', () => resolve(false));
+      probe.listen(port, '0.0.0.0', () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
 }
 
 interface Counters {
@@ -318,6 +461,8 @@ async function benchHeartbeat(): Promise<void> {
   const sent = hb.reduce((a, r) => a + r.sent, 0);
   const acked = hb.reduce((a, r) => a + r.acked, 0);
   const warm = warmup.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  await teardown(s);
+  const floor = await floorHeartbeat(intervalMs);
   table(`(d) heartbeats: ${N} agents, one every ${intervalMs} ms each (target ${RATE}/s), ${HB_SECONDS} s after a ${WARMUP_S} s warm-up`, [
     [`warm-up (first ${WARMUP_S} s, not counted below): acknowledged, p50 / p99 / max`, `${warmup.reduce((a, r) => a + r.acked, 0)}, ${fmt(percentile(warm, 50), 2)} / ${fmt(percentile(warm, 99), 2)} / ${fmt(warm[warm.length - 1] ?? NaN, 2)} ms`],
     ['heartbeats sent', String(sent)],
@@ -334,8 +479,26 @@ async function benchHeartbeat(): Promise<void> {
     ['server event-loop delay p99 / max', `${fmt(after.loop.p99, 1)} / ${fmt(after.loop.max, 1)} ms`],
     ['load generators\' event-loop delay p99 / max (each)', hb.map((r) => `${fmt(r.loop.p99, 1)} / ${fmt(r.loop.max, 1)}`).join(', ') + ' ms'],
     ...cpuRows(cpu0, cpu1),
+    ['the floor (bare uWS, JSON.parse, the same ack): acknowledged, p50 / p99 / max', `${floor.acked}, ${fmt(percentile(floor.latencies, 50), 2)} / ${fmt(percentile(floor.latencies, 99), 2)} / ${fmt(floor.latencies[floor.latencies.length - 1] ?? NaN, 2)} ms`],
+    floorRow('heartbeat acknowledged', cpuPerOp(cpu0, cpu1, acked), floor.cpuUs),
   ]);
-  await teardown(s);
+}
+
+/** The floor of (d): the same heartbeats, warm-up and count against bare uWS. */
+async function floorHeartbeat(intervalMs: number): Promise<{ acked: number; latencies: number[]; cpuUs: number }> {
+  const f = await setup(N, {}, 'floor');
+  await Promise.all(f.loadgens.map((lg) => lg.call({ cmd: 'heartbeats', intervalMs })));
+  await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
+  const c0 = await cpuMark(f);
+  const hb = await profiled(f, 'floor-heartbeat', async () => {
+    await Promise.all(f.loadgens.map((lg) => lg.call({ cmd: 'countHeartbeats' })));
+    await new Promise((r) => setTimeout(r, HB_SECONDS * 1000));
+    return Promise.all(f.loadgens.map((lg) => lg.call<{ acked: number; latencies: number[] }>({ cmd: 'stopHeartbeats' })));
+  });
+  const c1 = await cpuMark(f);
+  await teardown(f);
+  const acked = hb.reduce((a, r) => a + r.acked, 0);
+  return { acked, latencies: hb.flatMap((r) => r.latencies).sort((a, b) => a - b), cpuUs: cpuPerOp(c0, c1, acked) };
 }
 
 /** What a live-feed subscriber received since `reset`: WebSocket messages, the frames they carried, the frames folded away. */
@@ -467,9 +630,34 @@ async function benchDashboard(): Promise<void> {
   const cpu1 = await cpuMark(s);
   const summary = (await (await fetch(`${s.url}/api/fleet/summary`, { headers: { authorization: `Bearer ${s.token}` } })).json()) as { agents: { total: number; online: number } };
   rows.push(['the summary says: agents total / online', `${summary.agents.total} / ${summary.agents.online}`]);
-  table(`(f) the dashboard's reads with ${N} agents connected: ${REQUESTS} sequential requests each (after 50 not counted), target p99 < 20 ms`, [...rows, ...cpuRows(cpu0, cpu1)]);
+  // Throughput against the floor: the same request from HTTP_CONNECTIONS connections, then bare uWS answering its exact body.
+  const auth = { authorization: `Bearer ${s.token}` };
+  const body = await (await fetch(`${s.url}${PAGE}`, { headers: auth })).text();
+  const c2 = await cpuMark(s);
+  const steward = await profiled(s, 'agents-page', () => httpLoad(s.url, PAGE, auth, HTTP_SECONDS, HTTP_CONNECTIONS));
+  const c3 = await cpuMark(s);
   await teardown(s);
+  const f = await setup(0, {}, 'floor');
+  await f.server.call({ cmd: 'json', body });
+  const c4 = await cpuMark(f);
+  const floor = await profiled(f, 'floor-agents-page', () => httpLoad(f.url, PAGE, auth, HTTP_SECONDS, HTTP_CONNECTIONS));
+  const c5 = await cpuMark(f);
+  await teardown(f);
+  const load = (r: HttpLoad) => `${fmt(r.perSecond, 0)}/s, p50 ${fmt(r.p50, 2)} / p99 ${fmt(r.p99, 2)} ms${r.errors ? `, ${r.errors} not 200` : ''}`;
+  table(`(f) the dashboard's reads with ${N} agents connected: ${REQUESTS} sequential requests each (after 50 not counted), target p99 < 20 ms`, [
+    ...rows,
+    ...cpuRows(cpu0, cpu1),
+    [`first page of GET /api/agents from ${HTTP_CONNECTIONS} connections for ${HTTP_SECONDS} s (${body.length} bytes): Steward`, load(steward)],
+    ['  the floor (bare uWS answering the same bytes)', load(floor)],
+    ['  Steward ÷ floor, requests per second (goal ≥ 0.5)', `**${fmt(steward.perSecond / floor.perSecond, 2)}**`],
+    floorRow('request', cpuPerOp(c2, c3, steward.requests), cpuPerOp(c4, c5, floor.requests)),
+  ]);
 }
+
+/** The page (f)'s throughput phase asks for, and how: --http-seconds (BENCH_HTTP_SECONDS), --connections (BENCH_HTTP_CONNECTIONS). */
+const PAGE = '/api/agents?page=1&pageSize=20';
+const HTTP_SECONDS = flag('http-seconds', 'BENCH_HTTP_SECONDS', 10);
+const HTTP_CONNECTIONS = flag('connections', 'BENCH_HTTP_CONNECTIONS', 50);
 
 
 const benches: Record<string, () => Promise<void>> = {
@@ -481,6 +669,10 @@ const benches: Record<string, () => Promise<void>> = {
   dashboard: benchDashboard,
   cluster: benchCluster,
 };
+if (which === 'compare') {
+  await benchCompare(process.argv.slice(2));
+  process.exit(0);
+}
 const selected = which === 'all' ? Object.keys(benches) : [which];
 console.log(
   `Steward fleet benchmarks: ${selected.join(', ')}; N=${N}, ${LOADGENS} load generators, Node ${process.version}; ` +

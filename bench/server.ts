@@ -12,13 +12,14 @@ import { startSteward, type Steward } from '../src/server.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { fleetOf } from '../src/app/handle.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
+import { writeHeapSnapshot } from 'node:v8';
 import type { MetricValueWithName } from 'prom-client';
 import { profileCommand } from './profiler.js';
 import { ownerAndWorkspace, preregister } from './fleet-setup.js';
 import { readRunQueueWaitMs } from './machine.js';
 import { percentile } from './report.js';
 import { serveCommands } from './proc.js';
+import { memory } from './memory.js';
 
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
@@ -34,6 +35,8 @@ type Msg =
   | { cmd: 'heapsnapshot'; file: string }
   | { cmd: 'cpu' }
   | { cmd: 'settle' }
+  | { cmd: 'down' }
+  | { cmd: 'up' }
   | { cmd: 'stop' };
 
 /** The full collection --expose-gc provides. */
@@ -41,6 +44,8 @@ const gc = (globalThis as { gc?: () => void }).gc;
 
 let steward: Steward | undefined;
 let dataDir = '';
+/** The configuration of the first start, for `up` (same port, same data directory). */
+let startedWith: Record<string, string> = {};
 /**
  * Each heartbeat's time from arrival to its ack being sent (ms), the values of the server's own
  * histogram, kept once `recordAcks` asks (benchmark (d) only: (a) measures memory) and handed
@@ -49,17 +54,6 @@ let dataDir = '';
 let ackMs: number[] | null = null;
 
 
-function memory() {
-  // RSS as the process has it (what an operator sees), then the heap after a full collection
-  // (what is really held). The collection itself compacts little and returns few pages.
-  const rssAsIs = process.memoryUsage.rss();
-  gc?.();
-  gc?.();
-  const m = process.memoryUsage();
-  // Committed (space_size) and used bytes of each V8 heap space: where RSS beyond heapUsed sits.
-  const spaces = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
-  return { rssAsIs, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, spaces };
-}
 
 /** The server's own heartbeat-ack histogram: cumulative counts per upper bound (seconds). */
 async function ackBuckets(): Promise<Array<[number, number]>> {
@@ -86,8 +80,10 @@ serveCommands<Msg>(
       case 'start': {
         dataDir = await mkdtemp(join(tmpdir(), 'steward-bench-'));
         const owner = generateKeyPair();
-        const config = loadConfig({ PORT: '0', HOST: '0.0.0.0', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: owner.did, ...raw.env });
+        startedWith = { PORT: '0', HOST: '0.0.0.0', DATA_DIR: dataDir, LOG_LEVEL: 'warn', STEWARD_OWNER_DID: owner.did, ...raw.env };
+        const config = loadConfig(startedWith);
         steward = await startSteward(config, createLogger(config.logLevel));
+        startedWith.PORT = String(steward.port);
         const metrics = steward.ctx.metrics;
         const observe = metrics.observeHeartbeatAck.bind(metrics);
         metrics.observeHeartbeatAck = (seconds) => {
@@ -117,6 +113,15 @@ serveCommands<Msg>(
         await steward!.ctx.actors.flush();
         gc?.();
         return {};
+      case 'down':
+        // A restart's first half: the server stops as on SIGTERM (agents get 1001), its data kept.
+        await steward!.close();
+        return { at: Date.now() };
+      case 'up': {
+        const config = loadConfig(startedWith);
+        steward = await startSteward(config, createLogger(config.logLevel));
+        return { at: Date.now() };
+      }
       case 'online':
         return { online: fleetOf(steward!.ctx).gateway.onlineCount() };
       case 'counters': {

@@ -1,10 +1,10 @@
-/** Rewrites the configuration table in README.md and docs/configuration.md from src/config.ts. */
+/** Rewrites the configuration table in docs/configuration.md from src/config.ts. */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { configTable } from '../src/config.js';
 
 const START = '<!-- config:start -->';
 const END = '<!-- config:end -->';
-for (const file of ['README.md', 'docs/configuration.md']) {
+for (const file of ['docs/configuration.md']) {
   const url = new URL(`../${file}`, import.meta.url);
   const text = readFileSync(url, 'utf8');
   const a = text.indexOf(START);

@@ -2,12 +2,13 @@
  * Configuration from environment variables, parsed with zod in one place.
  *
  * Every variable is declared once in VARIABLES with its schema, default and description; the
- * README's configuration table is generated from the same list (`npm run docs:config`) and a
- * test checks that the two agree.
+ * configuration table of docs/configuration.md is generated from the same list (`npm run
+ * docs:config`) and a test checks that the two agree.
  */
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { stewardCommand, type StewardCommand } from './domain/cli-command.js';
 import type { RateRule, RateRules } from './services/rate-limits.js';
 
 const bool = z
@@ -209,7 +210,13 @@ export const VARIABLES = {
   RATE_LIMIT_LOGIN_PER_DID: {
     schema: rateRule,
     default: '30/1m+300/1h',
-    description: 'The same requests per DID named in the body (a login is two). 0: no limit.',
+    description:
+      'Failed logins (POST /api/auth/login refused) per DID, against guessing at one account. Past it, a login from an address that has failed too is refused with 429; one from an address with no failures still gets through, so a stranger naming the DID cannot lock its owner out. Challenges asked for never count. 0: no limit.',
+  },
+  RATE_LIMIT_LOGIN_FAILURES_PER_ADDRESS: {
+    schema: rateRule,
+    default: '30/1m+300/1h',
+    description: 'Failed logins per source address, against one address guessing at many accounts; past it, every login from that address is refused with 429 until the window ends. 0: no limit.',
   },
   RATE_LIMIT_CLAIM_PER_ADDRESS: {
     schema: rateRule,
@@ -232,10 +239,17 @@ export const VARIABLES = {
     description:
       'Wrong user codes given to the device approval endpoints (/api/auth/device/{userCode}/approve, /deny) per source address; past it, every approval from that address is refused with 429 until the window ends. 0: no limit.',
   },
+  RATE_LIMIT_USER_CODE_PER_PERSON: {
+    schema: rateRule,
+    default: '20/10m',
+    description:
+      'Wrong user codes given to the device approval endpoints by one signed-in person, from any address; past it, that person\'s approvals are refused with 429 until the window ends (nobody else\'s). 0: no limit.',
+  },
   RATE_LIMIT_USER_CODE_TOTAL: {
     schema: rateRule,
     default: '200/10m',
-    description: 'Wrong user codes given to the device approval endpoints from all addresses together; past it, every approval is refused with 429 until the window ends. 0: no limit.',
+    description:
+      'Wrong user codes given to the device approval endpoints by everyone together, against a guessing campaign spread over many people and addresses. Past it, an approval is refused with 429 when its person or its address has given a wrong code in the window; one from a person and an address with none still gets through. 0: no limit.',
   },
   RATE_LIMIT_WEBHOOK_PER_ADDRESS: {
     schema: rateRule,
@@ -329,6 +343,11 @@ export const VARIABLES = {
     schema: int(10, 100_000),
     default: '500',
     description: 'Live feed: most frames in one batch (and held for one subscriber); older ones beyond it are dropped and counted as folded, and the batch says `truncated` (the client re-reads over HTTP).',
+  },
+  FEED_SOCKETS_PER_PERSON: {
+    schema: int(1, 10_000),
+    default: '50',
+    description: 'Live feed: most /ws/feed sockets one person holds open at once (every tab and script together); one more is closed with 4413 (docs/feed.md).',
   },
   AGENT_MAX_FRAME_BYTES: {
     schema: int(1024, 64 * 1024 * 1024),
@@ -527,6 +546,8 @@ export interface Config {
   /** Set in cluster mode (NATS_URL), which also has mongodbUri. */
   cluster?: ClusterConfig;
   logLevel: Parsed['LOG_LEVEL'];
+  /** How the console names the `steward` command (from how this process was started, not a setting). */
+  stewardCommand: StewardCommand;
   bodyLimitBytes: number;
   /** Proxies whose X-Forwarded-For is believed (addresses and CIDR subnets); empty: none. */
   trustedProxies: string[];
@@ -560,6 +581,7 @@ export interface Config {
   agentMaxFrameBytes: number;
   feedBatchWindowMs: number;
   feedBatchMaxFrames: number;
+  feedSocketsPerPerson: number;
   agentHandshakeTimeoutMs: number;
   agentInvalidFrameLimit: number;
   agentPendingSocketTimeoutMs: number;
@@ -666,16 +688,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : undefined,
     logLevel: p.LOG_LEVEL,
+    stewardCommand: stewardCommand(env),
     bodyLimitBytes: p.BODY_LIMIT_BYTES,
     trustedProxies: p.TRUSTED_PROXIES ?? [],
     metricsToken: p.METRICS_TOKEN,
     rateLimits: {
-      login: { address: p.RATE_LIMIT_LOGIN_PER_ADDRESS, key: p.RATE_LIMIT_LOGIN_PER_DID },
+      login: { address: p.RATE_LIMIT_LOGIN_PER_ADDRESS, key: null },
+      loginFailure: { address: p.RATE_LIMIT_LOGIN_FAILURES_PER_ADDRESS, key: p.RATE_LIMIT_LOGIN_PER_DID },
       claim: { address: p.RATE_LIMIT_CLAIM_PER_ADDRESS, key: p.RATE_LIMIT_CLAIM_PER_TOKEN },
       webhook: { address: p.RATE_LIMIT_WEBHOOK_PER_ADDRESS, key: p.RATE_LIMIT_WEBHOOK_PER_BRIDGE },
       agent: { address: p.RATE_LIMIT_AGENT_PER_ADDRESS, key: null },
       device: { address: p.RATE_LIMIT_DEVICE_PER_ADDRESS, key: null },
-      userCode: { address: p.RATE_LIMIT_USER_CODE_PER_ADDRESS, key: p.RATE_LIMIT_USER_CODE_TOTAL },
+      userCode: { address: p.RATE_LIMIT_USER_CODE_PER_ADDRESS, key: p.RATE_LIMIT_USER_CODE_PER_PERSON },
+      userCodeTotal: { address: null, key: p.RATE_LIMIT_USER_CODE_TOTAL },
     },
     allowUwsFallback: p.STEWARD_ALLOW_UWS_FALLBACK,
     ed25519: p.STEWARD_ED25519,
@@ -700,6 +725,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentMaxFrameBytes: p.AGENT_MAX_FRAME_BYTES,
     feedBatchWindowMs: p.FEED_BATCH_WINDOW_MS,
     feedBatchMaxFrames: p.FEED_BATCH_MAX_FRAMES,
+    feedSocketsPerPerson: p.FEED_SOCKETS_PER_PERSON,
     agentHandshakeTimeoutMs: p.AGENT_HANDSHAKE_TIMEOUT_MS,
     agentInvalidFrameLimit: p.AGENT_INVALID_FRAME_LIMIT,
     agentPendingSocketTimeoutMs: p.AGENT_PENDING_SOCKET_TIMEOUT_SECONDS * 1000,
@@ -734,7 +760,7 @@ function redactIfSecret(name: string, value: string): string {
   return /SECRET|KEY|TOKEN|PASSWORD|SMTP_URL|MONGODB_URI|NATS_URL/.test(name) ? '<redacted>' : value;
 }
 
-/** The Markdown table of every variable, as it appears in README.md and docs/configuration.md. */
+/** The Markdown table of every variable, as it appears in docs/configuration.md. */
 export function configTable(): string {
   const rows = Object.entries(VARIABLES).map(([name, spec]: [string, VariableSpec]) => {
     const def = spec.defaultText ?? (spec.default !== undefined ? `\`${spec.default}\`` : 'unset');

@@ -128,6 +128,63 @@ test('pages in every order and direction are slices of one sorted list (ties by 
   }
 });
 
+test('without a filter, pages by name and by registration are slices of the whole list, a new agent takes its place at once, and the online count follows agents coming and going', async () => {
+  /** Every page of the unfiltered list in one order, 7 rows a page. */
+  const pages = async (sortBy: string, sortDir: string) => {
+    const first = await owner.api.get(`/api/agents?sortBy=${sortBy}&sortDir=${sortDir}&pageSize=7`);
+    assert.is(first.status, 200, first.text);
+    const rows: any[] = [...first.body.agents];
+    for (let page = 2; page <= first.body.totalPages; page++) rows.push(...(await owner.api.get(`/api/agents?sortBy=${sortBy}&sortDir=${sortDir}&pageSize=7&page=${page}`)).body.agents);
+    assert.is(rows.length, first.body.total);
+    return rows;
+  };
+  const check = async () => {
+    for (const sortBy of ['name', 'registeredAt'] as const) {
+      for (const sortDir of ['asc', 'desc'] as const) {
+        const rows = await pages(sortBy, sortDir);
+        const key = (r: any) => (sortBy === 'name' ? r.name.toLowerCase() : r.registeredAt);
+        const d = sortDir === 'asc' ? 1 : -1;
+        const expected = [...rows].sort((a, b) => (key(a) !== key(b) ? (key(a) < key(b) ? -d : d) : a.id < b.id ? -1 : 1));
+        assert.equal(rows.map((r) => r.id), expected.map((r) => r.id), `${sortBy} ${sortDir}`);
+      }
+    }
+    const all = (await owner.api.get('/api/agents?pageSize=1')).body;
+    const on = (await owner.api.get('/api/agents?online=true&pageSize=1')).body;
+    const off = (await owner.api.get('/api/agents?online=false&pageSize=1')).body;
+    assert.equal([on.total + off.total, on.total, all.online], [all.total, all.online, on.online]);
+    return all.total as number;
+  };
+  const before = await check();
+  const keys = generateKeyPair();
+  await s.ctx.c.agents.insertOne({
+    _id: keys.did,
+    name: 'aaa-first-by-name',
+    publicKey: keys.publicKey,
+    version: '1.0.0',
+    status: 'active',
+    capabilities: ['file_access'],
+    requestedCapabilities: ['file_access'],
+    registeredAt: '2000-01-01T00:00:00.000Z',
+    lastSeen: null,
+    isOnline: false,
+  } as AgentDoc);
+  await fleet(s).roster.changed([keys.did]);
+  assert.is(await check(), before + 1);
+  assert.is((await owner.api.get('/api/agents?sortBy=registeredAt&pageSize=1')).body.agents[0].id, keys.did);
+
+  // An agent coming online and going offline: the count and its row follow at once.
+  const onlineBefore = (await owner.api.get('/api/agents?pageSize=1')).body.online;
+  const agent = await readyAgent(s, owner, { name: 'aaa-online-now' });
+  const firstTwo = async () => (await owner.api.get('/api/agents?pageSize=2')).body;
+  assert.is((await firstTwo()).online, onlineBefore + 1);
+  assert.is((await firstTwo()).agents.find((a: any) => a.id === agent.did)?.isOnline, true);
+  assert.is(await check(), before + 2);
+  await agent.stop();
+  await waitFor(() => !fleet(s).gateway.isOnline(agent.did));
+  assert.is((await firstTwo()).online, onlineBefore);
+  assert.is((await firstTwo()).agents.find((a: any) => a.id === agent.did)?.isOnline, false);
+});
+
 test('selectPage: any page of any list equals the same slice of a full sort', () => {
   let seed = 7;
   const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;

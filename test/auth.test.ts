@@ -184,7 +184,7 @@ test('a challenge serves one login even when two race for it', async () => {
   assert.equal(results.map((r) => r.status).sort(), [200, 401, 401, 401, 401, 401]);
 });
 
-test('cookie requests from another origin are refused; same origin and bearer pass', async () => {
+test('cookie requests from another origin, or with no Origin at all, are refused; same origin and bearer pass', async () => {
   const { body } = await login(s.url, alice.keys);
   const cookie = `steward_session=${body.token}`;
   const foreign = await http(s.url, 'POST', '/test/touch', { json: {}, headers: { cookie, origin: 'https://evil.example' } });
@@ -192,8 +192,22 @@ test('cookie requests from another origin are refused; same origin and bearer pa
   assert.is(foreign.body.error.code, 'cross_origin');
   const same = await http(s.url, 'POST', '/test/touch', { json: {}, headers: { cookie, origin: s.ctx.config.publicUrl } });
   assert.is(same.status, 200);
-  const noOrigin = await http(s.url, 'POST', '/test/touch', { json: {}, headers: { cookie } });
-  assert.is(noOrigin.status, 200);
+  // Browsers send Origin with every unsafe request: one without it is refused like a foreign one.
+  const unsafe: Array<[string, string]> = [
+    ['POST', '/api/channels'],
+    ['PUT', '/api/admin/models/any'],
+    ['PATCH', `/api/users/${encodeURIComponent(alice.keys.did)}`],
+    ['DELETE', '/api/me/sessions/any'],
+  ];
+  for (const [method, path] of unsafe) {
+    const noOrigin = await http(s.url, method, path, { json: { name: 'forged' }, headers: { cookie, 'sec-fetch-site': 'cross-site' } });
+    assert.is(noOrigin.status, 403, `${method} ${noOrigin.text}`);
+    assert.is(noOrigin.body.error.code, 'cross_origin');
+    assert.match(noOrigin.body.error.message, /Origin/);
+  }
+  assert.not.ok((await s.ctx.c.channels.findOne({ name: 'forged' })), 'nothing was created');
+  assert.is((await http(s.url, 'GET', '/test/whoami', { headers: { cookie } })).status, 200, 'a safe method needs no Origin');
+  assert.is((await http(s.url, 'POST', '/test/touch', { json: {}, token: body.token })).status, 200, 'a bearer token needs no Origin');
   const bearer = await http(s.url, 'POST', '/test/touch', { json: {}, token: body.token, headers: { origin: 'https://evil.example' } });
   assert.is(bearer.status, 200);
   // A cookie logout from another origin is refused too.

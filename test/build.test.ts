@@ -30,7 +30,8 @@ const build = (cwd: string) => execFileSync('npm', ['run', '--silent', 'build'],
 
 test('npm start builds first; a second build with nothing changed writes nothing; a changed file is compiled again', async () => {
   const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  assert.is(pkg.scripts.prestart, 'npm run build');
+  // The configuration is checked before the build (a bad setting fails at once), then the build.
+  assert.is(pkg.scripts.prestart, 'node --import tsx scripts/check-config.ts && npm run build');
 
   const dir = await tempDir('steward-build-');
   for (const p of ['src', 'schemas', 'web', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json']) await cp(join(root, p), join(dir, p), { recursive: true });

@@ -111,8 +111,14 @@ test('a claim: GET the nonce, a wrong signature stays pending, the right one com
   assert.type(user!.claimedAt, 'string');
   assert.equal(await s.ctx.c.userDids.findById(keys.did), { _id: keys.did, userId: u.user._id, createdAt: user!.claimedAt });
 
-  // The session is finished: no second claim, no QR; the user can log in.
-  assert.is((await http(s.url, 'GET', `/api/user/claim/${token}`)).status, 404);
+  // The session is finished: no second claim, no QR; the user can log in, and the used link says so.
+  const used = await http(s.url, 'GET', `/api/user/claim/${token}`);
+  assert.is(used.status, 404);
+  assert.equal(used.body.error, {
+    code: 'not_found',
+    message: `this claim link was already used: the account is claimed. Sign in with the key that claimed it instead (the dashboard's sign-in page, or 'steward login ${s.ctx.config.publicUrl}')`,
+  });
+  assert.match((await http(s.url, 'GET', '/api/user/claim/no-such-token')).body.error.message, /^no claim session for this token/);
   assert.is((await claimWith(s.url, token, generateKeyPair())).status, 404);
   assert.is((await http(s.url, 'GET', `/api/user/claim/${token}/qr.svg`)).status, 404);
   const li = await login(s.url, keys);

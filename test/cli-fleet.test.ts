@@ -79,10 +79,13 @@ test('agents list: --json is the API answer for each filter; the table shows the
   const r = await cli.run('agents', 'list', '--sort-by', 'name');
   assert.is(r.code, 0, r.stderr);
   const page = await api('/api/agents?sortBy=name');
-  const rows = tableRows(r.stdout, ['DID', 'NAME', 'ONLINE', 'CAPABILITIES', 'WORKSPACE', 'LAST SEEN']);
+  const rows = tableRows(r.stdout, ['DID', 'NAME', 'ONLINE', 'CAPABILITIES IN FORCE', 'WORKSPACE', 'LAST SEEN']);
+  // What each agent enforces (its certificate), and what was approved beside it when that differs.
+  const inForce = (a: any) =>
+    a.capabilitiesInForce === null ? `none yet (no certificate) (approved: ${a.capabilities.join(',')})` : a.capabilitiesInForce.join(',');
   assert.equal(
     rows.map(({ 'LAST SEEN': _, ...row }) => row),
-    page.agents.map((a: any) => ({ DID: a.id, NAME: a.name, ONLINE: a.isOnline ? 'yes' : 'no', CAPABILITIES: a.capabilities.join(','), WORKSPACE: a.workspace?.slug ?? '-' })),
+    page.agents.map((a: any) => ({ DID: a.id, NAME: a.name, ONLINE: a.isOnline ? 'yes' : 'no', 'CAPABILITIES IN FORCE': inForce(a), WORKSPACE: a.workspace?.slug ?? '-' })),
   );
   for (const [i, a] of page.agents.entries()) if (!a.isOnline) assert.is(rows[i]!['LAST SEEN'], time(a.lastSeen));
   assert.ok(r.stdout.endsWith(`page 1 of 1: 5 agents, 1 online\n`), r.stdout);
@@ -101,7 +104,7 @@ test('agents get: by DID or by name, the API detail as --json and as a list for 
 
   const r = await cli.run('agents', 'get', 'echo');
   assert.is(r.code, 0, r.stderr);
-  assert.match(r.stdout, new RegExp(`^DID +${echo.did}\\nName +echo\\nVersion +1\\.0\\.0\\nOnline +yes\\nCapabilities +api_call,file_access\\nWorkspaces +${ws.slug} \\(primary\\)\\n`));
+  assert.match(r.stdout, new RegExp(`^DID +${echo.did}\\nName +echo\\nVersion +1\\.0\\.0\\nOnline +yes\\nCapabilities in force +api_call,file_access\\nWorkspaces +${ws.slug} \\(primary\\)\\n`));
   assert.match(r.stdout, new RegExp(`\\nCertificate +serial ${detail.agent.certificate.certificate.serial}, issued `));
   assert.match(r.stdout, /\nPolicy +none \(the capabilities approved at registration, no limits\)\n/);
 
@@ -199,6 +202,11 @@ test('policies: create for an agent by name (re-certified at once) and for a wor
   assert.equal(created.policy.resourceLimits, { maxTokensPerDay: 1000, maxRequestsPerHour: 5, allowedDomains: ['api.example.com', '*.example.org'] });
   assert.is(created.policy.expiresAt, '2030-01-31T00:00:00.000Z');
   await waitFor(async () => (await api(`/api/agents/${enc(echo.did)}`)).agent.certificate.certificate.policyId === created.policy.id);
+  // The policy narrows echo to api_call: list and get show what is in force, the approved set beside it.
+  const narrowed = await cli.run('agents', 'get', 'echo');
+  assert.match(narrowed.stdout, /\nCapabilities in force +api_call\nApproved +api_call,file_access\n/);
+  const listed = tableRows((await cli.run('agents', 'list', '-q', 'echo')).stdout, ['DID', 'NAME', 'ONLINE', 'CAPABILITIES IN FORCE', 'WORKSPACE', 'LAST SEEN']);
+  assert.is(listed[0]!['CAPABILITIES IN FORCE'], 'api_call (approved: api_call,file_access)');
 
   const forWs = await cli.run('policies', 'create', '--workspace', ws.slug, '--capabilities', 'file_access');
   assert.is(forWs.code, 0, forWs.stderr);
@@ -216,7 +224,7 @@ test('policies: create for an agent by name (re-certified at once) and for a wor
   assert.equal(
     rows.map((x) => [x.ID, x.SCOPE, x.CAPABILITIES, x.LIMITS, x.EXPIRES]),
     [
-      [wsPolicyId, `workspace ${ws.id}`, 'file_access', '-', '-'],
+      [wsPolicyId, `workspace ${ws.slug}`, 'file_access', '-', '-'],
       [created.policy.id, `agent ${echo.did}`, 'api_call', `${limits.slice(0, 47)}…`, '2030-01-31 00:00:00Z'],
     ],
     'a long cell is cut to its column width, identifiers never',

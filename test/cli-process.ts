@@ -107,3 +107,67 @@ export async function runCli(args: string[], env: Record<string, string> = {}, t
     clearTimeout(hang);
   }
 }
+
+/** The repository's root: where a person runs `npm run steward -- …` in a checkout. */
+export const checkoutDir = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Runs a command line as a person would paste it into bash in the checkout (or `opts.cwd`), with
+ * `env` alone (no npm_* variables of the test run): how every printed `npm run steward -- …` is
+ * checked. `opts.input` is what the person types.
+ */
+export function inShell(line: string, env: Record<string, string>, opts: { cwd?: string; input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', line], { cwd: opts.cwd ?? checkoutDir, env, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (opts.input !== undefined) child.stdin!.end(opts.input);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    const hang = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? LONG);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(hang);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/**
+ * A command line that keeps running (`npm start`, `npm run steward -- agent …`) in bash, in its
+ * own process group, so that npm and the node process beneath it end together.
+ */
+export class ShellProcess {
+  readonly child: ChildProcess;
+  /** Standard output and standard error, in the order they came. */
+  all = '';
+  exited = false;
+
+  constructor(line: string, env: Record<string, string>, cwd = checkoutDir) {
+    this.child = spawn('bash', ['-c', line], { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.on('data', (d) => (this.all += d));
+    this.child.stderr!.on('data', (d) => (this.all += d));
+    this.child.on('close', () => (this.exited = true));
+  }
+
+  /** The first match of `re` in what it printed, once it has printed it (fails at once if it ended). */
+  seen(re: RegExp, timeoutMs = LONG): Promise<RegExpExecArray> {
+    return waitFor(() => {
+      const m = re.exec(this.all);
+      if (!m && this.exited) throw new Error(`the process ended before ${re} was seen:\n${this.all}`);
+      return m;
+    }, timeoutMs);
+  }
+
+  /** SIGTERM to the whole group; resolves once bash has ended. */
+  async stop(): Promise<void> {
+    if (this.exited) return;
+    const closed = new Promise((r) => this.child.once('close', r));
+    try {
+      process.kill(-this.child.pid!, 'SIGTERM');
+    } catch {
+      return; // already gone
+    }
+    await closed;
+  }
+}

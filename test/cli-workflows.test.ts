@@ -52,10 +52,14 @@ test('workflows list: --json as the API (filters too), the table for people', as
   assert.equal(ok(await cli.run('workflows', 'list', '--workspace', ws.slug, '--created-by', owner.keys.did, '--json')), await api(`/api/workflows?workspaceId=${ws.slug}&createdBy=${encodeURIComponent(owner.keys.did)}`));
   const r = await cli.run('workflows', 'list');
   assert.is(r.code, 0);
+  // The table names each workspace by its slug, as agents list does.
+  const slugs = new Map((await api('/api/workspaces')).workspaces.map((w: any) => [w.id, w.slug]));
+  assert.equal(new Set(slugs.values()).has(ws.slug), true);
   assert.equal(
     tableRows(r.stdout, ['ID', 'NAME', 'WORKSPACE', 'STEPS', 'UPDATED', 'DESCRIPTION']),
-    all.workflows.map((w: any) => ({ ID: w.id, NAME: w.name, WORKSPACE: w.workspaceId, STEPS: String(w.stepCount), UPDATED: time(w.updatedAt), DESCRIPTION: '-' })),
+    all.workflows.map((w: any) => ({ ID: w.id, NAME: w.name, WORKSPACE: slugs.get(w.workspaceId), STEPS: String(w.stepCount), UPDATED: time(w.updatedAt), DESCRIPTION: '-' })),
   );
+  assert.ok(r.stdout.includes(` ${ws.slug} `), r.stdout);
 });
 
 test('workflows run: by name, --wait until it ends (exit 0 completed, 1 failed), or at once with the run id', async () => {

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { readFileSync } from 'node:fs';
 import { ConfigError, configTable, defaultNodeId, loadConfig } from '../src/config.js';
 import { tempDir } from './helpers.js';
-import { runCli } from './cli-process.js';
+import { inShell, runCli } from './cli-process.js';
 
 const test = suite('config');
 
@@ -163,11 +163,16 @@ test('a start in cluster mode on the embedded store is refused with exit code 1 
   assert.match(r.stderr, /NATS_URL: cluster mode needs MONGODB_URI as well/);
 });
 
-test('README carries the generated configuration table', () => {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  assert.ok(readme.includes(configTable()), 'README.md table matches src/config.ts (run npm run docs:config)');
+test('docs/configuration.md carries the generated configuration table', () => {
   const doc = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
-  assert.ok(doc.includes(configTable()), 'docs/configuration.md table matches src/config.ts');
+  assert.ok(doc.includes(configTable()), 'docs/configuration.md table matches src/config.ts (run npm run docs:config)');
+});
+
+test('PORT=abc npm start, as typed in a checkout, names the bad setting before any build and exits 1', async () => {
+  const r = await inShell('PORT=abc npm start', { HOME: await tempDir(), PATH: process.env.PATH! });
+  assert.is(r.code, 1, r.stdout + r.stderr);
+  assert.ok(r.stderr.includes('steward: invalid configuration:\n  - PORT="abc": expected a whole number'), r.stderr);
+  assert.not.ok(r.stdout.includes('> steward@0.1.0 build'), `no build started:\n${r.stdout}`);
 });
 
 test.run();

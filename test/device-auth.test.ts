@@ -307,26 +307,68 @@ test('a cross-origin page cannot collect the session cookie', async () => {
   isError(await poll(d.deviceCode, s, { origin: 'https://evil.example' }), 403, 'cross_origin');
 });
 
-test('too many wrong user codes: refused per address, then for everyone, a right code included', async () => {
-  const t = await startServer({ RATE_LIMIT_USER_CODE_PER_ADDRESS: '3/10m', RATE_LIMIT_USER_CODE_TOTAL: '5/10m' });
+test('wrong user codes lock out the address and the person who gave them, never the owner (smart lockout)', async () => {
+  const trips = logLines();
+  const t = await startServer(
+    { LOG_LEVEL: 'warn', RATE_LIMIT_USER_CODE_PER_ADDRESS: '3/10m', RATE_LIMIT_USER_CODE_PER_PERSON: '5/10m', RATE_LIMIT_USER_CODE_TOTAL: '8/10m' },
+    undefined,
+    { logTo: trips.sink },
+  );
   try {
-    const u = await makeUser(t, { name: 'Lim' });
+    const member = await makeUser(t, { name: 'Guesser' });
+    const other = await makeUser(t, { name: 'Other guesser' });
+    const owner = await makeUser(t, { name: 'Owner', isOwner: true, isAdmin: true, role: 'owner' });
     const d = await startDevice(t);
     const wrong = d.userCode.startsWith('B') ? 'CCCC-CCCC' : 'BBBB-BBBB';
-    const get = (code: string, localAddress: string) => http(t.url, 'GET', `/api/auth/device/${code}/approve`, { token: u.token, localAddress });
-    for (let i = 0; i < 3; i++) isError(await get(wrong, '127.0.0.1'), 404, 'invalid_user_code');
-    const limited = await get(d.userCode, '127.0.0.1');
+    const get = (u: TestUser, code: string, localAddress: string) => http(t.url, 'GET', `/api/auth/device/${code}/approve`, { token: u.token, localAddress });
+    // The member's wrong codes from one address spend that address's count...
+    for (let i = 0; i < 3; i++) isError(await get(member, wrong, '127.0.0.1'), 404, 'invalid_user_code');
+    const limited = await get(member, d.userCode, '127.0.0.1');
     isError(limited, 429, 'rate_limited');
     assert.ok(Number(limited.headers['retry-after']) >= 1, 'Retry-After');
     assert.match(limited.body.error.message, /from this address/);
-    // Another address may still try, and its right code works...
-    assert.is((await get(d.userCode, '127.0.0.2')).status, 200);
-    // ...until the server-wide count is spent too.
-    for (let i = 0; i < 2; i++) isError(await get(wrong, '127.0.0.2'), 404, 'invalid_user_code');
-    const everyone = await get(d.userCode, '127.0.0.3');
-    isError(everyone, 429, 'rate_limited');
-    assert.match(everyone.body.error.message, /on this server/);
-    isError(await http(t.url, 'POST', `/api/auth/device/${d.userCode}/deny`, { json: {}, token: u.token, localAddress: '127.0.0.4' }), 429, 'rate_limited');
+    // ...then, from other addresses, the member's own count: refused from any address, a right code included.
+    for (const address of ['127.0.0.2', '127.0.0.3']) isError(await get(member, wrong, address), 404, 'invalid_user_code');
+    const spent = await get(member, d.userCode, '127.0.0.4');
+    isError(spent, 429, 'rate_limited');
+    assert.match(spent.body.error.message, /from you/);
+    // Someone else's wrong codes spend the server-wide count (3 + 2 + 3 = 8)...
+    for (let i = 0; i < 3; i++) isError(await get(other, wrong, '127.0.0.7'), 404, 'invalid_user_code');
+    // ...and still the owner, from an address with no wrong code, gets through with the right code.
+    const ownerInfo = await get(owner, d.userCode, '127.0.0.9');
+    assert.is(ownerInfo.status, 200, ownerInfo.text);
+    // Past the server-wide count, a person or address that gave a wrong code is refused: the owner's one wrong code, then the right one.
+    isError(await get(owner, wrong, '127.0.0.9'), 404, 'invalid_user_code');
+    const after = await get(owner, d.userCode, '127.0.0.9');
+    isError(after, 429, 'rate_limited');
+    assert.match(after.body.error.message, /on this server/);
+    isError(await http(t.url, 'POST', `/api/auth/device/${d.userCode}/deny`, { json: {}, token: member.token, localAddress: '127.0.0.6' }), 429, 'rate_limited');
+    // Each limit's trip is a warning naming the limit and the address, never a code.
+    const warned = trips.lines.map((l) => JSON.parse(l)).filter((l) => l.level === 40 || l.level === 'warn');
+    const limits = warned.map((l) => `${l.limit} ${l.address}`);
+    assert.ok(limits.includes('RATE_LIMIT_USER_CODE_PER_ADDRESS 127.0.0.1'), limits.join('; '));
+    assert.ok(limits.some((l) => l.startsWith('RATE_LIMIT_USER_CODE_TOTAL ')), limits.join('; '));
+    for (const line of trips.lines) assert.not.ok(line.includes(d.userCode) || line.includes(wrong) || line.includes(member.token), line);
+  } finally {
+    await t.stop(true);
+  }
+});
+
+test('one member guessing from ten addresses does not lock the owner out of approving', async () => {
+  const t = await startServer({ RATE_LIMIT_USER_CODE_PER_ADDRESS: '20/10m', RATE_LIMIT_USER_CODE_TOTAL: '200/10m' });
+  try {
+    const member = await makeUser(t, { name: 'Stranger' });
+    const owner = await makeUser(t, { name: 'Owner', isOwner: true, isAdmin: true, role: 'owner' });
+    const d = await startDevice(t);
+    const wrong = d.userCode.startsWith('B') ? 'CCCC-CCCC' : 'BBBB-BBBB';
+    let refused = 0;
+    for (let i = 0; i < 200; i++) {
+      const r = await http(t.url, 'GET', `/api/auth/device/${wrong}/approve`, { token: member.token, localAddress: `127.0.1.${i % 10}` });
+      if (r.status === 429) refused++;
+    }
+    assert.ok(refused > 0, 'the member was stopped');
+    const r = await http(t.url, 'GET', `/api/auth/device/${d.userCode}/approve`, { token: owner.token, localAddress: '127.0.2.1' });
+    assert.is(r.status, 200, r.text);
   } finally {
     await t.stop(true);
   }

@@ -37,7 +37,7 @@ test('registers, waits for approval, prints its status and answers intents by ec
   const again = new AbortController();
   const second = agentCommand(['--url', s.url, '--key', keyFile], {}, io, again.signal);
   await waitFor(() => out.includes('status ready'));
-  assert.match(out, new RegExp(`using key .*\\nDID ${did}`));
+  assert.match(out, new RegExp(`using key .*\\n\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ DID ${did}`));
   again.abort();
   assert.is(await second, 0);
   await s.stop(true);

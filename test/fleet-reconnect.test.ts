@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFile } from 'node:fs/promises';
 import { CLOSE, StewardAgent, closeMeaning, loadKeys, type Disconnection } from '../src/agent/index.js';
+import { RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS, reconnectDelayMs } from '../src/domain/agent-protocol.js';
 import { generateKeyPair } from '../src/domain/did.js';
 import { agentCommand } from '../src/cli/agent.js';
 import { ownerOf } from './fixtures.js';
@@ -138,6 +139,26 @@ test('SDK: a wrong path, an HTTP error, TLS to a plain server and an unknown hos
   }
   await plain.close();
   await s.stop(true);
+});
+
+test('the reconnect back-off doubles from 0.5 s to a cap of 8 s, each wait between half and all of it; the SDK keeps to the cap by default', async () => {
+  const low = (n: number) => reconnectDelayMs(n, {}, () => 0);
+  const high = (n: number) => reconnectDelayMs(n, {}, () => 1);
+  assert.equal([0, 1, 2, 3, 4, 5, 6, 40].map(high), [500, 1000, 2000, 4000, 8000, 8000, 8000, 8000]);
+  assert.equal([0, 1, 4, 40].map(low), [250, 500, 4000, 4000]);
+  assert.is(RECONNECT_INITIAL_DELAY_MS, 500);
+  assert.is(RECONNECT_MAX_DELAY_MS, 8000);
+  // An SDK agent asked to start at 20 s still waits no longer than the default cap.
+  const agent = new StewardAgent({ url: `http://127.0.0.1:${await freePort()}`, keys: generateKeyPair(), name: 'x', version: '1', capabilities: ['api_call'], reconnect: { initialDelayMs: 20_000 } });
+  const seen = reports(agent);
+  agent.start();
+  try {
+    await waitFor(() => seen.length >= 1);
+  } finally {
+    await agent.stop();
+  }
+  assert.is(seen[0]!.cause, 'refused');
+  assert.ok(seen[0]!.retryInMs! >= 4000 && seen[0]!.retryInMs! <= 8000, `retry in ${seen[0]!.retryInMs} ms`);
 });
 
 test('SDK: across a server restart it reports the close and the refused attempts, comes back ready, and its unacknowledged usage is counted once', async () => {

@@ -59,6 +59,10 @@ test('invite/email creates an unclaimed user and a UUID invitation, and mails it
   assert.match(mail.raw, /^Subject: Your invitation to Steward/m);
   assert.ok(mail.text.includes(`${s.ctx.config.publicUrl}/api/invitations/${r.token}`), 'invitation link');
   assert.ok(mail.text.includes('steward wallet claim'), 'how to claim');
+  // One command signs the command line in, and the mail names it (and the form from a checkout).
+  assert.ok(mail.text.split(/\r?\n/).includes(`  steward login ${s.ctx.config.publicUrl}`), mail.text);
+  assert.not.ok(mail.text.includes('wallet login'), 'no command that only prints a token');
+  assert.ok(mail.text.includes('npm run steward -- wallet create'), 'the form from a checkout');
   assert.ok(mail.text.includes('7 days'));
 
   const got = await http(s.url, 'GET', `/api/invitations/${r.token}`);

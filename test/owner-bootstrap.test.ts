@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { generateKeyPair } from '../src/domain/did.js';
 import { http, tempDir } from './helpers.js';
 import { login } from './identity-helpers.js';
-import { runCli, StewardProcess } from './cli-process.js';
+import { cliPath, inShell, runCli, ShellProcess, StewardProcess } from './cli-process.js';
 import { openEmbeddedStore } from '../src/store/embedded/index.js';
 import { collections, ensureIndexes } from '../src/store/collections.js';
 import { ensureDefaultWorkspace, ensureOwner } from '../src/services/bootstrap.js';
@@ -25,7 +25,8 @@ test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fr
   const out1 = srv.all;
   assert.ok(out1.includes(`#${first![1]}&protocol=p2p&service=auth&did=did:key:z6Mk`), 'the wallet link');
   assert.ok(out1.includes(`wallet claim '${first![1]}'`), 'the wallet command');
-  assert.ok(out1.includes('▄') || out1.includes('█'), 'a terminal QR code');
+  assert.not.ok(out1.includes('▄') || out1.includes('█') || out1.includes('\x1b['), 'no QR code (nor its escapes) when standard error is not a terminal');
+  assert.ok(out1.includes(`steward login ${srv.url.replace('127.0.0.1', 'localhost')}`), 'one command signs the CLI in');
   assert.equal((await http(srv.url, 'GET', `/api/user/listen/${first![2]}`)).body.status, -1);
   assert.is(await srv.stop(), 0);
 
@@ -43,7 +44,7 @@ test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fr
   // The printed connection string names PUBLIC_URL (localhost); the wallet uses it as printed.
   const claimed = await runCli(['wallet', 'claim', second![1]!], env);
   assert.is(claimed.code, 0, claimed.stderr);
-  const token = await runCli(['wallet', 'login', srv.url], env);
+  const token = await runCli(['login', srv.url, '--print-token'], env);
   assert.is(token.code, 0, token.stderr);
   const logout = await http(srv.url, 'POST', '/api/auth/logout', { json: {}, token: token.stdout.trim() });
   assert.is(logout.status, 200);
@@ -61,6 +62,38 @@ test('without STEWARD_OWNER_DID: the console shows a claim; a restart shows a fr
   assert.not.ok(connectionStringIn(srv.all));
   assert.not.ok(srv.all.includes('no claimed owner'));
   assert.is(await srv.stop(), 0);
+});
+
+test('on a terminal the console prints the claim QR code as well (script(1) gives the server a pseudo-terminal)', async () => {
+  const env = { PATH: process.env.PATH!, HOME: await tempDir(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: await tempDir() };
+  const srv = new ShellProcess(`script -qec '${process.execPath} --import tsx ${cliPath} serve' /dev/null`, env);
+  try {
+    await srv.seen(/Steward listening/);
+    assert.ok(connectionStringIn(srv.all), 'the link, always');
+    assert.ok(srv.all.includes('▄') || srv.all.includes('█'), `a terminal QR code:\n${srv.all}`);
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('started by npm start in a checkout, the console prints npm run steward -- …, and each printed command runs as printed there', async () => {
+  const dataDir = await tempDir();
+  const home = await tempDir();
+  const srv = await serve(dataDir, { npm_lifecycle_event: 'start' });
+  try {
+    const printed = srv.err.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('npm run steward -- '));
+    assert.equal(printed.map((l) => l.split(' ').slice(4, 5)[0]), ['wallet', 'wallet', 'login'], srv.err);
+    // A person's shell in the checkout: the commands go to bash exactly as printed.
+    const env = { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: process.env.PATH! };
+    for (const line of printed) {
+      const r = await inShell(line, env);
+      assert.is(r.code, 0, `${line}\n${r.stdout}${r.stderr}`);
+    }
+    const who = await inShell('npm run --silent steward -- whoami', env);
+    assert.match(who.stdout, /Global admin\s+yes/);
+  } finally {
+    assert.is(await srv.stop(), 0);
+  }
 });
 
 test('with STEWARD_OWNER_DID: the owner is claimed, no claim is printed, the owner logs in', async () => {

@@ -6,9 +6,10 @@
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { generateKeyPair } from '../src/domain/did.js';
+import { generateKeyPair, signMessage } from '../src/domain/did.js';
 import { CLOSE } from '../src/domain/agent-protocol.js';
-import { http, type HttpResult, type TestServer } from './helpers.js';
+import { http, logLines, type HttpResult, type TestServer } from './helpers.js';
+import { loginMessage } from '../src/domain/claims.js';
 import type { TestUser } from './fixtures.js';
 import { isError, makeChannel, makeWorkspace, startWithOwner } from './channels-helpers.js';
 import { RawAgent, stopAll } from './fleet-helpers.js';
@@ -78,20 +79,45 @@ test('X-Forwarded-For is believed only from trusted proxies', async () => {
   assert.is((await challenge(proxied, generateKeyPair().did, from('2001:db8:1:3::1'))).status, 200);
 });
 
-test('login requests are limited per DID as well: wrong signatures for one DID are refused, another DID is not', async () => {
-  const { s } = await start({ ...SMALL, RATE_LIMIT_LOGIN_PER_ADDRESS: '0', RATE_LIMIT_LOGIN_PER_DID: '4/1m' });
-  const victim = generateKeyPair();
-  const ch = await challenge(s, victim.did);
-  assert.is(ch.status, 200);
-  const wrong = () => http(s.url, 'POST', '/api/auth/login', { json: { challengeId: ch.body.challengeId, did: victim.did, signature: 'A'.repeat(86) } });
-  // The first wrong signature uses up the challenge (one attempt each); the next two name it used.
-  isError(await wrong(), 401, 'invalid_signature');
-  for (let i = 0; i < 2; i++) isError(await wrong(), 401, 'invalid_challenge');
-  const r = await wrong();
-  isRateLimited(r, 60);
-  assert.match(r.body.error.message, /for this DID/);
-  isRateLimited(await challenge(s, victim.did), 60);
-  assert.is((await challenge(s, generateKeyPair().did)).status, 200, 'another DID is not limited');
+test('failed logins lock out the address that failed; past a DID\'s count only addresses that failed for it: the owner still logs in', async () => {
+  const trips = logLines();
+  const { s, owner } = await startWithOwner(
+    { ...SMALL, LOG_LEVEL: 'warn', RATE_LIMIT_LOGIN_PER_ADDRESS: '0', RATE_LIMIT_LOGIN_PER_DID: '4/1m', RATE_LIMIT_LOGIN_FAILURES_PER_ADDRESS: '6/1m' },
+    { logTo: trips.sink },
+  );
+  servers.push(s);
+  const did = owner.keys.did;
+  const ask = (localAddress: string, forDid = did) => http(s.url, 'POST', '/api/auth/challenge', { json: { did: forDid }, localAddress });
+  const answer = async (localAddress: string, signature: ((nonce: string) => string) | null, forDid = did) => {
+    const ch = await ask(localAddress, forDid);
+    assert.is(ch.status, 200, ch.text);
+    const json = { challengeId: ch.body.challengeId, did: forDid, signature: signature ? signature(ch.body.nonce) : 'A'.repeat(86) };
+    return http(s.url, 'POST', '/api/auth/login', { json, localAddress });
+  };
+  const signed = (nonce: string) => signMessage(owner.keys, loginMessage(nonce));
+  // Challenges only asked for never count, however many, from however many addresses.
+  for (let i = 0; i < 60; i++) assert.is((await ask(`127.0.3.${i % 3}`)).status, 200);
+  assert.is((await answer('127.0.3.1', signed)).status, 200, 'the owner logs in after a flood of challenges');
+  // Wrong signatures for the owner's DID spend its count...
+  for (let i = 0; i < 4; i++) isError(await answer('127.0.4.1', null), 401, 'invalid_signature');
+  // ...so the address that failed is refused for it, a right signature included,
+  const refused = await answer('127.0.4.1', signed);
+  isRateLimited(refused, 60);
+  assert.match(refused.body.error.message, /for this DID/);
+  // while the owner, from an address with no failures, logs in.
+  assert.is((await answer('127.0.4.9', signed)).status, 200, 'a right answer from a clean address gets through');
+  // An address that fails too often is refused whatever DID it names.
+  for (let i = 0; i < 6; i++) isError(await answer('127.0.4.5', null, generateKeyPair().did), 401, 'invalid_signature');
+  const spent = await answer('127.0.4.5', null, generateKeyPair().did);
+  isRateLimited(spent, 60);
+  assert.match(spent.body.error.message, /from this address/);
+  // Each trip is one warning naming the limit and the address, and no secret.
+  const warned = trips.lines.map((l) => JSON.parse(l)).filter((l) => l.level === 40);
+  const limits = warned.map((l) => `${l.limit} ${l.address}`);
+  assert.ok(limits.includes('RATE_LIMIT_LOGIN_PER_DID 127.0.4.1'), limits.join('; '));
+  assert.ok(limits.includes('RATE_LIMIT_LOGIN_FAILURES_PER_ADDRESS 127.0.4.5'), limits.join('; '));
+  assert.is(warned.filter((l) => l.limit === 'RATE_LIMIT_LOGIN_PER_DID').length, 1, 'logged once per trip, not per refusal');
+  for (const line of trips.lines) assert.not.ok(/"(token|signature|nonce)"/.test(line), line);
 });
 
 test('claim and invitation look-ups are limited per token', async () => {

@@ -60,7 +60,7 @@ test('stdout is JSON lines; the claim banner is on stderr; claims, registrations
     const claimLine = lines(srv.out).find((l) => /owner account was claimed/.test(l.msg))!;
     assert.is(claimLine.level, INFO);
     assert.ok(claimLine.msg.includes(did), claimLine.msg);
-    const token = (await runCli(['wallet', 'login', srv.url], env)).stdout.trim();
+    const token = (await runCli(['login', srv.url, '--print-token'], env)).stdout.trim();
 
     // An agent registers: the log names it and says how to approve it.
     const keys = generateKeyPair();

@@ -75,6 +75,12 @@ test('the unclaimed owner is claimed from the browser with its own key, then sig
 });
 
 test('a pending registration is approved with a narrowed checklist and the agent shows online', async () => {
+  // No agent yet: the page says how to start one, in both forms of the command.
+  await page.goto(`${s.url}/agents`);
+  await page.getByText('No agents yet.').waitFor();
+  for (const command of [`steward agent --url ${s.url}`, `npm run steward -- agent --url ${s.url}`]) {
+    assert.ok(await page.getByText(command, { exact: true }).isVisible(), command);
+  }
   agent = newAgent(s, { name: 'ui-agent-one', capabilities: ['file_access', 'api_call'] });
   await agent.waitFor('pending');
   await page.goto(`${s.url}/registrations`);
@@ -90,7 +96,7 @@ test('a pending registration is approved with a narrowed checklist and the agent
   await page.getByRole('link', { name: 'Agents', exact: true }).click();
   const row = page.locator('tr[data-agent]', { hasText: 'ui-agent-one' });
   await row.getByText('online', { exact: true }).waitFor({ timeout: 30_000 });
-  assert.ok(await page.getByText('1 agents match, 1 of them online.').isVisible());
+  assert.ok(await page.getByText('1 agent matches, 1 online.', { exact: true }).isVisible());
   await screenshot(page, 'agents');
   const detail = await api('GET', `/api/agents/${encodeURIComponent(agent.did)}`);
   assert.equal(detail.body.agent.certificate.certificate.capabilities, ['file_access'], 'only the checked capability was approved');
@@ -124,6 +130,7 @@ test('a policy created for the agent reports the connected agent it was sent to'
   await page.goto(`${s.url}/policies?agent=${encodeURIComponent(agent!.did)}`);
   await page.getByRole('heading', { name: 'New policy' }).waitFor();
   await page.getByRole('checkbox', { name: 'file_access' }).check();
+  await page.getByRole('checkbox', { name: 'api_call' }).check();
   await page.getByLabel('Tokens per day').fill('5000');
   await page.getByRole('button', { name: 'Create policy' }).click();
   const sent = page.getByTestId('sent-to');
@@ -134,6 +141,14 @@ test('a policy created for the agent reports the connected agent it was sent to'
   assert.is(policies.body.policies.length, 1);
   assert.equal(policies.body.policies[0].resourceLimits, { maxTokensPerDay: 5000 });
   await waitFor(async () => (await api('GET', `/api/agents/${encodeURIComponent(agent!.did)}`)).body.agent.certificate.certificate.policyId === policies.body.policies[0].id, 10_000);
+
+  // The list shows what the agent enforces now, and the approved set beside it, labelled.
+  await page.goto(`${s.url}/agents`);
+  const row = page.locator('tr[data-agent]', { hasText: 'ui-agent-one' });
+  await row.getByText('approved: file_access', { exact: true }).waitFor();
+  assert.equal((await row.locator('td:nth-child(4) .badge').allTextContents()).sort(), ['api_call', 'file_access']);
+  await page.goBack();
+  await page.getByRole('heading', { name: 'New policy' }).waitFor();
 });
 
 test('revoking a policy asks first: dismissed, the policy stays; accepted, it is revoked', async () => {
@@ -200,6 +215,38 @@ test('the audit screen tails the log live: a new entry appears without a reload'
   const row = page.locator('table tbody tr', { hasText: 'Live tail room' });
   await row.waitFor();
   assert.ok(await row.getByText('workspace.create').isVisible());
+
+  // Beside long details, at a tablet's width and at a narrow one, an action wraps only before a
+  // dot, never mid-word.
+  const long = await api('POST', '/api/workspaces', { name: 'A room whose long name fills the details column of its audit row' });
+  assert.is(long.status, 201);
+  await page.locator('table tbody tr', { hasText: 'fills the details column' }).waitFor();
+  for (const width of [1024, 800]) {
+    await page.setViewportSize({ width, height: 800 });
+    // Each character's line (its top) from a Range; two letters of one word on two lines is a break mid-word.
+    const broken = (await page.evaluate(`(() => {
+      const bad = [];
+      const actions = [...document.querySelectorAll('table tbody tr td:nth-child(3) code')];
+      if (actions.length < 3) bad.push('only ' + actions.length + ' actions shown');
+      for (const el of actions) {
+        const text = el.textContent;
+        const tops = [];
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          for (let i = 0; i < n.textContent.length; i++) {
+            const r = document.createRange();
+            r.setStart(n, i);
+            r.setEnd(n, i + 1);
+            tops.push(Math.round(r.getBoundingClientRect().top));
+          }
+        }
+        for (let i = 1; i < text.length; i++) if (tops[i] !== tops[i - 1] && text[i] !== '.') bad.push(text);
+      }
+      return bad;
+    })()`)) as string[];
+    assert.equal(broken, [], `actions broken mid-word at ${width} px`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
 });
 
 test('no page error and no content-security-policy violation happened', () => {

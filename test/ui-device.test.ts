@@ -15,7 +15,7 @@ import { hashToken } from '../src/services/sessions.js';
 import { http, sleep, startServer, tempDir, waitFor, type TestServer } from './helpers.js';
 import { makeUser, type TestUser } from './fixtures.js';
 import { login } from './identity-helpers.js';
-import { runCli } from './cli-process.js';
+import { inShell, runCli } from './cli-process.js';
 import { launch, screenshot, type Browser } from './ui-helpers.js';
 
 const test = suite('device approval, sessions and the API reference in a browser');
@@ -50,7 +50,7 @@ async function showCode(p: Page = page): Promise<{ userCode: string; command: st
   const start = p.getByRole('button', { name: /Sign in with my wallet|Start again/ });
   await start.click();
   const userCode = (await p.getByTestId('user-code').textContent())!.trim();
-  const command = await p.getByLabel('Command that approves this browser').inputValue();
+  const command = (await p.getByLabel('Command that approves this browser (installed)', { exact: true }).textContent())!;
   return { userCode, command };
 }
 
@@ -69,14 +69,26 @@ test('signed in by the wallet: the page shows the code, the QR code and the exac
   const { userCode, command } = await showCode();
   assert.match(userCode, /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
   assert.is(command, `steward wallet approve ${s.url} ${userCode}`);
-  assert.ok(await page.locator('section.device').getByRole('button', { name: 'Copy' }).isVisible(), 'the command has a copy button');
+  const checkout = page.getByLabel('Command that approves this browser (from a checkout)', { exact: true });
+  assert.is(await checkout.textContent(), `npm run steward -- wallet approve ${s.url} ${userCode}`);
+  await page.getByText('With Steward installed', { exact: true }).waitFor();
+  await page.getByText("From a checkout of Steward's sources", { exact: true }).waitFor();
+  for (const form of ['installed', 'from a checkout']) {
+    assert.ok(await page.getByRole('button', { name: `Copy: Command that approves this browser (${form})` }).isVisible(), `a copy button (${form})`);
+  }
+  // Shown whole at a phone's width: wrapped inside its box, never cut at the edge.
+  await page.setViewportSize({ width: 360, height: 800 });
+  const fits = await checkout.evaluate((el) => el.scrollWidth <= el.clientWidth && el.getBoundingClientRect().right <= el.ownerDocument.documentElement.clientWidth);
+  assert.ok(fits, 'the command wraps within the page');
+  await page.setViewportSize({ width: 1280, height: 800 });
   assert.ok(await page.getByRole('img', { name: /QR code of .*\/api\/auth\/device\/.*\/approve/ }).isVisible(), 'the QR code');
   assert.match((await page.getByTestId('device-countdown').textContent())!, /^(10:00|9:\d\d)$/);
   await page.getByRole('status').getByText('Waiting for your wallet…').waitFor();
   await page.locator('section.device').evaluate((el) => el.scrollIntoView({ block: 'start' }));
   await screenshot(page, 'device-signin');
 
-  const r = await runShown(command, '--yes');
+  // The checkout's form, as printed, in bash at the repository's root.
+  const r = await inShell(`${await checkout.textContent()} --yes`, { HOME: await tempDir(), PATH: process.env.PATH!, STEWARD_WALLET_FILE: walletFile });
   assert.is(r.code, 0, r.stderr);
   assert.ok(r.stdout.includes('HeadlessChrome') || r.stdout.includes('Chrome'), `the wallet showed the browser: ${r.stdout}`);
   await page.getByRole('navigation', { name: 'Screens' }).waitFor();
@@ -93,6 +105,12 @@ test('the Sessions page lists this browser and the others; ending another ends i
   const current = page.locator('tr[data-current="true"]');
   await current.getByText('This browser approved by a wallet').waitFor();
   await current.getByText('this browser', { exact: true }).waitFor();
+  // A session of the steward command is named for it, not for the HTTP library beneath it.
+  const cli = await runCli(['login', s.url], { STEWARD_WALLET_FILE: walletFile, XDG_CONFIG_HOME: await tempDir() });
+  assert.is(cli.code, 0, cli.stderr);
+  await page.reload();
+  await page.locator('tr[data-session]', { hasText: `Steward CLI on ${process.platform}` }).waitFor();
+  assert.is(await page.locator('tr[data-session]', { hasText: /^node$/ }).count(), 0);
   const firefox = page.locator('tr[data-session]', { hasText: 'Firefox/128 on Macintosh' });
   await firefox.waitFor();
   await screenshot(page, 'sessions');

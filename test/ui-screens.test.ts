@@ -68,6 +68,11 @@ test('the overview shows a pending agent, then the same agent online once approv
   const cell = page.locator(`.status-grid li[data-did="${agent.did}"]`);
   await page.locator(`.status-grid li[data-did="${agent.did}"][data-status="pending"]`).waitFor();
   await waitFor(async () => (await figure('Waiting for approval').textContent()) === '1', 10_000);
+  // Every count says what it counts: the Agents card splits its total, the table counts approved agents.
+  const summary = (await api('GET', '/api/fleet/summary')).body;
+  await waitFor(async () => (await page.getByTestId('agents-breakdown').textContent()) === `${summary.agents.total - 1} approved, 1 pending, 0 rejected`, 10_000);
+  assert.is(await figure('Agents').textContent(), String(summary.agents.total));
+  await page.getByRole('columnheader', { name: 'Approved agents' }).waitFor();
 
   const regs = await api('GET', '/api/registrations');
   const reg = regs.body.registrations.find((r: any) => r.agentDid === agent!.did);
@@ -144,10 +149,36 @@ test("an agent's actor page lights its state and shows a transition as it arrive
   await page.getByRole('img', { name: /State chart of agent actors/ }).waitFor();
   await page.locator('g.state.current[data-state$="online"]').waitFor();
   await waitFor(() => subscribed('actors'), 10_000);
+  // Nothing has happened since the page opened: it says since when it shows transitions.
+  await page.getByText('No transition since you opened this page.').waitFor();
+  await page.getByText(/records an actor's transitions while someone is looking at it/).waitFor();
   await agent!.stop();
   await page.locator('tr[data-event="DISCONNECTED"]').first().waitFor();
   await page.locator('g.state.current[data-state$="offline"]').waitFor();
   assert.match((await page.getByTestId('actor-state').textContent()) ?? '', /offline/);
+
+  // Laid out to fit, at a desktop's width and at a tablet's: every label inside the drawing and
+  // the drawing inside the page, no event label over another or over a state's box.
+  for (const width of [1280, 800]) {
+    await page.setViewportSize({ width, height: 800 });
+    const problems = (await page.evaluate(`(() => {
+      const svg = document.querySelector('.state-chart svg');
+      const frame = svg.getBoundingClientRect();
+      const box = svg.closest('.dag').getBoundingClientRect();
+      const out = [];
+      const near = (a, b) => !(a.right <= b.left + 0.5 || b.right <= a.left + 0.5 || a.bottom <= b.top + 0.5 || b.bottom <= a.top + 0.5);
+      if (frame.right > box.right + 0.5 || frame.left < box.left - 0.5) out.push('the drawing is wider than its frame');
+      const texts = [...svg.querySelectorAll('text')].map((t) => ({ text: t.textContent, r: t.getBoundingClientRect(), event: t.classList.contains('event') && !t.classList.contains('loop') }));
+      for (const t of texts) if (t.r.left < frame.left - 0.5 || t.r.right > frame.right + 0.5 || t.r.top < frame.top - 0.5 || t.r.bottom > frame.bottom + 0.5) out.push('cut: ' + t.text);
+      const labels = texts.filter((t) => t.event);
+      for (let i = 0; i < labels.length; i++) for (let j = i + 1; j < labels.length; j++) if (near(labels[i].r, labels[j].r)) out.push('labels overlap: ' + labels[i].text + ' / ' + labels[j].text);
+      const boxes = [...svg.querySelectorAll('g.state rect')].map((r) => r.getBoundingClientRect());
+      for (const l of labels) for (const b of boxes) if (near(l.r, b)) out.push('label on a state: ' + l.text);
+      return out;
+    })()`)) as string[];
+    assert.equal(problems, [], `the state chart at ${width} px`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
   await screenshot(page, 'actor');
 });
 

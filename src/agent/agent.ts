@@ -23,6 +23,7 @@ import {
   AGENT_WS_PATH,
   CLOSE,
   FATAL_CLOSE_CODES,
+  reconnectDelayMs,
   type ChannelMessageSendFrame,
   type ErrorFrame,
   type IntentFrame,
@@ -63,6 +64,7 @@ export interface StewardAgentHandlers {
   onChannelMessage?: (ctx: ChannelMessageContext) => void | Promise<void>;
 }
 
+/** The reconnect back-off; each defaults to its RECONNECT_* constant of the agent protocol (500 ms, 8 s). */
 export interface ReconnectOptions {
   initialDelayMs?: number;
   maxDelayMs?: number;
@@ -346,9 +348,8 @@ export class StewardAgent extends EventEmitter<StewardAgentEvents> {
       return;
     }
     const r = this.opts.reconnect || {};
-    const base = Math.min(r.maxDelayMs ?? 30_000, (r.initialDelayMs ?? 500) * 2 ** this.attempt);
+    const delay = reconnectDelayMs(this.attempt, r);
     this.attempt = Math.min(this.attempt + 1, 30);
-    const delay = Math.round(base / 2 + Math.random() * (base / 2));
     this.lastDisconnect = { ...failure, willRetry: true, retryInMs: delay, attempt: this.attempt };
     this.setStatus('reconnecting');
     // Not unref'd: an agent waiting to reconnect is what keeps its process alive.

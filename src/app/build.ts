@@ -22,7 +22,8 @@ import { ClientAddresses } from '../http/client-address.js';
 import type { Metrics } from '../http/metrics.js';
 import { SkillsLibrary } from '../integrations/skills-library.js';
 import type { ServiceCore } from '../services/core.js';
-import { createRateLimits, memoryStore } from '../services/rate-limits.js';
+import { createRateLimits, LIMIT_GROUPS, memoryStore } from '../services/rate-limits.js';
+import { Lockout, TripLog } from '../services/lockout.js';
 import { ServerIdentity } from '../services/server-identity.js';
 import { Sessions } from '../services/sessions.js';
 import { hashClearTokens } from '../services/token-migration.js';
@@ -109,6 +110,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const actors = new ActorHost({ store, idleMs: config.actorIdleMs, log });
   metrics.setActorSource(() => actors.counts());
   const rateLimits = createRateLimits(config.rateLimits, memoryStore());
+  const trips = new TripLog(log);
   const clientAddresses = new ClientAddresses(config.trustedProxies);
   const app = uws.uws.App();
   const sockets = new SocketRegistry();
@@ -226,8 +228,22 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const userService = new UserService(core);
   const workspaceService = new WorkspaceService(core);
   const grants = new GrantService(core);
-  const login = new LoginService(core);
-  const devices = new DeviceApprovals(core, rateLimits.userCode);
+  // Failures counted per address and per principal, a principal anyone can name never locked against a clean address (lockout.ts).
+  const login = new LoginService(
+    core,
+    new Lockout('failed logins', [
+      { setting: LIMIT_GROUPS.loginFailure.settings.address, limiter: rateLimits.loginFailure.address, key: (a) => a.address, kind: 'own', where: 'from this address' },
+      { setting: LIMIT_GROUPS.loginFailure.settings.key, limiter: rateLimits.loginFailure.key, key: (a) => a.principal, kind: 'named', where: 'for this DID' },
+    ], trips),
+  );
+  const devices = new DeviceApprovals(
+    core,
+    new Lockout('wrong user codes', [
+      { setting: LIMIT_GROUPS.userCode.settings.address, limiter: rateLimits.userCode.address, key: (a) => a.address, kind: 'own', where: 'from this address' },
+      { setting: LIMIT_GROUPS.userCode.settings.key, limiter: rateLimits.userCode.key, key: (a) => a.principal, kind: 'own', where: 'from you' },
+      { setting: LIMIT_GROUPS.userCodeTotal.settings.key, limiter: rateLimits.userCodeTotal.key, key: () => 'all', kind: 'named', where: 'on this server' },
+    ], trips),
+  );
   const personSessions = new PersonSessions(core);
   const claims = new ClaimService(core, { defaultWorkspace });
   const invitations = new InvitationService(core, { claims, defaultWorkspace });
@@ -334,24 +350,50 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   workspaceService.onAgentMembershipChanged((_workspaceId, did) => presenceFeed.membershipChanged(did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => skills.agentMembershipChanged(workspaceId, did));
   workspaceService.onAgentMembershipChanged((workspaceId, did) => llmConfig.agentMembershipChanged(workspaceId, did));
+  // Access that ends, ends everywhere at once (docs/channels.md, "When access ends"): the store
+  // changes first, then the feed sockets of every node re-ask the same rules (a node that missed
+  // the broadcast in a bus outage has its feed sockets reconnect, below).
+  const onEveryNode = <T>(topic: string, here: (data: T) => Promise<void> | void) => {
+    const run = (data: T) => {
+      try {
+        Promise.resolve(here(data)).catch((err: unknown) => log.error({ err, topic }, 'ending access on the feed failed'));
+      } catch (err) {
+        log.error({ err, topic }, 'ending access on the feed failed');
+      }
+    };
+    peers.onBroadcast(topic, (data) => run(data as T));
+    return (data: T) => {
+      run(data);
+      peers.broadcast(topic, data);
+    };
+  };
+  const sessionsEnded = onEveryNode<{ ids: string[]; reason: string }>('feed.sessions-ended', ({ ids, reason }) => feed.sessionsEnded(ids, reason));
+  const personChanged = onEveryNode<{ did: string }>('feed.person-changed', ({ did }) => feed.recheckPerson(did));
+  const channelAccessLost = onEveryNode<{ channelId: string; did: string | null }>('feed.channel-access-lost', ({ channelId, did }) =>
+    feed.recheckChannel(channelId, did),
+  );
+  // A session that ends closes the feed sockets it authenticated.
+  sessions.onEnded((ids, reason) => sessionsEnded({ ids, reason }));
   // A deleted person's schedules and channel memberships go, and their feed subscriptions end.
   userService.onUserDeleted((user) => schedules.userDeleted(user));
   userService.onUserDeleted((user) => channels.userDeleted(user));
-  userService.onUserDeleted(async (user) => {
-    if (user.did) await feed.recheckPerson(user.did);
+  userService.onUserDeleted((user) => {
+    if (user.did) personChanged({ did: user.did });
   });
   // A person whose role changed keeps only the feed topics they may still follow.
-  userService.onRoleChanged(async (user) => {
-    if (user.did) await feed.recheckPerson(user.did);
+  userService.onRoleChanged((user) => {
+    if (user.did) personChanged({ did: user.did });
   });
-  // Whoever may no longer read a channel (left it, left its workspace) loses its feed subscription.
-  channels.onAccessLost((channelId, did) =>
-    feed.recheckChannel(channelId, did).catch((err: unknown) => log.error({ err, channelId }, 're-checking feed subscriptions failed')),
-  );
-  workspaceService.onMemberRemoved(async (_workspaceId, userId) => {
+  // Whoever may no longer read a channel (left it, left its workspace, it went private) loses its feed subscription.
+  channels.onAccessLost((channelId, did) => channelAccessLost({ channelId, did }));
+  // Leaving a workspace (or being removed from it) leaves its channels, private ones too.
+  workspaceService.onMemberRemoved(async (workspaceId, userId) => {
     const user = await c.users.findById(userId);
-    if (user?.did) await feed.recheckPerson(user.did);
+    if (!user?.did) return;
+    await channels.leftWorkspace(workspaceId, user.did);
+    personChanged({ did: user.did });
   });
+  workspaceService.onAgentRemoved((workspaceId, did) => channels.leftWorkspace(workspaceId, did));
 
   // -- Cluster mode: where agents are, decisions to sockets on other nodes, catching up after an outage
   if (cluster && link && relay) {
@@ -402,6 +444,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       if (error) log.error({ err: error, method, route, status }, 'request failed');
     },
     limits: rateLimits,
+    limited: ({ group, per, key, address, waitMs }) => trips.tripped(LIMIT_GROUPS[group].settings[per] ?? group, key, address, waitMs),
     checkResponses: config.checkResponses
       ? (violation) => log.error({ violation }, `${violation.method} ${violation.route} answered ${violation.problem}`)
       : undefined,

@@ -14,6 +14,7 @@ import { fileGateState } from '../agent/gates.js';
 import { loadOrCreateKeys } from '../agent/keys.js';
 import { CAPABILITIES, type Capability } from '../domain/capabilities.js';
 import { CLOSE } from '../domain/agent-protocol.js';
+import { stewardCommand } from '../domain/cli-command.js';
 
 export const AGENT_USAGE = `usage: steward agent [options]
 
@@ -71,10 +72,13 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     io.err(`steward agent: unknown capabilities ${unknown.join(', ')}; expected some of ${CAPABILITIES.join(', ')}\n`);
     return 1;
   }
+  // Every line says when (UTC, as the CLI's tables do): an agent runs for days.
+  const say = (text: string) => io.out(`${new Date().toISOString().slice(0, 19).replace('T', ' ')}Z ${text}`);
   const url = flags.url ?? env.STEWARD_URL ?? 'http://localhost:8080';
   const keyFile = resolve(flags.key ?? 'steward-agent.json');
   const { keys, created } = await loadOrCreateKeys(keyFile);
-  io.out(`${created ? 'created' : 'using'} key ${keyFile}\nDID ${keys.did}\n`);
+  say(`${created ? 'created' : 'using'} key ${keyFile}\n`);
+  say(`DID ${keys.did}\n`);
   const gatesFile = `${keyFile.replace(/\.json$/, '')}.gates.json`;
 
   const agent = new StewardAgent({
@@ -86,30 +90,30 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     workspace: flags.workspace,
     gateState: fileGateState(gatesFile),
     onIntent: ({ action, params, requestedBy }) => {
-      io.out(`intent ${action} from ${requestedBy}: answering with an echo\n`);
+      say(`intent ${action} from ${requestedBy}: answering with an echo\n`);
       return { echo: params, action, at: new Date().toISOString() };
     },
-    onLlmConfig: (config) => io.out(`llm_config: ${config.model ? `${config.provider ?? ''} ${config.model}` : '(none)'}\n`),
-    onSkillsConfig: (skills) => io.out(`skills_config: ${skills.map((s) => s.name).join(', ') || '(none)'}\n`),
+    onLlmConfig: (config) => say(`llm_config: ${config.model ? `${config.provider ?? ''} ${config.model}` : '(none)'}\n`),
+    onSkillsConfig: (skills) => say(`skills_config: ${skills.map((s) => s.name).join(', ') || '(none)'}\n`),
     onChannelMessage: async ({ message, reply }) => {
-      io.out(`channel message: ${message.content}\n`);
+      say(`channel message: ${message.content}\n`);
       await reply(`echo: ${message.content}`).catch((err: Error) => io.err(`reply failed: ${err.message}\n`));
     },
   });
   agent.on('status', (s: string) => {
     if (s === 'connecting' || s === 'reconnecting') return; // the connection lines below say it
     if (s === 'pending') {
-      io.out(
+      say(
         `status pending: registration ${agent.registrationId} awaits approval.\n` +
-          `  approve it: POST ${url}/api/registrations/${agent.registrationId}/approve {"capabilities": ${JSON.stringify(capabilities)}}\n`,
+          `  approve it on the dashboard's Registrations page, or: ${stewardCommand(env)} registrations approve ${agent.registrationId} --capabilities ${capabilities.join(',')}\n`,
       );
-    } else io.out(`status ${s}\n`);
+    } else say(`status ${s}\n`);
   });
   agent.on('certificate', (c: { certificate: { serial: string; capabilities: string[]; policyId: string | null } }) =>
-    io.out(`certificate ${c.certificate.serial}: capabilities ${c.certificate.capabilities.join(', ') || '(none)'}; policy ${c.certificate.policyId ?? 'none'}\n`),
+    say(`certificate ${c.certificate.serial}: capabilities ${c.certificate.capabilities.join(', ') || '(none)'}; policy ${c.certificate.policyId ?? 'none'}\n`),
   );
-  agent.on('intentRefused', (f: { action: string; error: string }) => io.out(`intent ${f.action} refused: ${f.error}\n`));
-  io.out(`connecting to ${url}\n`);
+  agent.on('intentRefused', (f: { action: string; error: string }) => say(`intent ${f.action} refused: ${f.error}\n`));
+  say(`connecting to ${url}\n`);
   agent.start();
 
   return new Promise<number>((done) => {
@@ -134,7 +138,7 @@ export async function agentCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     signal?.addEventListener('abort', () => finish(0));
     agent.on('disconnected', (d: Disconnection) => {
       if (d.willRetry) {
-        io.out(`${d.code === null ? 'cannot connect' : 'disconnected'}: ${d.message}; retrying in ${(d.retryInMs! / 1000).toFixed(1)} s (attempt ${d.attempt})\n`);
+        say(`${d.code === null ? 'cannot connect' : 'disconnected'}: ${d.message}; retrying in ${(d.retryInMs! / 1000).toFixed(1)} s (attempt ${d.attempt})\n`);
         return;
       }
       io.err(`steward agent: stopped: ${d.message}${stopAdvice(d.code)}\n`);

@@ -1,7 +1,7 @@
 #!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=4
 /**
  * The `steward` command.
- *   steward serve        run the server (configuration from the environment; see README)
+ *   steward serve        run the server (configuration from the environment; docs/configuration.md)
  *   steward wallet ...   a key file for people: create, did, claim, login (src/cli/wallet.ts)
  *   steward agent ...    a demo agent on the SDK (src/cli/agent.ts)
  *   steward login, agents, registrations, ...   admin commands over the HTTP API (src/cli/admin/)
@@ -12,7 +12,7 @@ import { ADMIN_COMMANDS } from './admin/names.js';
 const USAGE = `usage: steward <command>
 
 server:
-  serve          run the Steward server (configured by environment variables, see README)
+  serve          run the Steward server (configured by environment variables, docs/configuration.md)
 
 identity:
   wallet         create a wallet key, claim an account (steward wallet help)

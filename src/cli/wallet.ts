@@ -1,7 +1,8 @@
 /**
  * `steward wallet`: a minimal wallet for people (DESIGN §3). It keeps one Ed25519 key in a file
  * (default ~/.steward/wallet.json, or STEWARD_WALLET_FILE; mode 0600), claims accounts from a
- * connection string, a wallet QR text or an invitation link, and logs in. The private key never
+ * connection string, a wallet QR text or an invitation link, and approves browsers' sign-ins
+ * (`steward login` signs the command line in with the same key). The private key never
  * leaves the file: nothing here prints it or sends it.
  *
  * Exit codes: 0 done, 1 failed (the reason on stderr).
@@ -12,6 +13,8 @@ import { dirname, join, resolve } from 'node:path';
 import { didKeyFromPublicKey, generateKeyPair, signMessage, type Ed25519KeyPair } from '../domain/did.js';
 import { claimMessage, loginMessage, parseClaimTarget } from '../domain/claims.js';
 import { deviceMessage, parseApprovalTarget } from '../domain/device-codes.js';
+import { stewardCommand } from '../domain/cli-command.js';
+import { CLI_USER_AGENT } from './user-agent.js';
 
 export const WALLET_USAGE = `usage: steward wallet <command> [options]
 
@@ -21,11 +24,12 @@ commands:
   claim <text> [--name NAME]   claim an account; <text> is a connection string (claim URL),
                                a wallet QR text ({walletUrl}/#<connectionString>&protocol=p2p&...)
                                or an invitation link ({server}/api/invitations/<token>)
-  login <server URL>           log in and print only the session token (TOKEN=$(steward wallet login URL))
   approve <server URL> <code>  sign a browser in as you: the user code it shows (or the verification URL
                                of its QR code alone); shows which browser asks, then asks you to confirm
     --yes                      approve without asking (scripts)
     --deny                     refuse the browser's request instead
+
+To sign the command line in with the wallet's key: steward login <server URL> (steward login --help).
 
 options:
   --file F                     the wallet file (default: $STEWARD_WALLET_FILE, else ~/.steward/wallet.json)
@@ -95,10 +99,12 @@ export async function wallet(argv: string[], env: NodeJS.ProcessEnv = process.en
         return 0;
       }
       case 'login': {
-        if (args.length !== 1) throw new WalletError('login needs exactly one argument: the server URL');
-        const keys = await loadWallet(file);
-        io.out(`${await login(keys, args[0]!)}\n`);
-        return 0;
+        const st = stewardCommand(env);
+        const server = args[0] ?? '<server URL>';
+        throw new WalletError(
+          `'wallet login' does not sign this command line in: run '${st} login ${server}' (the session is saved for every command), ` +
+            `or '${st} login ${server} --print-token' for a session token in a script`,
+        );
       }
       case 'approve': {
         let target;
@@ -303,6 +309,7 @@ async function call<T>(method: 'GET' | 'POST', url: string, body?: unknown, toke
     res = await fetch(url, {
       method,
       headers: {
+        'user-agent': CLI_USER_AGENT,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         ...(token ? { authorization: `Bearer ${token}` } : {}),
       },

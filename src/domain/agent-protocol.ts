@@ -63,6 +63,28 @@ export function closeMeaning(code: number): CloseCodeMeaning {
 /** Close codes after which an agent must not reconnect on its own. */
 export const FATAL_CLOSE_CODES: ReadonlySet<number> = new Set(Object.values(CLOSE_TABLE).filter((c) => !c.reconnect).map((c) => c.code));
 
+/**
+ * Reconnect back-off of the SDK and `steward agent` (docs/agent-protocol.md, "Reconnect
+ * advice"): the delay doubles from RECONNECT_INITIAL_DELAY_MS up to RECONNECT_MAX_DELAY_MS, so an
+ * agent is back within about the cap after Steward returns, however long it was away.
+ */
+export const RECONNECT_INITIAL_DELAY_MS = 500;
+export const RECONNECT_MAX_DELAY_MS = 8_000;
+
+/**
+ * The wait before reconnect attempt `failures + 1` ("equal jitter"): a random time between half
+ * and all of min(max, initial × 2^failures), so a fleet that lost Steward at once comes back spread
+ * over half the delay rather than in lockstep. `random` is Math.random (tests pass their own).
+ */
+export function reconnectDelayMs(
+  failures: number,
+  { initialDelayMs = RECONNECT_INITIAL_DELAY_MS, maxDelayMs = RECONNECT_MAX_DELAY_MS }: { initialDelayMs?: number; maxDelayMs?: number } = {},
+  random: () => number = Math.random,
+): number {
+  const base = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(failures, 30));
+  return Math.round(base / 2 + random() * (base / 2));
+}
+
 /** `availableCapabilities` of GET /api/registrations: the first eight capability values (§2.1). */
 export const AVAILABLE_CAPABILITIES: readonly Capability[] = CAPABILITIES.slice(0, 8);
 

@@ -32,6 +32,15 @@ export function normalizeUserCode(input: string): string | null {
   return `${letters.slice(0, 4)}-${letters.slice(4)}`;
 }
 
+/** Why `input` is not a user code, naming the alphabet (a code of 8 letters with a vowel looks right). */
+export function userCodeProblem(input: string): string {
+  const letters = input.toUpperCase().replace(/[\s-]/g, '');
+  const outside = [...new Set([...letters].filter((ch) => !USER_CODE_ALPHABET.includes(ch)))];
+  const alphabet = `user codes are 8 letters from ${USER_CODE_ALPHABET} (consonants; no vowels and no Y), as the browser shows them, e.g. WDJB-MJHT`;
+  if (outside.length > 0) return `${outside.join(', ')} ${outside.length === 1 ? 'is' : 'are'} not in the alphabet: ${alphabet}`;
+  return `it has ${letters.length} letters: ${alphabet}`;
+}
+
 /** Signed (UTF-8) by a wallet to approve the browser that shows `userCode` (in its shown form). */
 export const deviceMessage = (userCode: string, nonce: string) => `${PURPOSE.device}${userCode}:${nonce}`;
 
@@ -67,6 +76,6 @@ export function parseApprovalTarget(args: readonly string[]): { base: string; us
     throw new Error(`not a server URL: ${args[0]}`);
   }
   const userCode = normalizeUserCode(args[1]!);
-  if (!userCode) throw new Error(`'${args[1]}' is not a user code: 8 letters, as the browser shows them (e.g. WDJB-MJHT)`);
+  if (!userCode) throw new Error(`'${args[1]}' is not a user code: ${userCodeProblem(args[1]!)}`);
   return { base, userCode };
 }

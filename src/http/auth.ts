@@ -3,8 +3,8 @@
  *
  * A request authenticates with `Authorization: Bearer <token>` or the `steward_session` cookie.
  * State-changing requests authenticated by the cookie are refused (403) when their Origin header
- * names another origin than PUBLIC_URL or the Host they were sent to (a cross-site request
- * forgery guard; bearer tokens are not sent by browsers on their own, so they need no check).
+ * is missing or names another origin than PUBLIC_URL or the Host they were sent to (a cross-site
+ * request forgery guard; bearer tokens are not sent by browsers on their own, so they need no check).
  *
  * A route that needs a session and gets none says why, and what to do: no token (`unauthorized`),
  * a token that cannot be one (`malformed_token`), one that is not a live session
@@ -91,9 +91,13 @@ export function createAuthPolicy(deps: { sessions: Sessions; publicUrl: () => st
         return null;
       }
       if (presented.via === 'cookie' && !SAFE_METHODS.has(ctx.method)) {
+        // Browsers send Origin with every such request: one without it did not come from a page of this site.
         const origin = ctx.headers.origin;
-        if (origin && !isSameOrigin(origin, deps.publicUrl(), ctx.headers.host)) {
-          throw forbidden('cross-origin request with a session cookie refused', 'cross_origin');
+        if (!origin || !isSameOrigin(origin, deps.publicUrl(), ctx.headers.host)) {
+          throw forbidden(
+            origin ? 'cross-origin request with a session cookie refused' : 'a request with a session cookie must carry the Origin header (scripts: send Authorization: Bearer <token>)',
+            'cross_origin',
+          );
         }
       }
       if (!SESSION_TOKEN.test(presented.token)) {

@@ -207,6 +207,8 @@ export interface RouterOptions {
   observe?: DispatchObserver;
   /** The rate limits routes name in `limit`; without them no route is limited. */
   limits?: RateLimits;
+  /** Told of each refusal by a rate limit (the root logs a limit's trip once per window). */
+  limited?: (refusal: { group: LimitGroup; per: 'address' | 'key'; key: string; address: string; waitMs: number }) => void;
   /**
    * For tests (STEWARD_CHECK_RESPONSES): every answer is checked against its route's declared
    * responses, and one that does not match becomes a 500 `response_schema_violation` naming the
@@ -230,6 +232,7 @@ export class Router {
   private readonly policy: AuthPolicy;
   private readonly observe: DispatchObserver | undefined;
   private readonly limits: RateLimits | undefined;
+  private readonly limited: RouterOptions['limited'];
   private readonly checkResponses: ((violation: ResponseViolation) => void) | undefined;
   /** The answers that did not match their route's declared responses (only under `checkResponses`). */
   readonly violations: ResponseViolation[] = [];
@@ -243,6 +246,7 @@ export class Router {
     };
     this.observe = options.observe;
     this.limits = options.limits;
+    this.limited = options.limited;
     this.checkResponses = options.checkResponses;
   }
 
@@ -342,7 +346,8 @@ export class Router {
       throw new HttpError(405, 'method_not_allowed', `${requested} is not allowed here; allowed: ${allow}`, { allow });
     }
     setLabel(def.path);
-    if (def.limit) await this.take(def.limit.group, 'address', addressKey(req.remoteAddress));
+    const address = addressKey(req.remoteAddress);
+    if (def.limit) await this.take(def.limit.group, 'address', address, address);
 
     const ctx: RequestContext = {
       method,
@@ -365,7 +370,7 @@ export class Router {
     ctx.query = validate('query', def.query, ctx.query);
     if (def.body) ctx.body = validate('body', def.body, (req.body.length > 0 ? parseJsonBody(req.body) : undefined) ?? {});
     const key = def.limit?.key?.(ctx as never);
-    if (key !== undefined) await this.take(def.limit!.group, 'key', key);
+    if (key !== undefined) await this.take(def.limit!.group, 'key', key, address);
 
     const result: AnyResult = (await def.handler(ctx as never)) as AnyResult;
     const status = result.status ?? 200;
@@ -402,9 +407,10 @@ export class Router {
   }
 
   /** Counts the request against a limit of its group; 429 with Retry-After when it is over. */
-  private async take(group: LimitGroup, per: 'address' | 'key', key: string): Promise<void> {
+  private async take(group: LimitGroup, per: 'address' | 'key', key: string, address: string): Promise<void> {
     const waitMs = await this.limits?.[group][per].take(key);
     if (waitMs === null || waitMs === undefined) return;
+    this.limited?.({ group, per, key, address, waitMs });
     const seconds = retryAfterSeconds(waitMs);
     const { what, keyName } = LIMIT_GROUPS[group];
     const from = per === 'address' ? 'from this address' : `for this ${keyName}`;

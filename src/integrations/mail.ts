@@ -65,7 +65,9 @@ To accept it, claim your account with a wallet. With the Steward wallet command:
 
   steward wallet create
   steward wallet claim ${link}
-  steward wallet login ${a.publicUrl}
+  steward login ${a.publicUrl}
+
+(From a checkout of Steward's sources, run each as npm run steward -- wallet create, and so on.)
 
 (The wallet asks Steward for a claim session with POST ${a.publicUrl}/api/users/invite/from-email
 and this invitation's token, then proves its key.)
@@ -100,7 +102,9 @@ With the Steward wallet command:
 
   steward wallet create
   steward wallet claim ${a.connectionString}
-  steward wallet login ${a.publicUrl}
+  steward login ${a.publicUrl}
+
+(From a checkout of Steward's sources, run each as npm run steward -- wallet create, and so on.)
 `;
   const html = `<p>Hello ${escapeHtml(a.name)},</p>
 <p>claim your Steward account (${escapeHtml(a.publicUrl)}) with a wallet before ${escapeHtml(a.expiresAt)}.</p>

@@ -95,6 +95,15 @@ export type AgentDetail = z.infer<typeof AgentDetail>;
 export const AgentSearch = z.strictObject({ agents: z.array(z.strictObject({ did: z.string(), name: z.string(), capabilities: capabilityList })) });
 export type AgentSearch = z.infer<typeof AgentSearch>;
 
+/** What AgentViews derives once from a set of the roster's rows. */
+interface SnapshotViews {
+  dids: string[];
+  orders: Map<string, Int32Array>;
+  online: number;
+  /** The presence's `changes` when `online` was counted (undefined: not yet). */
+  onlineAt: number | undefined;
+}
+
 export class AgentViews {
   private readonly fleet: FleetService;
   private readonly policies: PolicyService;
@@ -143,56 +152,130 @@ export class AgentViews {
     }
     const re = q.q ? new RegExp(escapeRegex(q.q), 'i') : null;
     const caps = q.capabilities && q.capabilities.length > 0 ? q.capabilities : null;
-    const matching: RosterRow[] = [];
-    for (const r of await this.roster.all()) {
-      if (visible !== 'all' && !visible.has(r.did)) continue;
-      if (re && !re.test(r.name) && !re.test(r.did)) continue;
-      if (caps && !caps.every((cap) => r.capabilities.includes(cap))) continue;
-      matching.push(r);
+    const all = await this.roster.all();
+    // Which rows match (by their number in `all`); without a filter, all of them, and nothing is built.
+    let match: Uint8Array | null = null;
+    let dids = this.didsOf(all);
+    if (visible !== 'all' || re || caps) {
+      match = new Uint8Array(all.length);
+      const some: string[] = [];
+      for (let i = 0; i < all.length; i++) {
+        const r = all[i]!;
+        if (visible !== 'all' && !visible.has(r.did)) continue;
+        if (re && !re.test(r.name) && !re.test(r.did)) continue;
+        if (caps && !caps.every((cap) => r.capabilities.includes(cap))) continue;
+        match[i] = 1;
+        some.push(r.did);
+      }
+      dids = some;
     }
-    const active = await this.presence.lastActive(matching.map((r) => r.did));
+    // The whole list in a fixed order, and a presence that says when it changed: the online count
+    // is kept until an agent comes or goes, and only the page's rows are asked about.
+    const changes = this.presence.changes;
+    const whole = match === null && q.online === undefined && q.sortBy !== 'lastSeen' && changes !== undefined;
+    const kept = whole ? this.ofSnapshot(all) : null;
+    /** The last frame of each online row's socket (ms), by row number (whole: left empty). */
+    let live: Array<number | undefined> = [];
     let online = 0;
-    for (const t of active) if (t !== undefined) online++;
-    let rows = matching;
-    let live = active;
-    if (q.online !== undefined) {
-      rows = [];
-      live = [];
-      for (let i = 0; i < matching.length; i++) {
-        if ((active[i] !== undefined) !== q.online) continue;
-        rows.push(matching[i]!);
-        live.push(active[i]);
+    if (kept && kept.onlineAt === changes) online = kept.online;
+    else {
+      const activeOfMatching = await this.presence.lastActive(dids);
+      live = match ? new Array(all.length) : activeOfMatching;
+      for (let i = 0, k = 0; i < all.length; i++) {
+        if (match && !match[i]) continue;
+        const t = activeOfMatching[k++];
+        if (match) live[i] = t;
+        if (t !== undefined) online++;
+      }
+      if (kept) {
+        kept.online = online;
+        kept.onlineAt = changes;
       }
     }
-    // One page in order without sorting the whole fleet (src/domain/page-select.ts); ties by DID.
-    const asc = q.sortDir === 'asc';
-    const byDid = (a: number, b: number) => rows[a]!.did < rows[b]!.did;
-    let before: (a: number, b: number) => boolean;
-    if (q.sortBy === 'lastSeen') {
-      const seen = Float64Array.from(rows, (r, i) => live[i] ?? r.lastSeen);
-      before = (a, b) => (seen[a] !== seen[b] ? seen[a]! < seen[b]! === asc : byDid(a, b));
-    } else {
-      const key = q.sortBy === 'name' ? (r: RosterRow) => r.nameKey : (r: RosterRow) => r.registeredAt;
-      before = (a, b) => {
-        const ka = key(rows[a]!);
-        const kb = key(rows[b]!);
-        return ka !== kb ? ka < kb === asc : byDid(a, b);
-      };
+    if (q.online !== undefined) {
+      match ??= new Uint8Array(all.length).fill(1);
+      for (let i = 0; i < all.length; i++) if (match[i] && (live[i] !== undefined) !== q.online) match[i] = 0;
     }
-    const page = selectPage(rows.length, (q.page - 1) * q.pageSize, q.page * q.pageSize, before);
-    const dids = page.map((i) => rows[i]!.did);
-    const [workspaces, certificates] = await Promise.all([this.primaryWorkspaces(dids), this.fleet.certificates.currentOf(dids)]);
+    let total = all.length;
+    if (match) {
+      total = 0;
+      for (let i = 0; i < all.length; i++) total += match[i]!;
+    }
+    const from = (q.page - 1) * q.pageSize;
+    const to = q.page * q.pageSize;
+    const asc = q.sortDir === 'asc';
+    let page: number[];
+    if (q.sortBy === 'lastSeen') {
+      // Keys from live sockets, which change with every frame: one page in order without sorting the
+      // whole fleet (src/domain/page-select.ts); ties by DID.
+      const rows: number[] = [];
+      for (let i = 0; i < all.length; i++) if (!match || match[i]) rows.push(i);
+      const seen = Float64Array.from(rows, (i) => live[i] ?? all[i]!.lastSeen);
+      const picked = selectPage(rows.length, from, to, (a, b) => (seen[a] !== seen[b] ? seen[a]! < seen[b]! === asc : all[rows[a]!]!.did < all[rows[b]!]!.did));
+      page = picked.map((k) => rows[k]!);
+    } else {
+      // Name and registration time change only with a new row (and so a new `all`): the order is
+      // made once per set of rows, and a page is read off it.
+      const order = this.orderOf(all, q.sortBy, asc);
+      page = [];
+      for (let i = 0, seen = 0; i < order.length && seen < to; i++) {
+        const row = order[i]!;
+        if (match && !match[row]) continue;
+        if (seen++ >= from) page.push(row);
+      }
+    }
+    const pageDids = page.map((i) => all[i]!.did);
+    const [workspaces, certificates, pageLive] = await Promise.all([
+      this.primaryWorkspaces(pageDids),
+      this.fleet.certificates.currentOf(pageDids),
+      whole ? this.presence.lastActive(pageDids) : page.map((i) => live[i]),
+    ]);
     return {
-      agents: page.map((i): AgentListItem => {
-        const r = rows[i]!;
-        return this.item(r, live[i] !== undefined, this.lastSeenOf(r, live[i]), workspaces.get(r.did) ?? null, certificates.get(r.did) ?? null);
+      agents: page.map((i, k): AgentListItem => {
+        const r = all[i]!;
+        const at = pageLive[k];
+        return this.item(r, at !== undefined, this.lastSeenOf(r, at), workspaces.get(r.did) ?? null, certificates.get(r.did) ?? null);
       }),
-      total: rows.length,
+      total,
       page: q.page,
       pageSize: q.pageSize,
-      totalPages: Math.ceil(rows.length / q.pageSize),
+      totalPages: Math.ceil(total / q.pageSize),
       online,
     };
+  }
+
+  /**
+   * Each set of rows' DIDs, its orders by name and by registration time (made once per set), and
+   * how many of its agents were online at which presence `changes`.
+   */
+  private readonly bySnapshot = new WeakMap<readonly RosterRow[], SnapshotViews>();
+
+  private ofSnapshot(all: readonly RosterRow[]): SnapshotViews {
+    let made = this.bySnapshot.get(all);
+    if (!made) this.bySnapshot.set(all, (made = { dids: all.map((r) => r.did), orders: new Map(), online: 0, onlineAt: undefined }));
+    return made;
+  }
+
+  private didsOf(all: readonly RosterRow[]): string[] {
+    return this.ofSnapshot(all).dids;
+  }
+
+  /** Row numbers of `all` in the list's order by name or registration time; ties by DID (ascending either way). */
+  private orderOf(all: readonly RosterRow[], by: 'name' | 'registeredAt', asc: boolean): Int32Array {
+    const { orders } = this.ofSnapshot(all);
+    const name = `${by} ${asc}`;
+    let order = orders.get(name);
+    if (!order) {
+      const key = by === 'name' ? (r: RosterRow) => r.nameKey : (r: RosterRow) => r.registeredAt;
+      order = Int32Array.from(all, (_, i) => i).sort((a, b) => {
+        const ka = key(all[a]!);
+        const kb = key(all[b]!);
+        if (ka !== kb) return ka < kb === asc ? -1 : 1;
+        return all[a]!.did < all[b]!.did ? -1 : 1;
+      });
+      orders.set(name, order);
+    }
+    return order;
   }
 
   async detail(principal: Principal, did: string): Promise<AgentDetail> {

@@ -71,7 +71,7 @@ export class CertificateStore {
     const out = new Map<string, StoredCertificate>();
     if (agentDids.length === 0) return out;
     const docs = await this.c.certificates.find({ agentDid: { $in: [...agentDids] } }, { sort: { acceptedAt: -1, _id: -1 } });
-    for (const doc of docs) if (!out.has(doc.agentDid)) out.set(doc.agentDid, toStored(doc));
+    for (const doc of docs) if (!out.has(doc.agentDid)) out.set(doc.agentDid, toView(doc));
     return out;
   }
 
@@ -172,6 +172,16 @@ function toStored(doc: CertificateDoc): StoredCertificateWithBytes {
   return {
     certificate: JSON.parse(doc.canonical) as Certificate,
     bytes: Buffer.from(doc.canonical, 'utf8'),
+    serverSignature: doc.serverSignature,
+    agentSignature: doc.agentSignature,
+    acceptedAt: doc.acceptedAt,
+  };
+}
+
+/** Without the signed bytes: what a list of agents shows (no buffer made per row of a page). */
+function toView(doc: CertificateDoc): StoredCertificate {
+  return {
+    certificate: JSON.parse(doc.canonical) as Certificate,
     serverSignature: doc.serverSignature,
     agentSignature: doc.agentSignature,
     acceptedAt: doc.acceptedAt,

@@ -229,6 +229,8 @@ export interface ChannelFields {
   name?: string;
   description?: string;
   topic?: string;
+  /** false makes the channel private: readers who are not members lose it at once. */
+  isPublic?: boolean;
 }
 
 /** What the message hooks (bridges) learn about a new message. */
@@ -341,9 +343,24 @@ export class ChannelService {
 
   /** Removes a DID from every channel it is a member of (a deleted user or agent). */
   async forgetMember(did: string): Promise<void> {
-    const gone = await this.c.channelMembers.find({ memberDid: did }, { projection: { channelId: 1 } });
-    await this.c.channelMembers.deleteMany({ memberDid: did });
-    await this.c.channelReads.deleteMany({ memberDid: did });
+    await this.removeMemberships(did, {});
+  }
+
+  /**
+   * For when a person or an agent leaves a workspace (or is removed from it): they leave every
+   * channel of it, private ones included, so rejoining gives back only what any member reads.
+   */
+  async leftWorkspace(workspaceId: string, did: string): Promise<void> {
+    const ids = (await this.c.channels.find({ workspaceId }, { projection: { _id: 1 } })).map((ch) => ch._id);
+    if (ids.length > 0) await this.removeMemberships(did, { channelId: { $in: ids } });
+  }
+
+  /** Deletes `did`'s memberships (and read positions) of the channels `scope` selects; each channel's readers are told. */
+  private async removeMemberships(did: string, scope: Filter): Promise<void> {
+    const gone = await this.c.channelMembers.find({ memberDid: did, ...scope }, { projection: { channelId: 1 } });
+    if (gone.length === 0) return;
+    await this.c.channelMembers.deleteMany({ memberDid: did, ...scope });
+    await this.c.channelReads.deleteMany({ memberDid: did, ...scope });
     for (const m of gone) {
       this.cache.dropMembers(m.channelId);
       this.accessLost(m.channelId, did);
@@ -357,7 +374,7 @@ export class ChannelService {
 
   /**
    * Runs `fn` when someone may have lost read access to a channel (a member removed; `did` null:
-   * the channel is gone), so that the live feed can re-check its subscriptions.
+   * the channel is gone or was made private), so that the live feed can re-check its subscriptions.
    */
   onAccessLost(fn: (channelId: string, did: string | null) => void): void {
     this.accessLostHooks.push(fn);
@@ -482,6 +499,8 @@ export class ChannelService {
     this.requireOwner(a, 'changing the channel');
     const { isArchived, ...fields } = patch;
     const channel = await this.update(a.channel._id, fields, isArchived);
+    // Made private: readers who were not members lose it.
+    if (a.channel.isPublic && !channel.isPublic) this.accessLost(channel._id, null);
     await this.ctx.audit.record(p, {
       action: isArchived === true && !a.channel.isArchived ? 'channel.archive' : isArchived === false && a.channel.isArchived ? 'channel.unarchive' : 'channel.update',
       targetType: 'channel',

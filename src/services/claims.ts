@@ -60,7 +60,6 @@ export interface ClaimBody {
   name?: string;
 }
 
-const notPending = () => notFound('no pending claim session for this token (unknown, expired or finished)');
 
 /** A claim that cannot complete: the session fails (status -2) with this reason. */
 class ClaimFailure extends AppError {}
@@ -136,16 +135,28 @@ export class ClaimService {
     return s && this.statusOf(s) === -1 ? s : null;
   }
 
+  /** The 404 of a token that cannot be claimed (now): why, and what to do instead. */
+  private async notPending(token: string): Promise<AppError> {
+    const s = await this.find(token);
+    if (!s) return notFound('no claim session for this token: check that the link was copied whole');
+    if (s.status === 2) {
+      const login = `${this.ctx.config.stewardCommand} login ${this.ctx.config.publicUrl}`;
+      return notFound(`this claim link was already used: the account is claimed. Sign in with the key that claimed it instead (the dashboard's sign-in page, or '${login}')`);
+    }
+    if (s.status === -1) return notFound('this claim link has expired: ask an admin for a new one (for the owner: restart Steward, which prints a fresh one)');
+    return notFound('this claim link no longer works (a newer one replaced it, or the claim failed): ask an admin for a new one');
+  }
+
   /** GET /api/user/claim/{token}: what a wallet signs to claim (404 unless pending). */
   async challengeOf(token: string): Promise<ClaimChallenge> {
     const s = await this.pending(token);
-    if (!s) throw notPending();
+    if (!s) throw await this.notPending(token);
     return { nonce: s.nonce, serverDid: this.ctx.identity.did, expiresAt: s.expiresAt };
   }
 
   /** The wallet QR code of a pending session, as SVG (404 unless pending). */
   async qrSvg(token: string): Promise<string> {
-    if (!(await this.pending(token))) throw notPending();
+    if (!(await this.pending(token))) throw await this.notPending(token);
     return QRCode.toString(this.qrText(token), { type: 'svg', margin: 2 });
   }
 
@@ -164,7 +175,7 @@ export class ClaimService {
    */
   async complete(token: string, body: ClaimBody): Promise<{ did: string; userId: string }> {
     const session = await this.pending(token);
-    if (!session) throw notPending();
+    if (!session) throw await this.notPending(token);
     const key = resolvePublicKey(body.did, body.publicKey);
     if (!key) {
       throw new AppError(
@@ -184,7 +195,7 @@ export class ClaimService {
     );
     if (!taken) {
       const again = await this.pending(token);
-      if (!again) throw notPending();
+      if (!again) throw await this.notPending(token);
       throw new AppError(409, 'claim_in_progress', 'another claim of this session is in progress');
     }
 
@@ -331,7 +342,11 @@ export class ClaimService {
    * the session and its token, or null when the owner is already claimed. The log says that a
    * claim waits, without the link (a claim token is a secret).
    */
-  async announceOwnerClaim(write: (text: string) => void = (t) => process.stderr.write(t)): Promise<{ session: ClaimSessionDoc; token: string } | null> {
+  async announceOwnerClaim(
+    write: (text: string) => void = (t) => process.stderr.write(t),
+    // The QR code's escapes only make sense on a terminal; a log file or a pipe gets the links alone.
+    terminal: boolean = Boolean(process.stderr.isTTY),
+  ): Promise<{ session: ClaimSessionDoc; token: string } | null> {
     const { ctx } = this;
     const owner = await ctx.c.users.findOne({ isOwner: true, did: null });
     if (!owner) return null;
@@ -351,7 +366,8 @@ export class ClaimService {
     });
     const cs = this.connectionString(token);
     const qrText = this.qrText(token);
-    const qr = await QRCode.toString(qrText, { type: 'terminal', small: true });
+    const st = ctx.config.stewardCommand;
+    const qr = terminal ? ['  Or scan this QR code with a wallet app:', '', await QRCode.toString(qrText, { type: 'terminal', small: true }), ''] : [];
     ctx.log.info({ expiresAt: session.expiresAt }, 'the owner account is not claimed yet: the claim link is on standard error (steward wallet claim <link>, or the dashboard\'s sign-in page)');
     write(
       [
@@ -363,14 +379,11 @@ export class ClaimService {
         `  Wallet link:                   ${qrText}`,
         '',
         '  With the bundled wallet:',
-        '    npm run steward -- wallet create',
-        `    npm run steward -- wallet claim '${cs}'`,
-        `    npm run steward -- wallet login ${ctx.config.publicUrl}`,
+        `    ${st} wallet create`,
+        `    ${st} wallet claim '${cs}'`,
+        `    ${st} login ${ctx.config.publicUrl}`,
         '',
-        '  Or scan this QR code with a wallet app:',
-        '',
-        qr,
-        '',
+        ...qr,
       ].join('\n'),
     );
     return { session, token };
@@ -381,6 +394,7 @@ export class ClaimService {
 export function announceOwnerClaim(
   deps: { claims: ClaimService },
   write?: (text: string) => void,
+  terminal?: boolean,
 ): Promise<{ session: ClaimSessionDoc; token: string } | null> {
-  return deps.claims.announceOwnerClaim(write);
+  return deps.claims.announceOwnerClaim(write, terminal);
 }

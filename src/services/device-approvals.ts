@@ -11,9 +11,11 @@
  * Both codes are stored only as their SHA-256 (a user code is short, so its hash only keeps it
  * from a casual reader for the few minutes it lives; the device code, which is what gets the
  * session, has 256 bits). A request serves once and lives DEVICE_CODE_TTL_SECONDS; a used,
- * expired or unknown code is answered alike. Wrong user codes are counted per address and over
- * the whole server; past either limit every approval is refused (429) until the window ends, so
- * the answer never depends on whether a guess was right. The nonce an approval signs is handed
+ * expired or unknown code is answered alike. Wrong user codes are counted per address, per person
+ * and over the whole server, with the smart-lockout rule (lockout.ts): past its address's or its
+ * person's limit an approval is refused (429) until the window ends, and past the server's only
+ * when its address or person gave a wrong code too, so one member guessing never locks the owner
+ * out. The check comes before the lookup: the answer never depends on whether a guess was right. The nonce an approval signs is handed
  * out by the GET and consumed atomically by the POST, right or wrong, like a login challenge.
  */
 import { randomBytes } from 'node:crypto';
@@ -27,8 +29,7 @@ import { deviceMessage, newUserCode, verificationUrlOf } from '../domain/device-
 import { addressKey } from '../domain/net-address.js';
 import type { UserPrincipal } from '../domain/principal.js';
 import type { ServiceCore } from './core.js';
-import type { RateLimiter } from './rate-limits.js';
-import { retryAfterSeconds } from './rate-limits.js';
+import type { Lockout } from './lockout.js';
 import { hashToken, userPrincipal } from './sessions.js';
 import { toUserSummary, UserSummary } from './users.js';
 
@@ -37,7 +38,6 @@ const SLOW_DOWN_STEP_SECONDS = 5;
 /** How often expired requests are removed. */
 const SWEEP_EVERY_MS = 10 * 60_000;
 /** The key of the server-wide count of wrong user codes. */
-const ALL = 'all';
 
 /** Who is asking: the User-Agent header and source address of the request. */
 export interface DeviceClient {
@@ -87,8 +87,8 @@ export class DeviceApprovals {
 
   constructor(
     private readonly ctx: ServiceCore,
-    /** Counts of wrong user codes: per source address, and for the whole server (key 'all'). */
-    private readonly wrongCodes: { address: RateLimiter; key: RateLimiter },
+    /** Wrong user codes: per source address, per person, and for the whole server. */
+    private readonly wrongCodes: Lockout,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -152,7 +152,7 @@ export class DeviceApprovals {
 
   /** GET /api/auth/device/{userCode}/approve: what is being approved, and a fresh nonce to sign (for this person). */
   async approvalInfo(person: UserPrincipal, userCode: string, from: string): Promise<DeviceApprovalInfo> {
-    const req = await this.pendingByCode(userCode, from);
+    const req = await this.pendingByCode(person, userCode, from);
     const nonce = randomBytes(32).toString('base64url');
     const updated = await this.ctx.c.deviceRequests.findOneAndUpdate(
       { _id: req._id, status: 'pending', expiresAt: { $gt: this.iso() } },
@@ -168,7 +168,7 @@ export class DeviceApprovals {
    * is used up by the attempt, right or wrong.
    */
   async approve(person: UserPrincipal, userCode: string, signature: string, from: string): Promise<void> {
-    const req = await this.pendingByCode(userCode, from);
+    const req = await this.pendingByCode(person, userCode, from);
     const noNonce = () =>
       new AppError(409, 'no_nonce', 'no approval nonce waits for you on this request (none was asked for, or it was used): read the request again (GET …/approve) and sign its new nonce');
     if (!req.nonce || req.nonceUserId !== person.userId) throw noNonce();
@@ -191,7 +191,7 @@ export class DeviceApprovals {
 
   /** POST /api/auth/device/{userCode}/deny: the browser's next poll gets access_denied (audited). */
   async deny(person: UserPrincipal, userCode: string, from: string): Promise<void> {
-    const req = await this.pendingByCode(userCode, from);
+    const req = await this.pendingByCode(person, userCode, from);
     await this.decide(req, person, 'denied');
   }
 
@@ -266,20 +266,15 @@ export class DeviceApprovals {
 
   /**
    * The pending request of a user code (in its shown form). A wrong code (unknown, expired, used)
-   * counts against the caller's address and the server; once either count is spent, every code
-   * is refused with 429 — checked before the lookup, so a right guess is refused like a wrong one.
+   * counts against the caller's address, the caller, and the server; the limits are checked before
+   * the lookup, so a right guess is refused like a wrong one.
    */
-  private async pendingByCode(userCode: string, from: string): Promise<DeviceRequestDoc> {
-    const source = addressKey(from);
-    const [fromAddress, overall] = await Promise.all([this.wrongCodes.address.blocked(source), this.wrongCodes.key.blocked(ALL)]);
-    if (fromAddress !== null || overall !== null) {
-      const seconds = retryAfterSeconds(Math.max(fromAddress ?? 0, overall ?? 0));
-      const where = fromAddress !== null ? 'from this address' : 'on this server';
-      throw new AppError(429, 'rate_limited', `too many wrong user codes ${where}; retry in ${seconds} s`, seconds);
-    }
+  private async pendingByCode(person: UserPrincipal, userCode: string, from: string): Promise<DeviceRequestDoc> {
+    const attempt = { address: addressKey(from), principal: person.userId };
+    await this.wrongCodes.check(attempt);
     const req = await this.ctx.c.deviceRequests.findOne({ userCodeHash: hashToken(userCode) });
     if (req && req.status === 'pending' && req.expiresAt > this.iso()) return req;
-    await Promise.all([this.wrongCodes.address.take(source), this.wrongCodes.key.take(ALL)]);
+    await this.wrongCodes.failed(attempt);
     throw noRequest();
   }
 

@@ -179,7 +179,7 @@ export class FleetService {
       this.emitChanged(agent._id);
       this.ctx.log.info(
         { agent: agent.name, agentDid: agent._id, registrationId: registration._id, requestedCapabilities: agent.requestedCapabilities },
-        `agent "${agent.name}" registered and awaits approval: approve it with 'steward registrations approve ${registration._id}', or on the dashboard's Registrations screen`,
+        `agent "${agent.name}" registered and awaits approval: approve it with '${this.ctx.config.stewardCommand} registrations approve ${registration._id} --capabilities ${agent.requestedCapabilities.join(',')}', or on the dashboard's Registrations screen`,
       );
       publishRegistration(this.feed, registration, 'pending');
     }
@@ -408,7 +408,7 @@ export class FleetService {
     this.agents.drop(did, CLOSE.rejected, 'decommissioned');
     this.lastSeenPending.delete(did);
     this.agentActors.forget(did);
-    await ctx.sessions.endAllOf(did);
+    await ctx.sessions.endAllOf(did, 'the agent was removed');
     this.agentSessions.forget(did);
     await c.agents.deleteOne({ _id: did });
     await this.certificates.flush(); // a certificate being stored now must not outlive the agent

@@ -7,6 +7,10 @@
  * did:key carries it). Every other failed signature is the same `invalid_signature`, for a DID
  * with an account or without one. A challenge is consumed atomically (`usedAt: null` -> now)
  * before the signature is checked, so it serves one attempt, right or wrong, even under a race.
+ *
+ * Failed logins are counted per address and per DID with the smart-lockout rule (lockout.ts): a
+ * DID anyone can name is never locked against an address that has not failed, and a challenge
+ * that is only asked for never counts.
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
@@ -19,6 +23,8 @@ import { resolvePublicKey, verifySignature } from '../domain/did.js';
 import { loginMessage } from '../domain/claims.js';
 import { AppError } from '../domain/errors.js';
 import { toUserSummary, UserSummary } from './users.js';
+import type { Lockout } from './lockout.js';
+import { addressKey } from '../domain/net-address.js';
 
 /** POST /api/auth/challenge. */
 export const LoginChallenge = z.strictObject({ challengeId: z.string(), nonce: z.string() });
@@ -64,6 +70,8 @@ export class LoginService {
 
   constructor(
     private readonly ctx: ServiceCore,
+    /** Failed logins: per address, and per DID (smart lockout); none counted without it. */
+    private readonly failures?: Lockout,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -93,8 +101,13 @@ export class LoginService {
 
   /** A new session for a valid answer to a challenge (audited); 401 saying why otherwise. */
   async login(challengeId: string, did: string, signature: string, origin: SessionOrigin): Promise<LoginAnswer> {
+    const attempt = { address: addressKey(origin.address ?? ''), principal: did };
+    await this.failures?.check(attempt);
     const result = await this.check(challengeId, did, signature);
-    if ('refused' in result) throw refusedLogin(result.refused, did);
+    if ('refused' in result) {
+      await this.failures?.failed(attempt);
+      throw refusedLogin(result.refused, did);
+    }
     const { user } = result;
     const { token } = await this.ctx.sessions.create('user', user._id, origin);
     await this.ctx.audit.record(userPrincipal(user, '', 'bearer')!, { action: 'auth.login', targetType: 'user', target: user._id });

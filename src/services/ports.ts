@@ -78,6 +78,12 @@ export interface AgentPresence {
    * what the lastSeen writer stores (every process writes its own agents').
    */
   collectActive(): LiveSeen;
+  /**
+   * A number that changes whenever an agent comes online or goes offline here, so that a count
+   * of online agents can be kept until it does; absent where it cannot say (in a cluster, other
+   * nodes' agents come and go and nodes leave).
+   */
+  readonly changes?: number;
 }
 
 /** Re-certifying connected agents whose certificate terms changed (a policy was created or deleted). */

@@ -22,6 +22,8 @@ export interface RateLimiter {
    * codes), checked before the attempt, so a refusal never depends on the attempt's outcome.
    */
   blocked(key: string): Promise<number | null>;
+  /** The events counted for `key` in its current window (0: none), without counting one. */
+  used(key: string): Promise<number>;
 }
 
 export interface RateLimitStore {
@@ -30,7 +32,7 @@ export interface RateLimitStore {
 }
 
 /** A limiter that never refuses (a limit set to 0). */
-export const unlimited: RateLimiter = { take: () => Promise.resolve(null), blocked: () => Promise.resolve(null) };
+export const unlimited: RateLimiter = { take: () => Promise.resolve(null), blocked: () => Promise.resolve(null), used: () => Promise.resolve(0) };
 
 type MakeLimiter = (opts: { keyPrefix: string; points: number; duration: number }) => RateLimiterAbstract;
 
@@ -57,6 +59,9 @@ export function flexibleStore(make: MakeLimiter): RateLimitStore {
               throw refused;
             },
           ),
+        async used(key) {
+          return (await main.get(key))?.consumedPoints ?? 0;
+        },
         async blocked(key) {
           const wait = await waitOf(main, rule.points, key);
           if (wait === null || !burst || !rule.burst) return wait;
@@ -75,25 +80,32 @@ export function memoryStore(): RateLimitStore {
 
 /**
  * The limited groups of endpoints. Each has a limit per source address and, except agents, one
- * per the key its requests name (docs/api.md, "Rate limits").
+ * per the key its requests name (docs/api.md, "Rate limits"), each set by the setting named here.
  */
 export const LIMIT_GROUPS = {
-  /** POST /api/auth/challenge and /api/auth/login; the key is the DID. */
-  login: { what: 'login requests', keyName: 'DID' },
+  /** POST /api/auth/challenge and /api/auth/login, per address only: a DID is anyone's to name. */
+  login: { what: 'login requests', keyName: null, settings: { address: 'RATE_LIMIT_LOGIN_PER_ADDRESS', key: null } },
+  /**
+   * Failed logins, counted by the login service itself (challenges asked for never count): per
+   * address, and per DID with the smart-lockout rule (src/services/lockout.ts).
+   */
+  loginFailure: { what: 'failed logins', keyName: 'DID', settings: { address: 'RATE_LIMIT_LOGIN_FAILURES_PER_ADDRESS', key: 'RATE_LIMIT_LOGIN_PER_DID' } },
   /** The claim and invitation endpoints; the key is the claim or invitation token. */
-  claim: { what: 'claim and invitation requests', keyName: 'token' },
+  claim: { what: 'claim and invitation requests', keyName: 'token', settings: { address: 'RATE_LIMIT_CLAIM_PER_ADDRESS', key: 'RATE_LIMIT_CLAIM_PER_TOKEN' } },
   /** Incoming webhook and team-chat deliveries; the key is the bridge id. */
-  webhook: { what: 'incoming deliveries', keyName: 'bridge' },
+  webhook: { what: 'incoming deliveries', keyName: 'bridge', settings: { address: 'RATE_LIMIT_WEBHOOK_PER_ADDRESS', key: 'RATE_LIMIT_WEBHOOK_PER_BRIDGE' } },
   /** Agent hellos on /ws/agent and POST /api/agents/register; no key limit. */
-  agent: { what: 'agent connections', keyName: null },
+  agent: { what: 'agent connections', keyName: null, settings: { address: 'RATE_LIMIT_AGENT_PER_ADDRESS', key: null } },
   /** POST /api/auth/device and /api/auth/device/token (a browser asking to be signed in, and polling); no key limit. */
-  device: { what: 'device sign-in requests', keyName: null },
+  device: { what: 'device sign-in requests', keyName: null, settings: { address: 'RATE_LIMIT_DEVICE_PER_ADDRESS', key: null } },
   /**
    * Wrong user codes given to the approval endpoints (/api/auth/device/{userCode}/…), counted by
-   * the device approval service itself (only wrong codes count): per address, and over the whole
-   * server (the key is always the same).
+   * the device approval service itself (only wrong codes count): per address, and per signed-in
+   * person giving them.
    */
-  userCode: { what: 'wrong user codes', keyName: 'server' },
+  userCode: { what: 'wrong user codes', keyName: 'person', settings: { address: 'RATE_LIMIT_USER_CODE_PER_ADDRESS', key: 'RATE_LIMIT_USER_CODE_PER_PERSON' } },
+  /** The same, over the whole server (the key is always the same), with the smart-lockout rule. */
+  userCodeTotal: { what: 'wrong user codes', keyName: 'server', settings: { address: null, key: 'RATE_LIMIT_USER_CODE_TOTAL' } },
 } as const;
 
 export type LimitGroup = keyof typeof LIMIT_GROUPS;

@@ -2,7 +2,8 @@
  * Sessions of people and agents. A token is 32 random bytes (base64url); only its SHA-256 is
  * stored. Sessions slide: each use pushes expiresAt to now + SESSION_TTL (written at most once a
  * minute per session). An expired session stays until the periodic sweep removes it, so that a
- * request with it is told it expired rather than that it is unknown.
+ * request with it is told it expired rather than that it is unknown. Whoever holds a session open
+ * (a feed socket) hears of its end through `onEnded`, and asks `live` before acting on it again.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { newId } from '../domain/ids.js';
@@ -42,7 +43,12 @@ export function userPrincipal(user: UserDoc, sessionId: string, via: UserPrincip
   };
 }
 
+/** Why sessions ended, for the sockets that held them (a close reason: no secret). */
+export type SessionEndReason = 'logged out' | 'ended by its owner' | 'the account was deleted' | 'the agent was removed';
+
 export class Sessions {
+  private readonly endedHooks: Array<(ids: string[], reason: SessionEndReason) => void> = [];
+
   constructor(
     private readonly c: Collections,
     private readonly ttlMs: number,
@@ -107,8 +113,20 @@ export class Sessions {
     return agent && agent.status === 'active' ? { kind: 'agent', did: session.subject, name: agent.name, sessionId: session._id, via } : null;
   }
 
+  /** Runs `fn` after sessions end (logout, ended by their owner, their subject removed); expiry is each holder's to watch. */
+  onEnded(fn: (ids: string[], reason: SessionEndReason) => void): void {
+    this.endedHooks.push(fn);
+  }
+
+  /** The session `id` if it is live now (not ended, not expired); not extended. */
+  async live(id: string): Promise<SessionDoc | null> {
+    const session = await this.c.sessions.findById(id);
+    return session && Date.parse(session.expiresAt) > this.now() ? session : null;
+  }
+
   async end(token: string): Promise<void> {
-    await this.c.sessions.deleteOne({ tokenHash: hashToken(token) });
+    const session = await this.c.sessions.findOne({ tokenHash: hashToken(token) }, { projection: { _id: 1 } });
+    if (session && (await this.c.sessions.deleteOne({ _id: session._id })) > 0) this.ended([session._id], 'logged out');
   }
 
   /** The live sessions of a subject, newest first. */
@@ -118,12 +136,21 @@ export class Sessions {
 
   /** Ends the session `id` when it is one of `subject`'s; false when it is not (unknown, or someone else's). */
   async endOf(subject: string, id: string): Promise<boolean> {
-    return (await this.c.sessions.deleteOne({ _id: id, subject })) > 0;
+    if ((await this.c.sessions.deleteOne({ _id: id, subject })) === 0) return false;
+    this.ended([id], 'ended by its owner');
+    return true;
   }
 
   /** Ends every session of a subject (a deleted user, a removed agent). */
-  async endAllOf(subject: string): Promise<number> {
-    return this.c.sessions.deleteMany({ subject });
+  async endAllOf(subject: string, reason: SessionEndReason): Promise<number> {
+    const ids = (await this.c.sessions.find({ subject }, { projection: { _id: 1 } })).map((d) => d._id);
+    const n = await this.c.sessions.deleteMany({ subject });
+    if (ids.length > 0) this.ended(ids, reason);
+    return n;
+  }
+
+  private ended(ids: string[], reason: SessionEndReason): void {
+    for (const fn of this.endedHooks) fn(ids, reason);
   }
 
   async purgeExpired(): Promise<number> {

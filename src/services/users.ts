@@ -408,7 +408,7 @@ export class UserService {
   private async delete(user: UserDoc): Promise<void> {
     const c = this.c;
     // Sessions first and the user next: from then on no request authenticates as them.
-    await this.ctx.sessions.endAllOf(user._id);
+    await this.ctx.sessions.endAllOf(user._id, 'the account was deleted');
     await c.users.deleteOne({ _id: user._id });
     await Promise.all([
       c.userDids.deleteMany({ userId: user._id }),

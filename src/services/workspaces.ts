@@ -253,6 +253,7 @@ export class WorkspaceService {
   private readonly deletedHooks: WorkspaceDeletedHook[] = [];
   private readonly agentHooks: AgentMembershipHook[] = [];
   private readonly memberHooks: MemberRemovedHook[] = [];
+  private readonly agentRemovedHooks: AgentMembershipHook[] = [];
 
   constructor(private readonly ctx: ServiceCore) {
     this.c = ctx.c;
@@ -276,9 +277,17 @@ export class WorkspaceService {
     this.agentHooks.push(fn);
   }
 
-  /** Runs `fn` after a person leaves a workspace (the live feed re-checks what they may read). */
+  /**
+   * Runs `fn` after a person leaves a workspace or is removed from it, or the workspace is deleted
+   * (their channels of it go; the live feed re-checks what they may read).
+   */
   onMemberRemoved(fn: MemberRemovedHook): void {
     this.memberHooks.push(fn);
+  }
+
+  /** Runs `fn` after an agent is removed from a workspace (before the membership-changed hooks). */
+  onAgentRemoved(fn: AgentMembershipHook): void {
+    this.agentRemovedHooks.push(fn);
   }
 
   // --- workspaces --------------------------------------------------------------------------------
@@ -554,6 +563,13 @@ export class WorkspaceService {
       target: a.ws._id,
       details: { agentDid, wasPrimary: m.isPrimary, newPrimary: newPrimary?._id ?? null },
     });
+    for (const fn of this.agentRemovedHooks) {
+      try {
+        await fn(a.ws._id, agentDid);
+      } catch (err) {
+        this.log.error({ err, workspaceId: a.ws._id, agentDid }, 'agent-removed hook failed');
+      }
+    }
     await this.agentMembershipChanged(a.ws._id, agentDid);
   }
 

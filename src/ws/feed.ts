@@ -18,10 +18,14 @@
  * feed-batch.ts). Who may subscribe to a channel is the channel service's decision
  * (`channelAccess`); to a named topic, the rules of the matching HTTP route (FeedRights).
  *
- * Close codes: 4401 no valid session, 4403 not a person, 4408 no auth frame within 5 s, 4429 the
- * client does not read its frames (reconnect and re-read over HTTP), 1008 after repeated invalid
- * frames, 1011 when authentication failed on the server's side (the store unavailable): reconnect
- * with back-off.
+ * A socket lives as long as its session: it is closed with 4401 when the session ends (logout,
+ * ended by its owner, the account deleted: `sessionsEnded`) or expires (checked when it is due),
+ * and the session is checked again before every subscription.
+ *
+ * Close codes: 4401 no valid session (or it ended), 4403 not a person, 4408 no auth frame within
+ * 5 s, 4413 the person holds FEED_SOCKETS_PER_PERSON sockets already, 4429 the client does not
+ * read its frames (reconnect and re-read over HTTP), 1008 after repeated invalid frames, 1011 when
+ * authentication failed on the server's side (the store unavailable): reconnect with back-off.
  */
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
@@ -42,6 +46,14 @@ export { FeedTopics } from './feed-topics.js';
 
 export const FEED_PATH = '/ws/feed';
 export const FEED_AUTH_TIMEOUT_MS = 5000;
+/** Close code: the session is not valid, or it ended. */
+export const FEED_NO_SESSION = 4401;
+/** Close code: the person already holds FEED_SOCKETS_PER_PERSON feed sockets. */
+export const FEED_TOO_MANY = 4413;
+/** The longest a timer waits (setTimeout's limit); a session expiring later is checked then, and again. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** When the store could not say whether a session expired, how long until it is asked again. */
+const EXPIRY_RETRY_MS = 60_000;
 const INVALID_LIMIT = 5;
 
 /** Topics only global admins may follow (as GET /api/registrations, /api/audit, /api/admin/actors). */
@@ -68,6 +80,8 @@ class FeedConn {
   user: UserPrincipal | null = null;
   cookieToken: string | null = null;
   timer: NodeJS.Timeout | undefined = undefined;
+  /** Fires when the session is due to expire (it is read again then: its use elsewhere extends it). */
+  expiry: NodeJS.Timeout | undefined = undefined;
   invalid = 0;
   closed = false;
   /** Channel subscriptions: channel id -> uWS topic (so access can be re-checked and revoked). */
@@ -150,6 +164,9 @@ export class Feed {
   private readonly channelSubs = new Map<string, Set<FeedConn>>();
   /** Sockets with a named-topic subscription (their rights are re-checked with the person's). */
   private readonly topicConns = new Set<FeedConn>();
+  /** Authenticated sockets per person (DID) and per session id. */
+  private readonly byPerson = new Map<string, Set<FeedConn>>();
+  private readonly bySession = new Map<string, Set<FeedConn>>();
   private unlisten: (() => void) | undefined;
 
   constructor(private readonly deps: FeedDeps) {
@@ -202,6 +219,11 @@ export class Feed {
         for (const topic of conn.topics?.keys() ?? []) this.forgetTopic(conn, topic);
         conn.batcher?.stop();
         if (conn.timer) clearTimeout(conn.timer);
+        if (conn.expiry) clearTimeout(conn.expiry);
+        if (conn.user) {
+          removeFrom(this.byPerson, conn.user.did, conn);
+          removeFrom(this.bySession, conn.user.sessionId, conn);
+        }
         sockets.delete('feed', ws as WebSocket<unknown>);
       },
     });
@@ -221,16 +243,59 @@ export class Feed {
     const { sessions } = this.deps;
     const session = await sessions.resolve(token);
     if (conn.closed) return;
-    if (!session) return this.end(conn, 4401, viaCookie ? 'the session cookie is not valid' : 'the token is not valid');
+    if (!session) return this.end(conn, FEED_NO_SESSION, viaCookie ? 'the session cookie is not valid' : 'the token is not valid');
     if (session.kind !== 'user') return this.end(conn, 4403, 'the feed is for people');
     const user = await sessions.principalOf(session, viaCookie ? 'cookie' : 'bearer');
     if (conn.closed) return;
-    if (!user || user.kind !== 'user') return this.end(conn, 4401, 'the session has no claimed user');
-    conn.user = user;
-    conn.cookieToken = null;
+    if (!user || user.kind !== 'user') return this.end(conn, FEED_NO_SESSION, 'the session has no claimed user');
     if (conn.timer) clearTimeout(conn.timer);
     conn.timer = undefined;
+    const mine = this.byPerson.get(user.did);
+    if (mine && mine.size >= this.deps.config.feedSocketsPerPerson) {
+      this.deps.log.warn({ did: user.did, limit: this.deps.config.feedSocketsPerPerson }, 'feed socket refused: FEED_SOCKETS_PER_PERSON reached');
+      return this.end(conn, FEED_TOO_MANY, `at most ${this.deps.config.feedSocketsPerPerson} feed sockets per person; close another one`);
+    }
+    conn.user = user;
+    conn.cookieToken = null;
+    addTo(this.byPerson, user.did, conn);
+    addTo(this.bySession, user.sessionId, conn);
+    this.watchExpiry(conn, session.expiresAt);
     this.send(conn, { type: 'welcome', did: user.did, isAdmin: user.isAdmin });
+  }
+
+  /** Arms the check of the session at its expiry; a session extended meanwhile (used elsewhere) is watched again. */
+  private watchExpiry(conn: FeedConn, expiresAt: string): void {
+    if (conn.expiry) clearTimeout(conn.expiry);
+    const wait = Math.min(MAX_TIMER_MS, Math.max(0, Date.parse(expiresAt) - Date.now()));
+    conn.expiry = setTimeout(() => {
+      this.checkSession(conn, 'the session expired').catch((err: unknown) => {
+        // The store did not answer: look again in a minute (the socket stays meanwhile).
+        this.deps.log.warn({ err, did: conn.user?.did }, 'checking a feed socket\'s session failed');
+        if (!conn.closed) this.watchExpiry(conn, new Date(Date.now() + EXPIRY_RETRY_MS).toISOString());
+      });
+    }, wait);
+    conn.expiry.unref();
+  }
+
+  /** Whether the socket's session is still live; a socket whose session is over is closed (4401). */
+  private async checkSession(conn: FeedConn, reason: string): Promise<boolean> {
+    const id = conn.user?.sessionId;
+    if (!id || conn.closed) return false;
+    const session = await this.deps.sessions.live(id);
+    if (conn.closed) return false;
+    if (!session) {
+      this.end(conn, FEED_NO_SESSION, reason);
+      return false;
+    }
+    this.watchExpiry(conn, session.expiresAt);
+    return true;
+  }
+
+  /** Sessions ended (here or on another node): their sockets close with 4401 and the reason. */
+  sessionsEnded(ids: readonly string[], reason: string): void {
+    for (const id of ids) {
+      for (const conn of [...(this.bySession.get(id) ?? [])]) this.end(conn, FEED_NO_SESSION, `session ended: ${reason}`);
+    }
   }
 
   private async onMessage(conn: FeedConn, data: ArrayBuffer, isBinary: boolean): Promise<void> {
@@ -252,6 +317,8 @@ export class Feed {
     if (!user) return this.refuse(conn, 'unauthenticated', 'send {type: "auth", token} first');
     if (frame.type !== 'subscribe' && frame.type !== 'unsubscribe') return this.refuse(conn, 'unknown_frame', `unknown frame type ${JSON.stringify(frame.type ?? null)}`);
     const subscribe = frame.type === 'subscribe';
+    // A subscription is made only on a live session (one that ended on another node, or expired, closes here).
+    if (subscribe && !(await this.checkSession(conn, 'the session ended or expired'))) return;
     if (typeof frame.topic === 'string') {
       const name = frame.topic;
       if (!isFeedTopic(name)) return this.refuse(conn, 'unknown_topic', `no topic '${name}'`, name);
@@ -382,8 +449,9 @@ export class Feed {
     if (!subs) return;
     for (const conn of [...subs]) {
       if (conn.closed || !conn.user || (did !== null && conn.user.did !== did)) continue;
-      const topic = conn.channels?.get(channelId);
       const still = await access(conn.user, channelId).catch(() => null);
+      // Read after the check: a re-check running beside this one may have ended it already (one `unsubscribed`).
+      const topic = conn.channels?.get(channelId);
       if (still || conn.closed || !topic) continue;
       this.unsubscribe(conn, topic);
       this.forgetChannel(conn, channelId);
@@ -393,6 +461,11 @@ export class Feed {
 
   /** Re-checks every subscription of one person (they left a workspace, lost a role, or are gone). */
   async recheckPerson(did: string): Promise<void> {
+    // Their sockets act as the person is now (a global admin flag taken away), channels included.
+    for (const conn of [...(this.byPerson.get(did) ?? [])]) {
+      const user = conn.user && !conn.closed ? await this.deps.rights.current(conn.user) : null;
+      if (user && !conn.closed) conn.user = user;
+    }
     await this.recheckTopics(did);
     const channels = [...this.channelSubs].filter(([, subs]) => [...subs].some((conn) => conn.user?.did === did)).map(([id]) => id);
     for (const channelId of channels) await this.recheckChannel(channelId, did);
@@ -450,4 +523,16 @@ export class Feed {
       // already closed
     }
   }
+}
+
+function addTo(map: Map<string, Set<FeedConn>>, key: string, conn: FeedConn): void {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(conn);
+}
+
+function removeFrom(map: Map<string, Set<FeedConn>>, key: string, conn: FeedConn): void {
+  const set = map.get(key);
+  set?.delete(conn);
+  if (set?.size === 0) map.delete(key);
 }

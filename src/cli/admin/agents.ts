@@ -18,6 +18,7 @@ interface AgentItem {
   id: string;
   name: string;
   capabilities: string[];
+  capabilitiesInForce: string[] | null;
   llmProvider: string | null;
   llmModel: string | null;
   isOnline: boolean;
@@ -59,7 +60,7 @@ const COLUMNS: Column<AgentItem>[] = [
   { header: 'DID', value: (a) => a.id },
   { header: 'NAME', value: (a) => a.name, max: 32 },
   { header: 'ONLINE', value: (a) => yesNo(a.isOnline) },
-  { header: 'CAPABILITIES', value: (a) => list(a.capabilities), max: 60 },
+  { header: 'CAPABILITIES IN FORCE', value: (a) => capabilitiesText(a), max: 60 },
   { header: 'WORKSPACE', value: (a) => a.workspace?.slug ?? '' },
   { header: 'LAST SEEN', value: (a) => time(a.lastSeen) },
 ];
@@ -118,7 +119,8 @@ export function registerAgents(program: Command, ctx: Context): void {
           ['Name', a.name],
           ['Version', a.version],
           ['Online', yesNo(a.isOnline)],
-          ['Capabilities', list(a.capabilities)],
+          ['Capabilities in force', inForceText(a)],
+          ...(differ(a) ? [['Approved', caps(a.capabilities)] as [string, string]] : []),
           ['Workspaces', list(a.workspaces.map((w) => (w.isPrimary ? `${w.slug} (primary)` : w.slug)))],
           ['Registered', time(a.registeredAt)],
           ['Last seen', time(a.lastSeen)],
@@ -130,6 +132,19 @@ export function registerAgents(program: Command, ctx: Context): void {
       });
     });
 }
+
+/**
+ * What the agent enforces now (its certificate's capabilities, as the dashboard shows them), and
+ * beside it what was approved at registration when that differs (a policy narrowed or widened it).
+ */
+function capabilitiesText(a: AgentItem): string {
+  return differ(a) ? `${inForceText(a)} (approved: ${caps(a.capabilities)})` : inForceText(a);
+}
+
+const caps = (xs: readonly string[]) => (xs.length > 0 ? xs.join(',') : 'none');
+const inForceText = (a: AgentItem) => (a.capabilitiesInForce === null ? 'none yet (no certificate)' : caps(a.capabilitiesInForce));
+
+const differ = (a: AgentItem) => a.capabilitiesInForce === null || [...a.capabilitiesInForce].sort().join() !== [...a.capabilities].sort().join();
 
 function policyText(p: NonNullable<AgentDetail['policy']>): string {
   const limits = Object.entries(p.resourceLimits ?? {}).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(',') : String(v)}`);

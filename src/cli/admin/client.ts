@@ -3,7 +3,9 @@
  * token, every failure turned into a CliError in words (the API's own message) with the exit
  * code scripts rely on (errors.ts).
  */
+import type { StewardCommand } from '../../domain/cli-command.js';
 import { CliError, EXIT } from './errors.js';
+import { CLI_USER_AGENT } from '../user-agent.js';
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
@@ -23,6 +25,8 @@ export class Api {
   constructor(
     readonly server: string,
     private readonly token?: string,
+    /** How hints name the command: as it was started (src/domain/cli-command.ts). */
+    readonly cmd: StewardCommand = 'steward',
   ) {}
 
   get<T>(path: string, query?: Query): Promise<T> {
@@ -40,14 +44,14 @@ export class Api {
   async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown }): Promise<T> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { accept: 'application/json' };
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': CLI_USER_AGENT };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
     try {
       res = await fetch(url, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
     } catch (err) {
-      throw new CliError(EXIT.unreachable, `cannot reach ${this.server}: ${causeOf(err)}`);
+      throw new CliError(EXIT.unreachable, `cannot reach ${this.server}: ${url.protocol === 'https:' && noTlsAnswer(err) ? noTlsHint(url) : causeOf(err)}`);
     }
     let text: string;
     try {
@@ -74,12 +78,25 @@ export class Api {
     if (status === 401) {
       // The saved session is what failed: say so in the CLI's words, and how to get a new one.
       const why = e?.code === 'session_expired' ? 'the session has expired' : 'the session has expired or was ended';
-      return new CliError(EXIT.session, `not logged in to ${this.server}: ${why}; log in again with 'steward login ${this.server}'`);
+      return new CliError(EXIT.session, `not logged in to ${this.server}: ${why}; log in again with '${this.cmd} login ${this.server}'`);
     }
     if (status === 404) return new CliError(EXIT.notFound, message);
     if (typeof e?.code !== 'string') return new CliError(EXIT.failed, message);
     return new CliError(EXIT.failed, `${message} (${status} ${e.code})`);
   }
+}
+
+/**
+ * An https:// address whose server does not speak TLS (Steward's plain-HTTP port): the handshake
+ * gets no answer, or one that is not TLS.
+ */
+function noTlsAnswer(err: unknown): boolean {
+  const code = (err as { cause?: { code?: string } }).cause?.code ?? '';
+  return ['UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT', 'ECONNRESET', 'UND_ERR_SOCKET', 'EPROTO', 'ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG'].includes(code);
+}
+
+function noTlsHint(url: URL): string {
+  return `the server did not answer TLS at ${url.host} (a plain-HTTP port? then the address is http://${url.host})`;
 }
 
 /** Why a fetch did not get an answer, in words: `connection refused`, `host not found`, ... */

@@ -3,6 +3,7 @@ import { Api } from './client.js';
 import { CliError, EXIT } from './errors.js';
 import { json, type Io } from './output.js';
 import { readSession } from './session.js';
+import { stewardCommand, type StewardCommand } from '../../domain/cli-command.js';
 
 export class Context {
   constructor(
@@ -10,11 +11,16 @@ export class Context {
     readonly io: Io,
   ) {}
 
+  /** The command as this process was started, for hints a person will run (`steward`, or `npm run steward --` in a checkout). */
+  get cmd(): StewardCommand {
+    return stewardCommand(this.env);
+  }
+
   /** A client for the saved session's server; exit 3 when there is none. */
   async api(): Promise<Api> {
     const s = await readSession(this.env);
-    if (!s) throw new CliError(EXIT.session, "not logged in: run 'steward login <server URL>' first");
-    return new Api(s.server, s.token);
+    if (!s) throw new CliError(EXIT.session, `not logged in: run '${this.cmd} login <server URL>' first`);
+    return new Api(s.server, s.token, this.cmd);
   }
 
   /** `--json`: the value as JSON; else what `human` renders. */

@@ -1,8 +1,8 @@
 /**
  * `steward login <server>`, `steward logout`, `steward whoami`: the session the other commands
  * use. Login proves the wallet's key (DESIGN §3: challenge, then the signed `steward-login:`
- * nonce) and saves the session token with the server's URL (session.ts); the token is never
- * printed.
+ * nonce) and saves the session token with the server's URL (session.ts); the token is printed
+ * only when asked (--print-token, for scripts), and then nothing is saved.
  */
 import type { Command } from 'commander';
 import { loginMessage } from '../../domain/claims.js';
@@ -33,12 +33,13 @@ export function registerSession(program: Command, ctx: Context): void {
     .description(
       "Logs in to a Steward server with the key of 'steward wallet' (a challenge signed by the key) and saves the session\n" +
         'and the server URL in $XDG_CONFIG_HOME/steward/session.json (else ~/.config/steward/session.json), mode 0600.\n' +
-        'A session saved before is ended on its server first. The session token is never printed.',
+        'A session saved before is ended on its server first. The session token is printed only with --print-token.',
     )
     .argument('<server>', 'the server URL, e.g. http://localhost:8080')
     .option('--wallet <file>', 'the wallet file (default: $STEWARD_WALLET_FILE, else ~/.steward/wallet.json)')
+    .option('--print-token', "print only a new session's token, for a script (TOKEN=$(steward login URL --print-token)); nothing is saved")
     .addOption(jsonOption())
-    .action(async (server: string, opts: { wallet?: string; json?: boolean }) => {
+    .action(async (server: string, opts: { wallet?: string; json?: boolean; printToken?: boolean }) => {
       const base = serverUrl(server);
       const file = walletPath(ctx.env, opts.wallet);
       let keys;
@@ -47,7 +48,7 @@ export function registerSession(program: Command, ctx: Context): void {
       } catch (err) {
         throw new CliError(EXIT.failed, err instanceof WalletError ? err.message : `cannot read the wallet ${file}: ${(err as Error).message}`);
       }
-      const api = new Api(base);
+      const api = new Api(base, undefined, ctx.cmd);
       let answer: LoginAnswer;
       try {
         const ch = await api.post<{ challengeId: string; nonce: string }>('/api/auth/challenge', { did: keys.did });
@@ -57,11 +58,13 @@ export function registerSession(program: Command, ctx: Context): void {
         if (err instanceof CliError && err.exitCode === EXIT.session) {
           throw new CliError(
             EXIT.failed,
-            `${base} refused the login of ${keys.did}: this key is not a claimed account there (claim one with 'steward wallet claim <connection string>')`,
+            `${base} refused the login of ${keys.did}: this key is not a claimed account there (claim one with '${ctx.cmd} wallet claim <connection string>')`,
           );
         }
+        if (err instanceof CliError && err.exitCode === EXIT.notFound) throw new CliError(EXIT.notFound, notSteward(base));
         throw err;
       }
+      if (opts.printToken) return ctx.io.out(`${answer.token}\n`);
       const previous = await readSession(ctx.env);
       if (previous) await endQuietly(ctx, new Api(previous.server, previous.token));
       const saved = await writeSession(ctx.env, {
@@ -101,7 +104,7 @@ export function registerSession(program: Command, ctx: Context): void {
           ctx.io.err(`steward: ${err instanceof Error ? err.message : String(err)}; the session may still be valid on the server until it expires\n`);
           note = ' here only';
         } else if (err instanceof CliError) {
-          throw new CliError(err.exitCode, `${err.message}\nThe session is still saved in ${sessionFile(ctx.env)}: run 'steward logout' again, or 'steward logout --force' to remove it here anyway.`);
+          throw new CliError(err.exitCode, `${err.message}\nThe session is still saved in ${sessionFile(ctx.env)}: run '${ctx.cmd} logout' again, or '${ctx.cmd} logout --force' to remove it here anyway.`);
         } else throw err;
       }
       await removeSession(ctx.env);
@@ -128,6 +131,14 @@ export function registerSession(program: Command, ctx: Context): void {
         ]),
       );
     });
+}
+
+/** A 404 from the login routes: the address is not Steward's base URL (often one with /api added). */
+function notSteward(base: string): string {
+  const u = new URL(base);
+  const root = u.origin + u.pathname.replace(/\/api(\/.*)?$/, '');
+  const hint = root !== base ? `: give the server's base URL, ${root}, not ${base}` : ' (is this a Steward server?)';
+  return `no Steward login at ${base}/api/auth/challenge${hint}`;
 }
 
 /** Ends an earlier session before a new one replaces it; a failure is only reported. */

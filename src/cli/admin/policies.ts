@@ -4,7 +4,7 @@
  * at once; the output names them.
  */
 import type { Command } from 'commander';
-import { agentDid } from './resolve.js';
+import { agentDid, workspaceSlugs } from './resolve.js';
 import { capabilities, csv, int, jsonOption } from './options.js';
 import { list, table, time, type Column } from './output.js';
 import { usageError } from './errors.js';
@@ -21,9 +21,9 @@ interface Policy {
   createdAt: string;
 }
 
-const COLUMNS: Column<Policy>[] = [
+const columns = (slug: (id: string) => string): Column<Policy>[] => [
   { header: 'ID', value: (p) => p.id },
-  { header: 'SCOPE', value: (p) => (p.agentDid ? `agent ${p.agentDid}` : `workspace ${p.workspaceId}`) },
+  { header: 'SCOPE', value: (p) => (p.agentDid ? `agent ${p.agentDid}` : `workspace ${slug(p.workspaceId!)}`) },
   { header: 'CAPABILITIES', value: (p) => list(p.capabilities), max: 60 },
   { header: 'LIMITS', value: (p) => limitsText(p.resourceLimits), max: 48 },
   { header: 'EXPIRES', value: (p) => time(p.expiresAt) },
@@ -63,7 +63,8 @@ export function registerPolicies(program: Command, ctx: Context): void {
         workspaceId: o.workspace,
         includeExpired: o.includeExpired ? true : undefined,
       });
-      ctx.print(o.json, r, () => (r.policies.length === 0 ? 'No policies.\n' : table(COLUMNS, r.policies)));
+      const slug = o.json || !r.policies.some((p) => p.workspaceId) ? (id: string) => id : await workspaceSlugs(api);
+      ctx.print(o.json, r, () => (r.policies.length === 0 ? 'No policies.\n' : table(columns(slug), r.policies)));
     });
 
   policies

@@ -41,7 +41,7 @@ export function registerRegistrations(program: Command, ctx: Context): void {
       ctx.print(o.json, r, () =>
         r.registrations.length === 0
           ? 'No pending registrations.\n'
-          : `${table(COLUMNS, r.registrations)}${r.registrations.length} pending; approve with: steward registrations approve <id> --capabilities a,b\n`,
+          : `${table(COLUMNS, r.registrations)}${r.registrations.length} pending; approve with: ${ctx.cmd} registrations approve <id> --capabilities a,b\n`,
       );
     });
 

@@ -1,6 +1,6 @@
 /**
  * Names for what the API knows by id: an agent may be given by its DID or by its name, a
- * workflow by its id or its name. A name that fits none is "not found" (exit 4); one that fits
+ * workflow by its id or its name; a workspace is shown by its slug. A name that fits none is "not found" (exit 4); one that fits
  * several is a usage error (exit 2) that lists them, so the caller can pick the id.
  */
 import type { Api } from './client.js';
@@ -21,7 +21,7 @@ export async function agentDid(api: Api, ref: string): Promise<string> {
     for (const a of r.agents) if (a.name === ref) named.push(a.id);
   }
   if (named.length === 1) return named[0]!;
-  if (named.length === 0) throw new CliError(EXIT.notFound, `no agent named '${ref}' (give its DID, or look with 'steward agents list -q ${ref}')`);
+  if (named.length === 0) throw new CliError(EXIT.notFound, `no agent named '${ref}' (give its DID, or look with '${api.cmd} agents list -q ${ref}')`);
   throw new CliError(EXIT.usage, `${named.length} agents are named '${ref}'; give one's DID:\n  ${named.join('\n  ')}`);
 }
 
@@ -31,6 +31,16 @@ export async function workflowId(api: Api, ref: string): Promise<string> {
   if (workflows.some((w) => w.id === ref)) return ref;
   const named = workflows.filter((w) => w.name === ref);
   if (named.length === 1) return named[0]!.id;
-  if (named.length === 0) throw new CliError(EXIT.notFound, `no workflow ${ref} (give its id or name; see 'steward workflows list')`);
+  if (named.length === 0) throw new CliError(EXIT.notFound, `no workflow ${ref} (give its id or name; see '${api.cmd} workflows list')`);
   throw new CliError(EXIT.usage, `${named.length} workflows are named '${ref}'; give one's id:\n  ${named.map((w) => w.id).join('\n  ')}`);
+}
+
+/**
+ * The slug of each workspace the caller may see, by id: tables name a workspace by its slug, as
+ * `agents list` does, whatever id the API answered with (an id it cannot see stays an id).
+ */
+export async function workspaceSlugs(api: Api): Promise<(id: string) => string> {
+  const { workspaces } = await api.get<{ workspaces: Array<{ id: string; slug: string }> }>('/api/workspaces');
+  const slugs = new Map(workspaces.map((w) => [w.id, w.slug]));
+  return (id) => slugs.get(id) ?? id;
 }

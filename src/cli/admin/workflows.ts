@@ -4,7 +4,7 @@
  * workflow is named by its id or its name.
  */
 import { Option, type Command } from 'commander';
-import { workflowId } from './resolve.js';
+import { workflowId, workspaceSlugs } from './resolve.js';
 import { int, jsonObject, jsonOption } from './options.js';
 import { compact, details, table, time, type Column } from './output.js';
 import { CliError, EXIT } from './errors.js';
@@ -45,10 +45,10 @@ interface Run extends RunSummary {
   params: Record<string, unknown>;
 }
 
-const WORKFLOWS: Column<Workflow>[] = [
+const workflowColumns = (slug: (id: string) => string): Column<Workflow>[] => [
   { header: 'ID', value: (w) => w.id },
   { header: 'NAME', value: (w) => w.name, max: 40 },
-  { header: 'WORKSPACE', value: (w) => w.workspaceId },
+  { header: 'WORKSPACE', value: (w) => slug(w.workspaceId) },
   { header: 'STEPS', value: (w) => String(w.stepCount) },
   { header: 'UPDATED', value: (w) => time(w.updatedAt) },
   { header: 'DESCRIPTION', value: (w) => w.description, max: 48 },
@@ -109,7 +109,8 @@ export function registerWorkflows(program: Command, ctx: Context): void {
     .action(async (o: { workspace?: string; createdBy?: string; json?: boolean }) => {
       const api = await ctx.api();
       const r = await api.get<{ success: boolean; workflows: Workflow[] }>('/api/workflows', { workspaceId: o.workspace, createdBy: o.createdBy });
-      ctx.print(o.json, r, () => (r.workflows.length === 0 ? 'No workflows.\n' : table(WORKFLOWS, r.workflows)));
+      const slug = o.json || r.workflows.length === 0 ? (id: string) => id : await workspaceSlugs(api);
+      ctx.print(o.json, r, () => (r.workflows.length === 0 ? 'No workflows.\n' : table(workflowColumns(slug), r.workflows)));
     });
 
   workflows

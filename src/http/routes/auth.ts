@@ -21,7 +21,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
       summary: 'Start a DID login: a nonce to sign as `steward-login:<nonce>` (valid 5 minutes, single use)',
       tags: ['auth'],
       body: z.object({ did }),
-      limit: { group: 'login', key: ({ body }) => body.did },
+      limit: { group: 'login' },
       responses: { 200: LoginChallenge },
       handler: async ({ body }) => ({ body: await login.challenge(body.did) }),
     }),
@@ -36,7 +36,7 @@ export function authRoutes({ login, config }: { login: LoginService; config: Con
         did,
         signature: z.string().min(1).max(200),
       }),
-      limit: { group: 'login', key: ({ body }) => body.did },
+      limit: { group: 'login' },
       responses: { 200: LoginAnswer },
       handler: async ({ body, headers, remoteAddress }) => {
         // The answer sets a cookie: a page on another origin must not log a browser in.

@@ -37,6 +37,8 @@ export class AgentConnections implements AgentLink, AgentPresence {
    */
   private readonly conns = new Map<string, AgentConn>();
   private online = 0;
+  /** Changes whenever the set of ready connections may have (AgentPresence.changes). */
+  changes = 0;
   private readonly readyListeners = new Set<ReadyListener>();
   private readonly presenceListeners: Array<(did: string, online: boolean) => void> = [];
   private readonly intents = new Map<string, PendingIntent>();
@@ -82,6 +84,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const conn = this.conns.get(did);
     if (conn) {
       this.conns.delete(did); // closed() then finds another (no) connection and does nothing more
+      this.changes++;
       if (conn.phase === Phase.Ready) {
         this.online--;
         this.agentGone(did);
@@ -158,6 +161,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const old = this.conns.get(did);
     if (old && old !== conn) old.end(replacedCode, 'replaced by a newer connection');
     this.conns.set(did, conn);
+    this.changes++;
     if (!old) this.observer?.held(did);
   }
 
@@ -170,6 +174,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const did = conn.did!;
     conn.phase = Phase.Ready;
     this.online++;
+    this.changes++;
     this.presenceChanged(did, true);
     this.observer?.online(did);
     let pending: Array<Promise<unknown>> | null = null;
@@ -192,6 +197,7 @@ export class AgentConnections implements AgentLink, AgentPresence {
     const did = conn.did;
     if (!did || this.conns.get(did) !== conn) return false;
     this.conns.delete(did);
+    this.changes++;
     this.observer?.released(did);
     if (!wasReady) return false;
     this.online--;

@@ -6,7 +6,10 @@ import type { Capability, ResourceLimits, TokenStats, WorkspaceRef } from './typ
 export interface AgentItem {
   id: string;
   name: string;
+  /** Approved at registration. */
   capabilities: Capability[];
+  /** What the agent enforces now (its co-signed certificate's); null before its first certificate. */
+  capabilitiesInForce: Capability[] | null;
   llmProvider: string | null;
   llmModel: string | null;
   isOnline: boolean;

@@ -4,13 +4,13 @@
  * frame for an agent wins, by `at`), and the page is read again within a second (the counts).
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { listAgents, type AgentQuery } from '../api/agents';
+import { listAgents, type AgentItem, type AgentQuery } from '../api/agents';
 import { myWorkspaces } from '../api/workspaces';
 import { CAPABILITIES } from '../api/types';
 import { useLoad } from '../app/hooks';
 import { useFeedTopic } from '../app/feed';
 import { qp, setQuery } from '../app/router';
-import { Badge, Did, Empty, ErrorNote, Field, Loading, PAGE_SIZES, Pager, PerPage, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
+import { Badge, counted, Did, Empty, ErrorNote, Field, Loading, PAGE_SIZES, Pager, PerPage, Swatch, Time, val, WorkspaceSelect } from '../ui/kit';
 
 export default function Agents() {
   const q = qp('q');
@@ -114,7 +114,7 @@ export default function Agents() {
       <ErrorNote error={list.error} />
       {d && (
         <p class="muted" aria-live="polite">
-          {d.total.toLocaleString()} agents match, {d.online.toLocaleString()} of them online.
+          {counted(d.total, 'agent')} {d.total === 1 ? 'matches' : 'match'}, {d.online.toLocaleString()} online.
         </p>
       )}
       {!d && list.loading ? (
@@ -124,7 +124,8 @@ export default function Agents() {
           <Empty title="No agent matches these filters.">Clear a filter to see more.</Empty>
         ) : (
           <Empty title="No agents yet.">
-            Start an agent with the SDK or <code>steward agent</code>; it appears under Registrations until a global admin approves it.
+            Start an agent with the SDK or the demo agent (<code>steward agent --url {location.origin}</code>, or from a checkout{' '}
+            <code>npm run steward -- agent --url {location.origin}</code>); it appears under Registrations until a global admin approves it.
           </Empty>
         )
       ) : d ? (
@@ -139,7 +140,7 @@ export default function Agents() {
                   {sortHeader('name', 'Name')}
                   <th>Status</th>
                   <th>Workspace</th>
-                  <th>Capabilities</th>
+                  <th>Capabilities in force</th>
                   <th>Model</th>
                   {sortHeader('lastSeen', 'Last seen')}
                   {sortHeader('registeredAt', 'Registered')}
@@ -164,7 +165,9 @@ export default function Agents() {
                         '—'
                       )}
                     </td>
-                    <td>{a.capabilities.length ? a.capabilities.map((c) => <Badge key={c}>{c}</Badge>) : <span class="muted">none</span>}</td>
+                    <td>
+                      <InForce agent={a} />
+                    </td>
                     <td>{a.llmModel ? `${a.llmProvider ?? ''} ${a.llmModel}` : <span class="muted">not set</span>}</td>
                     <td>
                       <Time iso={a.lastSeen} />
@@ -184,5 +187,17 @@ export default function Agents() {
         </>
       ) : null}
     </section>
+  );
+}
+
+/** What an agent enforces now (its certificate), and the approved set beside it where they differ. */
+function InForce({ agent: a }: { agent: AgentItem }) {
+  const inForce = a.capabilitiesInForce;
+  const same = inForce !== null && [...inForce].sort().join() === [...a.capabilities].sort().join();
+  return (
+    <>
+      {inForce === null ? <span class="muted">none yet (no certificate)</span> : inForce.length ? inForce.map((c) => <Badge key={c}>{c}</Badge>) : <span class="muted">none</span>}
+      {!same && <div class="muted approved">approved: {a.capabilities.join(', ') || 'none'}</div>}
+    </>
   );
 }

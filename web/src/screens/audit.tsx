@@ -118,7 +118,9 @@ export default function Audit() {
                 </td>
                 <td>{e.actor === 'system' ? 'system' : <Did did={e.actor} />}</td>
                 <td>
-                  <code>{e.action}</code>
+                  <code class="audit-action">
+                    {e.action.split('.').map((part, i) => (i === 0 ? part : [<wbr key={i} />, `.${part}`]))}
+                  </code>
                 </td>
                 <td>
                   {e.targetType} {e.target && <code>{e.target.length > 30 ? `${e.target.slice(0, 30)}…` : e.target}</code>}

@@ -9,7 +9,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import * as auth from '../api/auth';
 import { ApiError } from '../api/http';
 import { loadSession } from '../app/session';
-import { Action, Copyable, ErrorNote, Notice } from '../ui/kit';
+import { Action, CommandBlock, ErrorNote, Notice } from '../ui/kit';
 
 type State =
   | { kind: 'idle' }
@@ -117,7 +117,7 @@ export function DeviceSignIn() {
     return () => clearInterval(t);
   }, [waiting]);
 
-  const command = waiting ? `steward wallet approve ${location.origin} ${waiting.start.userCode}` : '';
+  const approve = waiting ? `wallet approve ${location.origin} ${waiting.start.userCode}` : '';
 
   return (
     <section class="panel device" aria-labelledby="device-h">
@@ -139,7 +139,12 @@ export function DeviceSignIn() {
               {waiting.start.userCode}
             </p>
             <p>Approve it with your wallet, on a machine where it is set up:</p>
-            <Copyable text={command} label="Command that approves this browser" />
+            <CommandBlock text={`steward ${approve}`} caption="With Steward installed" label="Command that approves this browser (installed)" />
+            <CommandBlock
+              text={`npm run steward -- ${approve}`}
+              caption="From a checkout of Steward's sources"
+              label="Command that approves this browser (from a checkout)"
+            />
             <p class="muted">
               Or scan the QR code with a wallet app. The code expires in{' '}
               <strong data-testid="device-countdown">{mmss(waiting.deadline - now)}</strong>.

@@ -104,6 +104,12 @@ export default function Overview() {
       <ErrorNote error={summary.error} />
       <div class="cards">
         <Figure label="Agents" value={s?.agents.total}>
+          {s && (
+            <div class="muted" data-testid="agents-breakdown">
+              {(s.agents.total - s.agents.pending - s.agents.rejected).toLocaleString()} approved, {s.agents.pending.toLocaleString()} pending,{' '}
+              {s.agents.rejected.toLocaleString()} rejected
+            </div>
+          )}
           <a href="/agents">All agents</a>
         </Figure>
         <Figure label="Online" value={s?.agents.online}>
@@ -129,7 +135,10 @@ export default function Overview() {
       {s && s.workspaces.length > 0 && (
         <>
           <h2>Workspaces</h2>
-          <Table head={['Workspace', 'Agents', 'Online']}>
+          <p class="muted">
+            Approved agents by workspace: a pending agent joins its workspace once approved, and an agent may belong to several workspaces.
+          </p>
+          <Table head={['Workspace', 'Approved agents', 'Online']}>
             {s.workspaces.map((w) => (
               <tr key={w.id}>
                 <td>

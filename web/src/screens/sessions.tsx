@@ -17,6 +17,9 @@ const HOW: Record<string, string> = {
 /** A short name for a User-Agent: the browser or program, and the system when it says. */
 export function clientName(ua: string | null): string {
   if (!ua) return 'Unknown client';
+  const cli = /^steward-cli \(([^;)]+)/.exec(ua);
+  if (cli) return `Steward CLI on ${cli[1]}`;
+  if (ua === 'node') return 'A Node.js program';
   const browser = /(Edg|OPR|Firefox|Chrome|Chromium|Safari)\/[\d.]+/.exec(ua)?.[0]?.replace('Edg/', 'Edge/').replace('OPR/', 'Opera/');
   const system = /\((?:X11; )?([^;)]+)/.exec(ua)?.[1];
   if (browser) return system ? `${browser.split('.')[0]} on ${system}` : browser.split('.')[0]!;

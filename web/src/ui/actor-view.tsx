@@ -15,6 +15,8 @@ export function ActorView({ kind, id, showContext = true }: { kind: string; id: 
   const definition = useLoad(() => actorDefinition(kind), [kind]);
   const [state, setState] = useState<StateValue | null>(null);
   const [history, setHistory] = useState<ActorTransition[]>([]);
+  // Steward keeps an actor's transitions while someone inspects it: none shown means none since this page first read it.
+  const [openedAt] = useState(() => new Date().toISOString());
   useEffect(() => {
     if (!actor.data) return;
     setState(actor.data.actor.state);
@@ -46,7 +48,10 @@ export function ActorView({ kind, id, showContext = true }: { kind: string; id: 
       {definition.data && <StateChart definition={definition.data.definition} state={state} lastEvent={newest[0]?.event} label={`State chart of ${kind} actors, ${stateText(state)} lit`} />}
       <h3>Recent transitions</h3>
       {newest.length === 0 ? (
-        <Empty title="No transition recorded yet.">They appear here as they happen.</Empty>
+        <Empty title="No transition since you opened this page.">
+          Steward records an actor's transitions while someone is looking at it (and for 10 minutes after), so the list starts at <Time iso={openedAt} absolute />; new
+          ones appear here as they happen. The state above is the actor's current one; what happened before is in the audit log.
+        </Empty>
       ) : (
         <div class="table-wrap">
           <table aria-label="Recent transitions">

@@ -223,24 +223,50 @@ export function Json({ value }: { value: unknown }) {
 /** The value of the input, select or textarea an event came from. */
 export const val = (e: Event) => (e.currentTarget as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement).value;
 
+/** `1 agent`, `2 agents`: a count with its noun in the right number. */
+export const counted = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+
+/** A Copy button for `text`; it says Copied once the clipboard took it. */
+function CopyButton({ text, label }: { text: string; label?: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <button
+      type="button"
+      aria-label={label ? `Copy: ${label}` : undefined}
+      onClick={() => {
+        navigator.clipboard?.writeText(text).then(
+          () => setCopied(true),
+          () => setCopied(false),
+        );
+      }}
+    >
+      {copied ? 'Copied' : 'Copy'}
+    </button>
+  );
+}
+
 /** Text to copy (a secret shown once, a link): selectable, with a copy button. */
 export function Copyable({ text, label }: { text: string; label: string }) {
-  const [copied, setCopied] = useState(false);
   return (
     <div class="copyable">
       <input readOnly value={text} aria-label={label} onFocus={(e) => e.currentTarget.select()} />
-      <button
-        type="button"
-        onClick={() => {
-          navigator.clipboard?.writeText(text).then(
-            () => setCopied(true),
-            () => setCopied(false),
-          );
-        }}
-      >
-        {copied ? 'Copied' : 'Copy'}
-      </button>
+      <CopyButton text={text} />
     </div>
+  );
+}
+
+/** A command to run: wrapped, never cut at the edge, selectable in one go, with a copy button. */
+export function CommandBlock({ text, label, caption }: { text: string; label: string; caption: string }) {
+  return (
+    <figure class="command">
+      <figcaption>{caption}</figcaption>
+      <div class="command-row">
+        <pre aria-label={label}>
+          <code>{text}</code>
+        </pre>
+        <CopyButton text={text} label={label} />
+      </div>
+    </figure>
   );
 }
 
