@@ -165,7 +165,13 @@ export const VARIABLES = {
     schema: int(0, 200_000),
     default: '3000',
     description:
-      'Cluster mode: a node stops acting as owner of its shards this long before their lease ends by its own clock, so clocks of different nodes may differ by up to about this much. Below a third of CLUSTER_LEASE_MS.',
+      'Cluster mode: a node stops acting as owner of its shards this long before their lease ends (leases are judged on the store\'s clock; the margin covers the error of reading it and the time a renewal takes). Below a third of CLUSTER_LEASE_MS.',
+  },
+  CLUSTER_BUS_LOSS_RELEASE_MS: {
+    schema: int(1000, 600_000),
+    default: '10000',
+    description:
+      'Cluster mode: a node cut off from NATS this long, while other nodes are connected, gives its shards to them (their actors are unreachable from the rest of the cluster meanwhile) and says so on /readyz; it takes its share again once NATS is back. When every node is cut off, each keeps what it holds.',
   },
   CLUSTER_REQUEST_TIMEOUT_MS: {
     schema: int(100, 120_000),
@@ -614,6 +620,7 @@ export interface ClusterConfig {
   leaseMs: number;
   leaseMarginMs: number;
   requestTimeoutMs: number;
+  busLossReleaseMs: number;
 }
 
 export class ConfigError extends Error {
@@ -677,6 +684,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           leaseMs: p.CLUSTER_LEASE_MS,
           leaseMarginMs: p.CLUSTER_LEASE_MARGIN_MS,
           requestTimeoutMs: p.CLUSTER_REQUEST_TIMEOUT_MS,
+          busLossReleaseMs: p.CLUSTER_BUS_LOSS_RELEASE_MS,
         }
       : undefined,
     logLevel: p.LOG_LEVEL,

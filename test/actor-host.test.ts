@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { assign, setup } from 'xstate';
-import { ActorHost, type ActorTransition } from '../src/actors/host.js';
+import { ActorHost, type ActorOwnership, type ActorTransition } from '../src/actors/host.js';
 import { openStore } from '../src/store/index.js';
 import { waitFor } from './helpers.js';
 import type { Collection, Doc, Store } from '../src/store/types.js';
@@ -789,6 +789,43 @@ test('remove() stops the actor and deletes its snapshot', async () => {
     }
   } finally {
     if (!closed) await close(ctx);
+  }
+});
+
+test('cluster mode: loading an actor claims its document, so an older owner cannot create it afterwards', async () => {
+  const ctx = await open(tempDir());
+  // Two hosts on one store that both count themselves owner of shard 0: the old one under epoch 1
+  // (it paused through its takeover, say), the new one under epoch 2.
+  const owner = (epoch: number, stale: number[]): ActorOwnership => ({
+    isLocal: () => true,
+    shardOf: () => 0,
+    fenceFor: () => ({ shard: 0, epoch }),
+    stale: (shard) => void stale.push(shard),
+  });
+  const oldStale: number[] = [];
+  ctx.host.useOwnership(owner(1, oldStale));
+  const newer = new ActorHost({ store: ctx.store, log: { warn: () => undefined, error: () => undefined } });
+  newer.define('counter', { machine: counter, input: (id) => ({ owner: id }) });
+  newer.useOwnership(owner(2, []));
+  try {
+    // The new owner loads an actor no one has stored yet: its document is claimed (a stub).
+    const n = await newer.get('counter', 'fresh');
+    assert.is((await storedDoc(ctx.store, 'counter:fresh')).fence.epoch, 2);
+    assert.is((await storedDoc(ctx.store, 'counter:fresh')).snapshot, undefined, 'a stub, no snapshot');
+    // The old owner creates the same actor and writes it: refused, and it stops acting for the shard.
+    await ctx.host.send('counter', 'fresh', { type: 'INC' });
+    await ctx.host.flush().catch(() => undefined);
+    await waitFor(() => oldStale.length > 0);
+    assert.is((await storedDoc(ctx.store, 'counter:fresh')).snapshot, undefined, "the old owner's snapshot did not land");
+    // The new owner's own write goes through.
+    n.send({ type: 'INC' });
+    n.send({ type: 'INC' });
+    await newer.flush();
+    assert.is(await storedCount(ctx.store, 'counter:fresh'), 2);
+    assert.is((await storedDoc(ctx.store, 'counter:fresh')).fence.epoch, 2);
+  } finally {
+    await newer.stop();
+    await close(ctx);
   }
 });
 

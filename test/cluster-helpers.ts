@@ -68,9 +68,9 @@ export class ManualClock {
     return this.time;
   }
 
-  /** A node's clock: the shared time, with timers that `halt()` drops. */
-  view(): ClockView {
-    return new ClockView(this);
+  /** A node's clock: the shared time (`offsetMs` ahead of it: a node whose clock is wrong), with timers that `halt()` drops. */
+  view(offsetMs = 0): ClockView {
+    return new ClockView(this, offsetMs);
   }
 
   schedule(owner: ClockView, ms: number, fn: () => unknown): Timer {
@@ -98,10 +98,13 @@ export class ManualClock {
 
 export class ClockView implements Clock {
   halted = false;
-  constructor(private readonly clock: ManualClock) {}
+  constructor(
+    private readonly clock: ManualClock,
+    private readonly offsetMs = 0,
+  ) {}
 
   now(): number {
-    return this.clock.now();
+    return this.clock.now() + this.offsetMs;
   }
 
   after(ms: number, fn: () => unknown): Timer {

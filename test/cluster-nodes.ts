@@ -34,15 +34,15 @@ export interface TestCluster {
   owner: TestUser;
   /** The owner's API on a given node. */
   as(node: ClusterNodeServer, who?: TestUser): ReturnType<typeof client>;
-  /** Starts one more node (id `n<k>` unless given). */
-  add(nodeId?: string, env?: Record<string, string>): Promise<ClusterNodeServer>;
+  /** Starts one more node (id `n<k>` unless given), with cluster settings of its own if given (e.g. `natsServers` through a proxy). */
+  add(nodeId?: string, env?: Record<string, string>, cluster?: Partial<ClusterConfig>): Promise<ClusterNodeServer>;
   /** Stops every node, the NATS server, and removes the store. */
   stop(): Promise<void>;
 }
 
 export interface ClusterOptions {
   nodes?: number;
-  /** Cluster settings overriding the test defaults (16 shards, 3 s lease, 500 ms margin). */
+  /** Cluster settings overriding the test defaults (16 shards, 3 s lease, 500 ms margin, standby after 3 s off the bus). */
   cluster?: Partial<ClusterConfig>;
   /** Extra environment of every node. */
   env?: Record<string, string>;
@@ -61,7 +61,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
   const nodes: ClusterNodeServer[] = [];
   let count = 0;
 
-  const start = async (nodeId: string, env: Record<string, string> = {}): Promise<ClusterNodeServer> => {
+  const start = async (nodeId: string, env: Record<string, string> = {}, cluster: Partial<ClusterConfig> = {}): Promise<ClusterNodeServer> => {
     const dir = await tempDir('steward-node-');
     const fullEnv: Record<string, string> = {
       PORT: '0',
@@ -83,7 +83,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
       leaseMs: 3000,
       leaseMarginMs: 500,
       requestTimeoutMs: 5000,
+      busLossReleaseMs: 3000,
       ...opts.cluster,
+      ...cluster,
     };
     const faults = new FaultInjector();
     const { lines, sink } = logLines();
@@ -125,7 +127,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
     nodes,
     owner,
     as: (node, who = owner) => client(node.url, who.token),
-    add: (nodeId, env) => start(nodeId ?? `n${++count}`, env),
+    add: (nodeId, env, cluster) => start(nodeId ?? `n${++count}`, env, cluster),
     async stop() {
       for (const n of nodes) await n.stop(true).catch(() => undefined);
       await nats.stop();

@@ -16,6 +16,7 @@ import type { ClusterShardDoc } from '../src/store/cluster-docs.js';
 import { FaultInjector } from './fault-store.js';
 import { ManualClock, recordingLog, type ClockView, type RecordingLog } from './cluster-helpers.js';
 import { storeTargets } from './cluster-stores.js';
+import { StoreClock } from '../src/cluster/store-clock.js';
 
 const LEASE = 15_000;
 const MARGIN = 3_000;
@@ -70,6 +71,7 @@ interface Event {
 interface TestNode {
   id: string;
   clock: ClockView;
+  storeClock?: StoreClock;
   faults: FaultInjector;
   c: Collections;
   log: RecordingLog;
@@ -99,12 +101,22 @@ for (const target of storeTargets()) {
 
   function makeNode(
     id: string,
-    opts: { shardCount?: number; releasePerTick?: number; beforeRelease?: (shard: number, epoch: number) => Promise<void> } = {},
+    opts: {
+      shardCount?: number;
+      releasePerTick?: number;
+      beforeRelease?: (shard: number, epoch: number) => Promise<void>;
+      /** How far ahead of the shared time this node's own clock is. */
+      offsetMs?: number;
+      /** Judge leases on the store's clock (the shared time), as a node of a real cluster does. */
+      storeClock?: boolean;
+    } = {},
   ): TestNode {
-    const view = clock.view();
+    const own = clock.view(opts.offsetMs ?? 0);
     const faults = new FaultInjector();
     const c = collections(faults.wrap(store));
     const log = recordingLog();
+    const storeClock = opts.storeClock ? new StoreClock({ time: async () => clock.now(), base: own, log }) : undefined;
+    const view = storeClock ?? own;
     const shardCount = opts.shardCount ?? 64;
     const membership = new Membership({ nodes: c.clusterNodes, nodeId: id, shards: shardCount, leaseMs: LEASE, marginMs: MARGIN, log, clock: view });
     const shards = new ShardManager({
@@ -121,13 +133,14 @@ for (const target of storeTargets()) {
     const events: Event[] = [];
     shards.on('acquired', (shard, epoch) => events.push({ at: clock.now(), type: 'acquired', shard, epoch }));
     shards.on('lost', (shard, epoch, reason) => events.push({ at: clock.now(), type: 'lost', shard, epoch, reason }));
-    const node = { id, clock: view, faults, c, log, membership, shards, events };
+    const node = { id, clock: own, storeClock, faults, c, log, membership, shards, events };
     nodes.push(node);
     return node;
   }
 
   async function startNode(...args: Parameters<typeof makeNode>): Promise<TestNode> {
     const node = makeNode(...args);
+    await node.storeClock?.start();
     await node.membership.start();
     await node.shards.start();
     return node;
@@ -265,6 +278,28 @@ for (const target of storeTargets()) {
     await converge(64);
     for (const [shard, epoch] of b.shards.ownedShards()) if (bShards.has(shard)) assert.ok(epoch > bShards.get(shard)!);
     assertSingleOwners();
+  });
+
+  s("clocks up to 60 s apart never make two owners: leases are judged on the store's clock", async () => {
+    for (const offsetMs of [5_000, 60_000, -60_000]) {
+      // A on the right time, B's clock `offsetMs` ahead of it; they share the shards, then A cannot renew.
+      const a = await startNode(`node-a${offsetMs}`, { shardCount: 16, storeClock: true });
+      const b = await startNode(`node-b${offsetMs}`, { shardCount: 16, storeClock: true, offsetMs });
+      await converge(16);
+      assert.ok(a.shards.ownedShards().size > 0);
+      for (const collection of ['cluster_shards', 'cluster_nodes']) {
+        for (const op of ['updateMany', 'updateOne', 'find', 'findOne', 'findById', 'findOneAndUpdate'] as const) a.faults.add({ collection, op, mode: 'fail', times: Infinity });
+      }
+      for (let i = 0; i < 150 && b.shards.ownedShards().size < 16; i++) {
+        await clock.advance(LEASE / 50);
+        assertSingleOwners();
+      }
+      assert.is(b.shards.ownedShards().size, 16, `B (${offsetMs} ms) took every shard over`);
+      a.clock.halt();
+      b.clock.halt();
+      await b.shards.stop();
+      nodes.length = 0;
+    }
   });
 
   s('every takeover raises the epoch; epochs are unique across shards', async () => {

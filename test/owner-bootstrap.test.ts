@@ -6,6 +6,9 @@ import { generateKeyPair } from '../src/domain/did.js';
 import { http, tempDir } from './helpers.js';
 import { login } from './identity-helpers.js';
 import { cliPath, inShell, runCli, ShellProcess, StewardProcess } from './cli-process.js';
+import { openEmbeddedStore } from '../src/store/embedded/index.js';
+import { collections, ensureIndexes } from '../src/store/collections.js';
+import { ensureDefaultWorkspace, ensureOwner } from '../src/services/bootstrap.js';
 
 const test = suite('owner bootstrap on the console');
 
@@ -114,3 +117,24 @@ test('with STEWARD_OWNER_DID: the owner is claimed, no claim is printed, the own
 });
 
 test.run();
+
+const race = suite('owner bootstrap: nodes starting together');
+
+race('with STEWARD_OWNER_DID, nodes creating the owner at once on an empty store: one owner, no failed start', async () => {
+  const dir = await tempDir();
+  const store = await openEmbeddedStore({ dataDir: dir });
+  try {
+    const c = collections(store);
+    await ensureIndexes(c, store.kind);
+    const ws = await ensureDefaultWorkspace(c);
+    const { did } = generateKeyPair();
+    const results = await Promise.all([ensureOwner(c, ws, did), ensureOwner(c, ws, did), ensureOwner(c, ws, did)]);
+    assert.is(results.filter((r) => r !== null).length, 1, 'one node created it');
+    assert.is(await c.users.count({ isOwner: true }), 1);
+    assert.is((await c.userDids.findById(did))?.userId, results.find((r) => r !== null)!._id);
+  } finally {
+    await store.close();
+  }
+});
+
+race.run();

@@ -132,6 +132,18 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     await store.ping();
   });
 
+  s("the store's clock: MongoDB reports its own (hello.localTime); the embedded store has none (the process's is used)", async () => {
+    if (store.kind === 'embedded') {
+      assert.is(store.time, undefined);
+      return;
+    }
+    const before = Date.now();
+    const t = await store.time!();
+    // The stand-in runs on this machine: its clock reads within the call. A MongoDB elsewhere (MONGODB_URI) may be off a little.
+    const slack = process.env.MONGODB_URI ? 300_000 : 1;
+    assert.ok(Number.isInteger(t) && t >= before - slack && t <= Date.now() + slack, `${before} ≤ ${t}`);
+  });
+
   s('collection() returns a usable handle with its name', async () => {
     const c = fresh('name');
     assert.type(c.name, 'string');

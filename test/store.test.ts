@@ -747,6 +747,17 @@ mongoOffline('client options keep URI settings and add defaults otherwise', () =
   assert.is(c.options.maxAdaptiveRetries, 8);
 });
 
+mongoOffline('in a cluster the driver waits for a server at most a renewal round, below the lease; the URI still decides', () => {
+  const leaseMs = 15_000;
+  const cluster = clientOptions('mongodb://localhost/db', { leaseMs });
+  assert.is(cluster.serverSelectionTimeoutMS, leaseMs / 3);
+  assert.ok(cluster.connectTimeoutMS! <= leaseMs / 3);
+  assert.is(new MongoClient('mongodb://localhost/db', cluster).options.serverSelectionTimeoutMS, leaseMs / 3, 'the driver takes it');
+  assert.is(cluster.w, 'majority', 'the other defaults stay');
+  assert.is(cluster.maxAdaptiveRetries, 3, 'refused-connection retries that end within a renewal round');
+  assert.is(clientOptions('mongodb://localhost/db?serverSelectionTimeoutMS=2000', { leaseMs }).serverSelectionTimeoutMS, undefined);
+});
+
 mongoOffline('documents too large for the store map to DocumentTooLargeError, however the driver or the server says it', () => {
   const cases: unknown[] = [
     new MongoServerError({ code: 10334, errmsg: 'BSONObj size: 16912181 (0x1020F35) is invalid. Size must be between 0 and 16793600(16MB)' }),

@@ -328,7 +328,12 @@ export class ActorHost {
       ids.push(id);
       const e = k.live.get(id);
       if (e) this.idle.touch(e);
-      else loads.push(this.load(k, id, doc, persisted));
+      else {
+        // Not stamped under this node's epoch (written by the old owner after the takeover stamp): claimed and read again.
+        const fence = this.ownership?.fenceFor(doc._id);
+        const unclaimed = fence !== undefined && fence !== null && !(doc.fence && doc.fence.epoch >= fence.epoch);
+        loads.push(unclaimed ? this.load(k, id) : this.load(k, id, doc, persisted));
+      }
     }
     await Promise.all(loads);
     return ids;
@@ -507,7 +512,7 @@ export class ActorHost {
       doc = undefined;
       persisted = undefined;
     }
-    if (doc === undefined) doc = (await this.writer.find(k, id)) ?? undefined;
+    if (doc === undefined) doc = (await this.writer.findForLoad(k, id)) ?? undefined;
     if (this.stopped) throw new Error('actor host is stopped');
     if (!this.isHere(k.name, id)) throw new ActorElsewhereError(`${k.name}:${id}`); // the shard went while reading
     const already = k.live.get(id);

@@ -18,8 +18,13 @@
  */
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { BulkUpdateError, DocumentTooLargeError, type BulkUpdateOp, type Collection, type Doc, type Filter, type Store } from '../store/types.js';
-import { StaleEpochError, fenceFailures, fencedFilter, fencedOp, fencedUpdate, type Fence } from '../cluster/fence.js';
+import { StaleEpochError, claimDocument, fenceFailures, fencedFilter, fencedOp, fencedUpdate, type Fence } from '../cluster/fence.js';
 import { errInfo, snapshotKey, type ActorHostLog, type Entry, type KindState } from './hosted.js';
+
+/** A stored snapshot, or null for none or for a claim's stub (`{_id, fence}`: no snapshot written yet). */
+function snapshotOrNull(doc: SnapshotDoc | null): SnapshotDoc | null {
+  return doc && typeof doc.snapshot === 'string' ? doc : null;
+}
 
 export interface SnapshotDoc extends Doc {
   kind: string;
@@ -128,8 +133,23 @@ export class SnapshotWriter {
   // ---------------------------------------------------------------------------------------------
   // Reads
 
-  find(k: KindState, id: string): Promise<SnapshotDoc | null> {
-    return this.col.findById(snapshotKey(k, id));
+  async find(k: KindState, id: string): Promise<SnapshotDoc | null> {
+    return snapshotOrNull(await this.col.findById(snapshotKey(k, id)));
+  }
+
+  /**
+   * The snapshot to load an actor from. Cluster mode: a document this node has not stamped under
+   * its epoch (one the old owner created or wrote after the shard's takeover stamp, or none yet) is
+   * claimed first (fence.ts, `claimDocument`; a missing one gets a stub `{_id, fence}` that every
+   * reader skips), so no write of an older owner lands after this node has read it. Throws
+   * StaleEpochError when a newer owner has stamped it already.
+   */
+  async findForLoad(k: KindState, id: string): Promise<SnapshotDoc | null> {
+    const key = snapshotKey(k, id);
+    const doc = await this.col.findById(key);
+    const fence = this.fencing?.fenceFor(key);
+    if (!fence || (doc?.fence && doc.fence.epoch >= fence.epoch)) return snapshotOrNull(doc);
+    return snapshotOrNull(await claimDocument(this.col, key, fence, { stampMissing: doc === null }));
   }
 
   /** The stored active snapshots of a kind, each parsed as it is reached (an unreadable one is logged and skipped). */

@@ -76,6 +76,7 @@ import { LocalBus } from '../cluster/bus-local.js';
 import { connectNatsBus } from '../cluster/bus-nats.js';
 import { MeteredBus } from '../cluster/bus-metered.js';
 import { ClusterNode } from '../cluster/node.js';
+import { storeTimeOf } from '../cluster/store-clock.js';
 import { FiringClaims, NamedLease } from '../cluster/claims.js';
 import { NoPeers } from '../cluster/peers.js';
 import { ClusterAgentLink } from '../ws/agent/cluster-link.js';
@@ -185,7 +186,10 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       leaseMs: cc.leaseMs,
       marginMs: cc.leaseMarginMs,
       requestTimeoutMs: cc.requestTimeoutMs,
+      busLossReleaseMs: cc.busLossReleaseMs,
       log,
+      // Leases and claims are judged on the store's clock, whatever the nodes' own clocks say.
+      storeTime: storeTimeOf(store),
       meta: { version },
     });
     const node = cluster;
@@ -270,13 +274,13 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const summary = new FleetSummary(core, policies, peers);
   // In a cluster one node at a time rolls the token ledger up, under a lease.
   const rollupLease = cluster
-    ? new NamedLease({ claims: c.clusterClaims, name: 'token-rollup', owner: cluster.nodeKey, leaseMs: cluster.leaseMs, marginMs: cluster.marginMs, log })
+    ? new NamedLease({ claims: c.clusterClaims, name: 'token-rollup', owner: cluster.nodeKey, leaseMs: cluster.leaseMs, marginMs: cluster.marginMs, log, clock: cluster.clock })
     : undefined;
   const tokens = new TokenUsage(
     core,
     (seconds) => metrics.observeHeartbeatAck(seconds),
     (did) => summary.workspacesOf(did),
-    rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs } : undefined,
+    rollupLease && cluster ? { lease: rollupLease, settleMs: cluster.leaseMs, idClock: () => cluster!.clock.now() } : undefined,
   );
   const intents = new IntentService(core, agents);
   const roster = new AgentRoster(core, peers);
@@ -293,7 +297,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   const llmConfig = new AgentLlmConfig(core, { agents, proxy });
   const models = new ModelCatalogue(core, { proxy, llmConfig });
   const channels = new ChannelService(core, { agents, feed: feedTopics, peers });
-  const bridges = new BridgeService(core, { channels, version, ...(cluster ? { claims: { owner: cluster.nodeKey, claimMs: cluster.leaseMs } } : {}) });
+  const bridges = new BridgeService(core, { channels, version, ...(cluster ? { claims: { owner: cluster.nodeKey, claimMs: cluster.leaseMs, clock: cluster.clock } } : {}) });
   const runs = new WorkflowRuns(core, { intents, agents, channelPoster: channelPosterFrom(channels), feed: feedTopics });
   const workflows = new WorkflowService(core, runs);
   const schedules = new ScheduleService(core, {
@@ -301,7 +305,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     runs,
     peers,
     // In a cluster every node arms every schedule; the node whose claim of a firing succeeds runs it.
-    ...(cluster ? { firings: new FiringClaims({ claims: c.clusterClaims, owner: cluster.nodeKey }) } : {}),
+    ...(cluster ? { firings: new FiringClaims({ claims: c.clusterClaims, owner: cluster.nodeKey, clock: cluster.clock }) } : {}),
   });
   const feed = new Feed({ app, topics: feedTopics, sockets, config, log, sessions, actors, channelAccess: channels.feedTopic, rights: new FeedRights(c) });
   const presenceFeed = new PresenceFeed(c, feedTopics, log);

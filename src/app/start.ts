@@ -75,7 +75,13 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
   // Embedded: the store creates DATA_DIR (0700) and locks it against a second process.
   const rawStore = options.sharedStore
     ? leftOpen(options.sharedStore)
-    : await openStore({ dataDir: config.dataDir, mongodbUri: config.mongodbUri, mongodbDb: config.mongodbDb, compactMinBytes: config.storeCompactMinBytes }).catch(
+    : await openStore({
+        dataDir: config.dataDir,
+        mongodbUri: config.mongodbUri,
+        mongodbDb: config.mongodbDb,
+        compactMinBytes: config.storeCompactMinBytes,
+        ...(config.cluster ? { cluster: { leaseMs: config.cluster.leaseMs } } : {}),
+      }).catch(
         (err: unknown) => {
           throw err instanceof StoreUnavailableError && embedded ? new StartupError(err.message) : err;
         },
@@ -118,7 +124,15 @@ export async function startSteward(config: Config, log: Logger, options: StartOp
 
 /** A store whose close() leaves it open (its opener closes it). */
 function leftOpen(store: Store): Store {
-  return { get kind() { return store.kind; }, collection: (name) => store.collection(name), ping: () => store.ping(), close: async () => undefined };
+  return {
+    get kind() {
+      return store.kind;
+    },
+    collection: (name) => store.collection(name),
+    ping: () => store.ping(),
+    ...(store.time ? { time: () => store.time!() } : {}),
+    close: async () => undefined,
+  };
 }
 
 /** Refuses a port another process listens on (exclusive listen, then let go at once). */

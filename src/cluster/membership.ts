@@ -1,7 +1,7 @@
 /**
  * Cluster membership in the store: each node keeps a document in `cluster_nodes` whose lease it
- * renews every third of the lease; a node whose lease ran out is gone. Nodes judge leases by
- * their own clocks, so the clocks must agree to well within the safety margin (NTP does).
+ * renews every third of the lease; a node whose lease ran out is gone. Leases are judged on the
+ * clock given (the store's: store-clock.ts), so the nodes' own clocks may disagree.
  *
  * A node id belongs to one process at a time. Each start draws a random incarnation; a start
  * that finds its id held by a live incarnation waits for that lease to end (the previous process
@@ -19,6 +19,7 @@ export interface ClusterLog {
   error(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
   info(obj: object, msg: string): void;
+  debug?(obj: object, msg: string): void;
 }
 
 /** Another live process holds this node id. */
@@ -53,6 +54,7 @@ export class Membership {
   private timer: Timer | undefined;
   private running = false;
   private renewing: Promise<boolean> | undefined;
+  private standby = false;
   private readonly evictedListeners = new Set<() => void>();
 
   constructor(private readonly options: MembershipOptions) {
@@ -91,6 +93,16 @@ export class Membership {
   renew(): Promise<boolean> {
     this.renewing ??= this.renewOnce().finally(() => (this.renewing = undefined));
     return this.renewing;
+  }
+
+  /**
+   * Marks the node as in standby (cut off from the bus: the others leave it out of their shares)
+   * or back, stored at once (and at every renewal after).
+   */
+  async setStandby(standby: boolean): Promise<void> {
+    this.standby = standby;
+    await this.renewing;
+    await this.renew();
   }
 
   /** Stops renewing and removes the node's document, so the others rebalance at once. */
@@ -150,7 +162,7 @@ export class Membership {
     try {
       const r = await this.options.nodes.updateOne(
         { _id: this.nodeId, incarnation: this.incarnation },
-        { $set: { renewedAt: iso(sentAt), leaseUntil: iso(sentAt + this.options.leaseMs) } },
+        { $set: { renewedAt: iso(sentAt), leaseUntil: iso(sentAt + this.options.leaseMs), standby: this.standby } },
       );
       if (r.matched === 0) {
         this.evicted();

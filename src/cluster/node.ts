@@ -9,7 +9,9 @@
  *           membership (the node's document removed) → bus
  *
  * It also keeps the list of live nodes fresh (read every third of the lease), which the peers'
- * gathers and the agents' presence use.
+ * gathers and the agents' presence use; and it hands its shards over to the other nodes when it
+ * has been cut off from the bus for `busLossReleaseMs` while they are not (standby), taking its
+ * share again once the bus is back.
  */
 import { ensureClusterIndexes, type Collections } from '../store/collections.js';
 import type { ClusterNodeDoc } from '../store/cluster-docs.js';
@@ -20,6 +22,7 @@ import { Membership, type ClusterLog } from './membership.js';
 import { Peers } from './peers.js';
 import { ShardPlacement } from './placement.js';
 import { ShardManager } from './shards.js';
+import { StoreClock } from './store-clock.js';
 import { clusterSubjects, type Subjects } from './subjects.js';
 
 export interface ClusterNodeOptions {
@@ -33,7 +36,15 @@ export interface ClusterNodeOptions {
   marginMs: number;
   /** Deadline of a command to another node and of a gather. */
   requestTimeoutMs: number;
+  /** Cut off from the bus this long, the node hands its shards over (CLUSTER_BUS_LOSS_RELEASE_MS). Default: the lease. */
+  busLossReleaseMs?: number;
   log: ClusterLog & BusLog;
+  /**
+   * The store's time: leases, claims and every cluster timestamp are judged on that one clock,
+   * carried forward on `clock` between readings (store-clock.ts). Absent: on `clock` itself (tests
+   * that drive one clock for every node).
+   */
+  storeTime?: () => Promise<number>;
   clock?: Clock;
   meta?: Record<string, string>;
 }
@@ -46,9 +57,14 @@ export interface ClusterStatus {
   bus: Bus['status'];
   /** Whether this node's lease is fresh. */
   member: boolean;
+  /** This node's clock minus the store's (ms), and the error of that figure; absent without a store clock. */
+  storeClock?: { offsetMs: number; errorMs: number };
   nodes: number;
   ownedShards: number;
   shards: number;
+  /** Cut off from the bus past busLossReleaseMs: the node has handed its shards over. */
+  standby: boolean;
+  busLossReleaseMs: number;
 }
 
 export class ClusterNode {
@@ -59,17 +75,21 @@ export class ClusterNode {
   readonly placement: ShardPlacement;
   readonly bus: Bus;
   readonly nodeId: string;
-  private readonly clock: Clock;
+  /** The cluster's clock (the store's, when `storeTime` is given): for everything leased or claimed among the nodes. */
+  readonly clock: Clock;
+  private readonly storeClock: StoreClock | undefined;
   private live: ClusterNodeDoc[] = [];
   private liveKeySet = new Set<string>();
   private readonly liveListeners = new Set<(live: ReadonlySet<string>, left: string[]) => void>();
   private refreshTimer: Timer | undefined;
+  private busLossTimer: Timer | undefined;
   private running = false;
 
   constructor(private readonly o: ClusterNodeOptions) {
     this.bus = o.bus;
     this.nodeId = o.nodeId;
-    this.clock = o.clock ?? systemClock;
+    this.storeClock = o.storeTime ? new StoreClock({ time: o.storeTime, log: o.log, syncEveryMs: Math.floor(o.leaseMs / 3), ...(o.clock ? { base: o.clock } : {}) }) : undefined;
+    this.clock = this.storeClock ?? o.clock ?? systemClock;
     this.subjects = clusterSubjects(o.clusterName);
     this.membership = new Membership({
       nodes: o.c.clusterNodes,
@@ -117,14 +137,16 @@ export class ClusterNode {
     return this.o.marginMs;
   }
 
-  /** Indexes, the node's lease (waiting out a previous process with the same id), its subject. */
+  /** The store's clock read, indexes, the node's lease (waiting out a previous process with the same id), its subject. */
   async start(): Promise<void> {
+    await this.storeClock?.start();
     await ensureClusterIndexes(this.o.c, this.o.storeKind);
     await this.membership.start();
     this.running = true;
     await this.refreshLive();
     this.peers.start();
     this.scheduleRefresh();
+    this.bus.onStatus((status) => this.busStatusChanged(status));
   }
 
   /** Takes this node's share of the shards (their actors are restored as each is taken). */
@@ -142,6 +164,8 @@ export class ClusterNode {
   async stop(): Promise<void> {
     this.running = false;
     this.refreshTimer?.cancel();
+    this.busLossTimer?.cancel();
+    this.storeClock?.stop();
     this.peers.stop();
     await this.membership.stop().catch((err: unknown) => this.o.log.warn({ err }, 'removing this node from the cluster failed; its lease will run out'));
     await this.bus.close();
@@ -167,10 +191,49 @@ export class ClusterNode {
       nodeId: this.nodeId,
       bus: this.bus.status,
       member: this.membership.isAlive(),
+      ...(this.storeClock ? { storeClock: this.storeClock.status() } : {}),
       nodes: this.live.length,
       ownedShards: this.shards.ownedShards().size,
       shards: this.o.shardCount,
+      standby: this.shards.inStandby,
+      busLossReleaseMs: this.busLossReleaseMs,
     };
+  }
+
+  private get busLossReleaseMs(): number {
+    return this.o.busLossReleaseMs ?? this.o.leaseMs;
+  }
+
+  /** Standby once the bus has been away for busLossReleaseMs; back at once when it reconnects. */
+  private busStatusChanged(status: Bus['status']): void {
+    if (!this.running) return;
+    if (status === 'connected') {
+      this.busLossTimer?.cancel();
+      this.busLossTimer = undefined;
+      if (this.shards.inStandby) {
+        this.o.log.info({ nodeId: this.nodeId }, 'the cluster bus is back; this node takes its share of the shards again');
+        void this.setStandby(false);
+      }
+      return;
+    }
+    this.busLossTimer ??= this.clock.after(this.busLossReleaseMs, () => {
+      this.busLossTimer = undefined;
+      if (!this.running || this.bus.status === 'connected') return;
+      this.o.log.warn(
+        { nodeId: this.nodeId, busLossReleaseMs: this.busLossReleaseMs, ownedShards: this.shards.ownedShards().size },
+        'cut off from the cluster bus: this node hands its shards over to the connected nodes until the bus is back',
+      );
+      return this.setStandby(true);
+    });
+  }
+
+  private async setStandby(standby: boolean): Promise<void> {
+    try {
+      await this.membership.setStandby(standby);
+      await this.shards.setStandby(standby);
+    } catch (err) {
+      this.o.log.error({ err, standby }, 'changing standby failed');
+    }
   }
 
   /** Reads the live nodes now (also done every third of the lease). */

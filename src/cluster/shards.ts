@@ -12,13 +12,16 @@
  *   fencing token of fence.ts);
  * - kept by renewing every owned shard's lease each tick (a third of the lease);
  * - given up before the lease ends: a node counts itself owner only until the last successful
- *   renewal's send time + lease − margin, by its own clock; then it emits `lost(…, 'expired')`
- *   and the others take over once the stored lease has ended (margin covers clock differences);
+ *   renewal's send time + lease − margin, on the cluster's clock (the store's: store-clock.ts);
+ *   then it emits `lost(…, 'expired')` and the others take over once the stored lease has ended;
  * - spread evenly: with N live nodes ranked by id, a node's share is floor(S/N), one more for the
  *   first S mod N, so the shares sum to S and a node never takes what another must give back
  *   (the largest share is ceil(S/N)). A node above its share releases at most `releasePerTick`
  *   shards a tick (after `beforeRelease` has stopped and written out their actors), so a joining
- *   node fills up gradually; shards with no live owner are taken at once.
+ *   node fills up gradually; shards with no live owner are taken at once;
+ * - handed over in standby (a node cut off from the bus): it releases every shard at once and
+ *   takes none, and the others leave it out of their shares; unless every live node is in
+ *   standby (the bus is down for all), when each keeps what it holds.
  *
  * Events: `acquired(shard, epoch)` once a shard is this node's; `lost(shard, epoch, reason)` once
  * it is not (or may no longer be) — the actor host stops that shard's actors at once.
@@ -114,6 +117,7 @@ export class ShardManager {
   private ticking: Promise<void> | undefined;
   private running = false;
   private mismatchLogged = false;
+  private standby = false;
   private readonly listeners: { [K in keyof ShardEvents]: Set<ShardEvents[K]> } = { acquired: new Set(), lost: new Set() };
   private readonly releasePerTick: number;
 
@@ -168,6 +172,16 @@ export class ShardManager {
   /** Owned shards and their epochs (while the ownership is valid). */
   ownedShards(): Map<number, number> {
     return this.clock.now() < this.validUntil ? new Map(this.owned) : new Map();
+  }
+
+  /** Standby on: release every shard (when another node can take them) and take none; off: take the share again. */
+  setStandby(standby: boolean): Promise<void> {
+    this.standby = standby;
+    return this.tick();
+  }
+
+  get inStandby(): boolean {
+    return this.standby;
   }
 
   /** Creates the shard documents that are missing, takes this node's share, and keeps ticking. */
@@ -248,9 +262,14 @@ export class ShardManager {
       return;
     }
     this.mismatchLogged = false;
-    const ids = [...new Set([...live.map((n) => n._id), this.nodeId])].sort();
+    // Nodes in standby (cut off from the bus) get no share, unless all are (the bus is down for everyone).
+    const others = live.filter((n) => n._id !== this.nodeId);
+    const active = others.filter((n) => !n.standby);
+    const allStandby = this.standby && active.length === 0;
+    const ids = [...new Set([...(allStandby ? others : active).map((n) => n._id), ...(this.standby && !allStandby ? [] : [this.nodeId])])].sort();
     const share = fairShare(this.options.shardCount, ids, this.nodeId);
-    if (this.owned.size > share) await this.release(Math.min(this.owned.size - share, this.releasePerTick));
+    const handOver = this.standby && !allStandby;
+    if (this.owned.size > share) await this.release(handOver ? this.owned.size : Math.min(this.owned.size - share, this.releasePerTick));
     else if (this.owned.size < share) await this.acquire(share - this.owned.size);
   }
 
@@ -340,6 +359,8 @@ export class ShardManager {
       if (this.owned.size === 0) this.validUntil = validUntil;
       this.owned.set(d.shard, epoch);
       this.armLapse();
+      // Ownership intervals on the cluster's clock, for checking that no shard ever had two owners.
+      this.options.log.debug?.({ shard: d.shard, epoch, from: this.clock.now() }, 'shard acquired');
       this.emit('acquired', d.shard, epoch);
     });
   }
@@ -377,6 +398,9 @@ export class ShardManager {
   private drop(shard: number, epoch: number, reason: ShardLossReason): void {
     if (this.owned.get(shard) !== epoch) return;
     this.owned.delete(shard);
+    // A holding ends at the deadline at the latest, however late this runs (a paused process).
+    const until = Math.min(this.validUntil, this.clock.now());
+    this.options.log.debug?.({ shard, epoch, reason, until }, 'shard lost');
     this.emit('lost', shard, epoch, reason);
   }
 

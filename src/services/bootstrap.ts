@@ -40,13 +40,24 @@ export async function ensureDefaultWorkspace(c: Collections): Promise<WorkspaceD
   }
 }
 
-/** Creates the owner when the store holds no user; returns it when created, else null. */
+/**
+ * Creates the owner when the store holds no user; returns it when created, else null. Nodes of a
+ * cluster starting together on an empty store race here: with STEWARD_OWNER_DID the DID's unique
+ * key lets one create the owner, and the others find it taken and go on.
+ */
 export async function ensureOwner(c: Collections, defaultWs: WorkspaceDoc, ownerDid?: string): Promise<UserDoc | null> {
   if ((await c.users.count({})) > 0) return null;
   const now = new Date().toISOString();
   const pub = ownerDid ? publicKeyFromDidKey(ownerDid) : null;
   const id = randomUUID();
-  if (ownerDid) await c.userDids.insertOne({ _id: ownerDid, userId: id, createdAt: now });
+  if (ownerDid) {
+    try {
+      await c.userDids.insertOne({ _id: ownerDid, userId: id, createdAt: now });
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) return null; // another node is creating the owner
+      throw err;
+    }
+  }
   const owner = await createUser(c, {
     id,
     name: 'Owner',

@@ -30,6 +30,7 @@ import type { ServiceCore } from './core.js';
 import { OutageLog } from '../integrations/outage-log.js';
 import type { BridgeDoc, BridgeOutboxDoc, ChannelDoc, Collections } from '../store/collections.js';
 import { WorkQueue } from '../cluster/claims.js';
+import { iso, systemClock, type Clock } from '../cluster/clock.js';
 import { DuplicateKeyError } from '../store/types.js';
 import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../domain/errors.js';
 import { parseJsonBody } from '../domain/json-depth.js';
@@ -160,17 +161,20 @@ export class BridgeService {
   /** Steward's version, for the User-Agent of outgoing deliveries. */
   private readonly version: string;
   /** Cluster mode: outgoing deliveries are claimed, so each is worked on by one node. */
-  private readonly claims: { queue: WorkQueue<BridgeOutboxDoc>; owner: string; claimMs: number } | undefined;
+  private readonly claims: { queue: WorkQueue<BridgeOutboxDoc>; owner: string; claimMs: number; clock: Clock } | undefined;
   private claimTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly ctx: ServiceCore,
-    deps: { channels: ChannelService; version: string; claims?: { owner: string; claimMs: number } },
+    deps: { channels: ChannelService; version: string; claims?: { owner: string; claimMs: number; clock?: Clock } },
   ) {
     this.c = ctx.c;
     this.channels = deps.channels;
     this.version = deps.version;
-    if (deps.claims) this.claims = { ...deps.claims, queue: new WorkQueue({ items: ctx.c.bridgeOutbox, owner: deps.claims.owner, claimMs: deps.claims.claimMs }) };
+    if (deps.claims) {
+      const clock = deps.claims.clock ?? systemClock;
+      this.claims = { ...deps.claims, clock, queue: new WorkQueue({ items: ctx.c.bridgeOutbox, owner: deps.claims.owner, claimMs: deps.claims.claimMs, clock }) };
+    }
     this.channels.onMessageCreated((e) => this.onMessage(e));
   }
 
@@ -226,7 +230,7 @@ export class BridgeService {
   private async keepClaims(): Promise<void> {
     const claims = this.claims!;
     if (this.stopped) return;
-    await this.c.bridgeOutbox.updateMany({ claimedBy: claims.owner }, { $set: { claimedUntil: new Date(Date.now() + claims.claimMs).toISOString() } });
+    await this.c.bridgeOutbox.updateMany({ claimedBy: claims.owner }, { $set: { claimedUntil: iso(claims.clock.now() + claims.claimMs) } });
     await this.claimLeft();
   }
 
@@ -517,7 +521,7 @@ export class BridgeService {
       return { id, bridgeId: bridge._id, service: bridge.externalService, body, html, attempt: 0, createdAt, notBefore: 0, ...(claimToken ? { claimToken } : {}) };
     });
     try {
-      const claimedUntil = this.claims ? new Date(Date.now() + this.claims.claimMs).toISOString() : null;
+      const claimedUntil = this.claims ? iso(this.claims.clock.now() + this.claims.claimMs) : null;
       await this.c.bridgeOutbox.insertMany(deliveries.map((d) => (this.claims ? { ...outboxDoc(d), claimedBy: this.claims.owner, claimedUntil, claimToken: d.claimToken! } : outboxDoc(d))));
     } catch (err) {
       // Still attempted; only a restart before they finish would lose them.

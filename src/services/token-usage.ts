@@ -62,8 +62,9 @@
  *   handshake (`refreshStoredSeq`: its usage document's `lastSeq` and its unfolded ledger entries,
  *   found by the ledger documents' `dids`), and a roll-up raises `lastSeq` with `$max` of the seqs
  *   it folds (a node's own marks may be behind another's);
- * - ledger ids are time-ordered by each node's clock: the holder folds only documents older than
- *   CLUSTER_LEASE_MS (clocks agree within the margin, a write lands well within that), deletes
+ * - ledger ids are times of the cluster's clock (the store's, src/cluster/store-clock.ts), so they
+ *   sort together whatever the nodes' own clocks say: the holder folds only documents older than
+ *   CLUSTER_LEASE_MS (a write lands well within that), deletes
  *   exactly the documents it folded, and, when clean, counts in the global totals any document it
  *   finds even below the global `rolledUpTo` (one that landed late);
  * - a node completing a failed ledger write (which may have landed and been folded by the holder
@@ -170,6 +171,11 @@ export interface TokenClusterOptions {
   lease: RollupLease;
   /** Ledger documents younger than this are left to the next roll-up (CLUSTER_LEASE_MS). */
   settleMs: number;
+  /**
+   * The cluster's clock (the store's): ledger ids are times of it, so every node's ids sort
+   * together and the settle time means the same on each, whatever the nodes' own clocks say.
+   */
+  idClock?: () => number;
 }
 
 /** Handshakes whose stored seq is read in one query. */
@@ -565,7 +571,7 @@ export class TokenUsage implements HeartbeatSink {
    * is set back: roll-ups fold ids in order and rely on it (`rolledUpTo`, `unsettledFrom`).
    */
   private nextLedgerId(): string {
-    const now = Date.now();
+    const now = this.cluster?.idClock?.() ?? Date.now();
     if (now > this.idTime) {
       this.idTime = now;
       this.idCounter = 0;
@@ -600,7 +606,7 @@ export class TokenUsage implements HeartbeatSink {
     this.loopUse = use;
     const cluster = this.cluster;
     // Cluster mode: documents younger than the settle time may still be overtaken by older ones from other nodes.
-    const filter = cluster ? { _id: { $lt: ledgerIdPrefix(Date.now() - cluster.settleMs, 0) } } : {};
+    const filter = cluster ? { _id: { $lt: ledgerIdPrefix((cluster.idClock?.() ?? Date.now()) - cluster.settleMs, 0) } } : {};
     for (;;) {
       if (cluster && !cluster.lease.held()) return;
       let ledger = await c.tokenLedger.find(filter, { sort: { _id: 1 }, limit: ROLLUP_BATCH });

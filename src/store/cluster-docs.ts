@@ -16,6 +16,8 @@ export interface ClusterNodeDoc {
   shards: number;
   /** What operators see of the node (version, host); never read by the cluster logic. */
   meta: Record<string, string>;
+  /** Cut off from the bus: the node takes no shards, and the others leave it out of their shares. */
+  standby?: boolean;
 }
 
 /** One virtual shard: who owns it, under which epoch, until when (src/cluster/shards.ts). */

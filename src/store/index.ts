@@ -9,10 +9,17 @@ export * from './types.js';
  * MongoDB when a URI is configured, otherwise the embedded store under `dataDir`. Backends are
  * loaded on demand, so embedded deployments never load the MongoDB driver.
  */
-export async function openStore(opts: { dataDir: string; mongodbUri?: string; mongodbDb?: string; compactMinBytes?: number }): Promise<Store> {
+export async function openStore(opts: {
+  dataDir: string;
+  mongodbUri?: string;
+  mongodbDb?: string;
+  compactMinBytes?: number;
+  /** Cluster mode: the driver's timeouts are kept below the lease. */
+  cluster?: { leaseMs: number };
+}): Promise<Store> {
   if (opts.mongodbUri) {
     const { openMongoStore } = await import('./mongo.js');
-    return openMongoStore({ uri: opts.mongodbUri, dbName: opts.mongodbDb || undefined });
+    return openMongoStore({ uri: opts.mongodbUri, dbName: opts.mongodbDb || undefined, ...(opts.cluster ? { cluster: opts.cluster } : {}) });
   }
   const { openEmbeddedStore } = await import('./embedded/index.js');
   return openEmbeddedStore({ dataDir: opts.dataDir, compactMinBytes: opts.compactMinBytes });
@@ -46,6 +53,7 @@ export function instrumentStore(store: Store, observe: StoreObserver): Store {
     },
     ping: () => store.ping(),
     close: () => store.close(),
+    ...(store.time ? { time: () => store.time!() } : {}),
     ...(store.compact ? { compact: (name: string) => store.compact!(name) } : {}),
   };
 }

@@ -99,15 +99,36 @@ const CLIENT_DEFAULTS = {
   w: 'majority',
 } as const satisfies MongoClientOptions;
 
+/** maxAdaptiveRetries in cluster mode, where an operation must end within a third of the lease. */
+export const CLUSTER_ADAPTIVE_RETRIES = 3;
+
 /** How long start-up waits for a server before it gives up (less when the URI's serverSelectionTimeoutMS is shorter). */
 export const STARTUP_TIMEOUT_MS = 10_000;
 /** How long a ping (/readyz) waits for an answer. */
 export const PING_TIMEOUT_MS = 5_000;
 
-export function clientOptions(uri: string): MongoClientOptions {
+/**
+ * The client's options. In a cluster (`leaseMs` given) an operation waits for a server at most a
+ * third of the lease, a renewal round: a lease renewal caught in an election then fails in time
+ * for the next round to try again with a fresh send time, instead of returning after the lease has
+ * lapsed and every node dropping every shard at once (docs/cluster.md).
+ */
+export function clientOptions(uri: string, cluster?: { leaseMs: number }): MongoClientOptions {
   const { optionNames } = parseMongoUri(uri);
   const options: MongoClientOptions = { ignoreUndefined: true };
-  for (const [key, value] of Object.entries(CLIENT_DEFAULTS)) {
+  const round = cluster ? Math.floor(cluster.leaseMs / 3) : undefined;
+  const defaults: MongoClientOptions =
+    round === undefined
+      ? CLIENT_DEFAULTS
+      : {
+          ...CLIENT_DEFAULTS,
+          serverSelectionTimeoutMS: round,
+          connectTimeoutMS: Math.min(CLIENT_DEFAULTS.connectTimeoutMS, round),
+          // Three refused-connection retries wait at most 0.2 + 0.4 + 0.8 s, within a renewal round;
+          // eight could wait past the lease.
+          maxAdaptiveRetries: CLUSTER_ADAPTIVE_RETRIES,
+        };
+  for (const [key, value] of Object.entries(defaults)) {
     if (!optionNames.has(key.toLowerCase())) Object.assign(options, { [key]: value });
   }
   if (!optionNames.has('appname')) options.appName = 'steward';
@@ -584,6 +605,20 @@ class MongoStore implements Store {
     return withTimeout(this.pinging, PING_TIMEOUT_MS, () => new StoreUnavailableError(`MongoDB did not answer a ping within ${PING_TIMEOUT_MS} ms`));
   }
 
+  /** The server's clock: `localTime` of a `hello` (every MongoDB server reports it). */
+  async time(): Promise<number> {
+    if (this.closed) throw new StoreUnavailableError('store is closed');
+    let reply: { localTime?: unknown };
+    try {
+      reply = await this.track(() => this.db.command({ hello: 1 }));
+    } catch (err) {
+      const mapped = mapMongoError(err);
+      throw mapped instanceof StoreUnavailableError ? mapped : new StoreUnavailableError(`MongoDB hello failed: ${(err as Error).message}`, { cause: err });
+    }
+    if (!(reply.localTime instanceof Date)) throw new StoreUnavailableError('the MongoDB server did not report its time (hello.localTime)');
+    return reply.localTime.getTime();
+  }
+
   close(): Promise<void> {
     this.closing ??= (async () => {
       let timer: NodeJS.Timeout | undefined;
@@ -636,12 +671,12 @@ function withTimeout<T>(p: Promise<T>, ms: number, timeout: () => Error): Promis
  * longer, for operations to wait out an election; a server that cannot be found at start-up is
  * a configuration problem to report at once).
  */
-export async function openMongoStore(opts: { uri: string; dbName?: string }): Promise<Store> {
+export async function openMongoStore(opts: { uri: string; dbName?: string; cluster?: { leaseMs: number } }): Promise<Store> {
   const where = redactUri(opts.uri);
   const dbName = opts.dbName || parseMongoUri(opts.uri).dbName || 'steward';
   let client: MongoClient;
   try {
-    client = new MongoClient(opts.uri, clientOptions(opts.uri));
+    client = new MongoClient(opts.uri, clientOptions(opts.uri, opts.cluster));
   } catch (err) {
     throw new StoreUnavailableError(`invalid MongoDB URI ${where}: ${(err as Error).message}`, { cause: err });
   }

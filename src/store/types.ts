@@ -138,6 +138,11 @@ export interface Store {
   collection<T extends Doc>(name: string): Collection<T>;
   /** Resolves when the backend answers; rejects otherwise (used by /readyz). */
   ping(): Promise<void>;
+  /**
+   * The store's clock (ms since the Unix epoch), which a cluster judges its leases by
+   * (src/cluster/store-clock.ts). Absent: the store's clock is this process's (the embedded store).
+   */
+  time?(): Promise<number>;
   close(): Promise<void>;
   /**
    * Rewrites a collection's storage now, without the old versions of its documents: the embedded

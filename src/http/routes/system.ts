@@ -17,7 +17,17 @@ export interface SystemDeps {
   /** Every route of the server (for the OpenAPI document). */
   routes(): readonly RouteDef[];
   /** Cluster mode: this node's bus, lease and shards (src/cluster/node.ts status()). */
-  cluster?: () => { nodeId: string; bus: string; member: boolean; nodes: number; ownedShards: number; shards: number };
+  cluster?: () => {
+    nodeId: string;
+    bus: string;
+    member: boolean;
+    nodes: number;
+    ownedShards: number;
+    shards: number;
+    standby: boolean;
+    busLossReleaseMs: number;
+    storeClock?: { offsetMs: number; errorMs: number };
+  };
 }
 
 export function systemRoutes(ctx: SystemDeps): RouteDef[] {
@@ -45,7 +55,16 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
         200: z.strictObject({
           status: z.literal('ready'),
           store: z.enum(['embedded', 'mongodb']),
-          cluster: z.strictObject({ nodeId: z.string(), bus: z.string(), nodes: z.number(), ownedShards: z.number(), shards: z.number() }).optional(),
+          cluster: z
+            .strictObject({
+              nodeId: z.string(),
+              bus: z.string(),
+              nodes: z.number(),
+              ownedShards: z.number(),
+              shards: z.number(),
+              storeClock: z.strictObject({ offsetMs: z.number(), errorMs: z.number() }).optional(),
+            })
+            .optional(),
         }),
       },
       handler: async () => {
@@ -58,10 +77,13 @@ export function systemRoutes(ctx: SystemDeps): RouteDef[] {
         // A node cut off from NATS cannot reach the sockets and actors of the others: a load
         // balancer sends new connections elsewhere until it is back.
         const st = ctx.cluster();
-        if (st.bus !== 'connected') throw new AppError(503, 'not_ready', `the cluster bus is ${st.bus}; this node owns ${st.ownedShards} of ${st.shards} shards`);
+        if (st.bus !== 'connected') {
+          const handed = st.standby ? `; cut off for more than ${st.busLossReleaseMs} ms, this node has handed its shards over to the connected nodes` : '';
+          throw new AppError(503, 'not_ready', `the cluster bus is ${st.bus}${handed}; this node owns ${st.ownedShards} of ${st.shards} shards`);
+        }
         if (!st.member) throw new AppError(503, 'not_ready', "this node's cluster lease is not fresh (the store is slow or unreachable)");
-        const { nodeId, bus, nodes, ownedShards, shards } = st;
-        return { body: { status: 'ready', store: ctx.store.kind, cluster: { nodeId, bus, nodes, ownedShards, shards } } };
+        const { nodeId, bus, nodes, ownedShards, shards, storeClock } = st;
+        return { body: { status: 'ready', store: ctx.store.kind, cluster: { nodeId, bus, nodes, ownedShards, shards, ...(storeClock ? { storeClock } : {}) } } };
       },
     }),
     route({
