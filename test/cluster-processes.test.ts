@@ -14,6 +14,7 @@
  * back online. One cluster for all of it: its start is the slow part, and two at once on a small
  * machine slow each other past their timeouts.
  */
+// test-runner: alone
 import { existsSync } from 'node:fs';
 import { MongoClient } from 'mongodb';
 import { suite } from 'uvu';

@@ -118,9 +118,16 @@ if (files.some((f) => /[\\/]ui-[^\\/]*\.test\.ts$/.test(f)) && process.env.TEST_
 }
 
 const results: Result[] = [];
-const queue = typecheck ? [TYPECHECK, ...files, ...standinPass(files)] : [...files, ...standinPass(files)];
-async function worker(): Promise<void> {
-  for (let f = queue.shift(); f; f = queue.shift()) {
+const all = typecheck ? [TYPECHECK, ...files, ...standinPass(files)] : [...files, ...standinPass(files)];
+// A file that runs several processes of its own against each other's clocks and leases (a whole
+// cluster) says so with this line; it runs first, with nothing beside it, since the other files'
+// load on a small machine would starve its processes past their leases.
+const ALONE_MARK = '// test-runner: alone';
+const runsAlone = (entry: string) => entry !== TYPECHECK && !entry.endsWith(STANDIN_PASS) && readFileSync(entry, 'utf8').includes(ALONE_MARK);
+const alone = all.filter(runsAlone);
+const queue = all.filter((e) => !runsAlone(e));
+async function worker(from: string[]): Promise<void> {
+  for (let f = from.shift(); f; f = from.shift()) {
     const r = await runFile(f);
     results.push(r);
     const name = r.file === TYPECHECK ? r.file : relative(root, r.file);
@@ -128,7 +135,8 @@ async function worker(): Promise<void> {
     if (r.failed > 0 || process.env.TEST_VERBOSE) process.stdout.write(r.output);
   }
 }
-await Promise.all(Array.from({ length: parallel }, worker));
+await worker(alone);
+await Promise.all(Array.from({ length: parallel }, () => worker(queue)));
 
 const passed = results.reduce((a, r) => a + r.passed, 0);
 const failed = results.reduce((a, r) => a + r.failed, 0);

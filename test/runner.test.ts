@@ -1,21 +1,24 @@
 /**
  * The test runner: a file in which a promise rejection goes unhandled fails, even when its tests
  * pass and the code under test has a net of its own that keeps the process alive; a suite that
- * takes a store target runs on each store.
+ * takes a store target runs on each store; a file marked to run alone runs first, by itself.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-function runRunner(file: string): Promise<{ code: number | null; out: string }> {
+function runRunner(file: string | string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string }> {
+  const files = (Array.isArray(file) ? file : [file]).map((f) => join(root, 'test', 'runner-fixtures', f));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'test', 'run.ts'), join(root, 'test', 'runner-fixtures', file)], {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'test', 'run.ts'), ...files], {
       cwd: root,
-      env: { ...process.env, TEST_TYPECHECK: '0', TEST_VERBOSE: '1' },
+      env: { ...process.env, TEST_TYPECHECK: '0', TEST_VERBOSE: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -51,6 +54,15 @@ test('a suite that takes a store target runs twice: on the embedded store, then 
   assert.match(out, 'store kind: embedded, backend: embedded');
   assert.match(out, 'store kind: standin, backend: mongodb');
   assert.match(out, /store-target\.fixture\.ts \[mongodb stand-in\] \(\d+ ms\): 1 passed, 0 failed/);
+});
+
+test('a file marked "test-runner: alone" runs first, with no other file beside it', async () => {
+  const trace = join(await mkdtemp(join(tmpdir(), 'steward-runner-')), 'trace');
+  await writeFile(trace, '');
+  const { code, out } = await runRunner(['beside.fixture.ts', 'alone.fixture.ts'], { RUNNER_TRACE: trace, TEST_PARALLEL: '2' });
+  assert.is(lastLine(out), '2 passed, 0 failed', out);
+  assert.is(code, 0, out);
+  assert.equal((await readFile(trace, 'utf8')).trim().split('\n'), ['alone start', 'alone end', 'beside start', 'beside end']);
 });
 
 test.run();

@@ -1,0 +1,13 @@
+/** A runner fixture: notes when its one test starts and ends in RUNNER_TRACE (runner.test.ts reads the order). */
+import { appendFileSync } from 'node:fs';
+import { test } from 'uvu';
+// test-runner: alone
+
+test('notes its start and its end', async () => {
+  appendFileSync(process.env.RUNNER_TRACE!, 'alone start\n');
+  // Long enough that two files started together overlap.
+  await new Promise((r) => setTimeout(r, 1000));
+  appendFileSync(process.env.RUNNER_TRACE!, 'alone end\n');
+});
+
+test.run();
