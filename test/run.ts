@@ -7,7 +7,9 @@
  * that is what catches a test calling a helper wrongly. When browser suites (test/ui-*.test.ts) are
  * to run, the dashboard is built first (TEST_SKIP_WEB_BUILD=1 skips that, for a build already
  * made). Suites that take a store target run a second time on MongoStore through the MongoDB
- * stand-in (STEWARD_TEST_STORE=standin), unless MONGODB_URI is set. Every test process loads test/preload.ts: a promise rejection nothing handled fails its
+ * stand-in (STEWARD_TEST_STORE=standin), unless MONGODB_URI is set. A file with the line
+ * `// test-runner: alone` (a whole cluster of processes) runs first, with no other file beside it.
+ * Every test process loads test/preload.ts: a promise rejection nothing handled fails its
  * file (counted as one failure each), even when its tests passed.
  *
  * Usage: npm test [-- pattern ...]   (patterns filter the files' paths from the checkout, test/...,
