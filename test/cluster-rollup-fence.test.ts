@@ -39,7 +39,6 @@ class Gate {
   }
 
   wrap(store: Store): Store {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const gate = this;
     return new Proxy(store, {
       get(target, prop, receiver) {

@@ -64,9 +64,14 @@
  *   it folds (a node's own marks may be behind another's);
  * - ledger ids are times of the cluster's clock (the store's, src/cluster/store-clock.ts), so they
  *   sort together whatever the nodes' own clocks say: the holder folds only documents older than
- *   CLUSTER_LEASE_MS (a write lands well within that), deletes
- *   exactly the documents it folded, and, when clean, counts in the global totals any document it
- *   finds even below the global `rolledUpTo` (one that landed late);
+ *   CLUSTER_LEASE_MS (a write lands well within that) and deletes exactly the documents it folded;
+ * - the roll-up is fenced by its lease's epoch, in batches (nextBatch, docs/cluster.md "The token
+ *   roll-up"): each batch's ledger ids are journalled in the lease's document under the epoch
+ *   before anything of it is written, each update applies only to a document that has not taken
+ *   the batch yet (`rollupBatch`), and a new holder finishes a pending batch first. So a holder
+ *   that pauses past its lease and resumes writes nothing twice, and a document that landed late,
+ *   below what was folded, is counted once (a batch names its documents: `rolledUpTo` is not
+ *   used to recover);
  * - a node completing a failed ledger write (which may have landed and been folded by the holder
  *   meanwhile) writes again only the entries whose seq the store does not hold yet, under new ids.
  */
@@ -164,7 +169,6 @@ export interface RollupLease {
   start(): Promise<void>;
   stop(): Promise<void>;
   held(): { epoch: number } | null;
-  onAcquired(listener: (epoch: number) => void): () => void;
   /** The roll-up's journal (a RollupJournal), kept in the lease's document. */
   readNote(): Promise<Record<string, unknown> | null>;
   /** Writes the journal under `epoch` alone: false once another holding has begun. */
@@ -310,11 +314,8 @@ export class TokenUsage implements HeartbeatSink {
    */
   async start(): Promise<void> {
     await this.loadStored();
-    if (this.cluster) {
-      // Whoever held the roll-up before may have stopped half-way: a new holder's first roll-up recovers.
-      this.cluster.lease.onAcquired(() => (this.clean = false));
-      await this.cluster.lease.start();
-    }
+    // (Whoever held the roll-up before may have stopped half-way: a new holder finishes its pending batch first.)
+    if (this.cluster) await this.cluster.lease.start();
     // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
     if (this.cluster) {
       if (this.cluster.lease.held()) await this.rollup();
