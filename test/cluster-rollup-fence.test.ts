@@ -234,5 +234,22 @@ for (const target of storeTargets()) {
     await assertTotals(merge(first, late));
   });
 
+  s("a journal lost with the lease's document: new batches are numbered above every one applied", async () => {
+    const A = node('node-a');
+    await A.tokens.start();
+    const first = await report(A, 3, 0, 1);
+    await clock.advance(SETTLE + 1);
+    await A.tokens.rollup();
+    const second = await report(A, 3, 0, 10);
+    await clock.advance(SETTLE + 1);
+    await A.tokens.rollup();
+    // The lease's note is gone (its document removed and made again, say).
+    await collections(store).clusterClaims.updateOne({ _id: 'lease:token-rollup' }, { $unset: { note: '' } });
+    const third = await report(A, 3, 0, 20);
+    await clock.advance(SETTLE + 1);
+    await A.tokens.rollup();
+    await assertTotals(merge(first, second, third));
+  });
+
   s.run();
 }

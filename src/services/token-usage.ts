@@ -714,12 +714,12 @@ export class TokenUsage implements HeartbeatSink {
           ops.push({ filter: { _id: did }, update: { $inc: inc, $set: mark ?? $set }, upsert: true });
         }
         if (ops.length >= UPDATE_CHUNK) {
-          await applyOnce(c.tokenUsage, ops);
+          await (batch === null ? c.tokenUsage.bulkUpdate(ops) : applyOnce(c.tokenUsage, ops));
           ops = [];
           await slice.yieldIfDue();
         }
       }
-      if (ops.length > 0) await applyOnce(c.tokenUsage, ops);
+      if (ops.length > 0) await (batch === null ? c.tokenUsage.bulkUpdate(ops) : applyOnce(c.tokenUsage, ops));
       await this.foldWorkspaces(ledger, sums, done, last, batch);
 
       // The global buckets: each day of the documents not folded into them yet, its month, and allTime.
@@ -794,7 +794,10 @@ export class TokenUsage implements HeartbeatSink {
     }
     const ledger = await this.settledLedger(filter);
     if (ledger.length === 0) return null;
-    const batch = journal.last + 1;
+    // Every batch reaches the global document: its number is a floor should the journal be lost
+    // (the lease's document removed), so a new batch never reuses a number documents have taken.
+    const global = await this.ctx.c.tokenUsage.findById(GLOBAL_ID);
+    const batch = Math.max(journal.last, global?.rollupBatch ?? 0) + 1;
     const pending = ledger.map((d) => d._id);
     if (!(await cluster.lease.writeNote(held.epoch, { last: batch, pending } satisfies RollupJournal))) return 'lost';
     return { batch, ledger };
@@ -866,7 +869,10 @@ export class TokenUsage implements HeartbeatSink {
       if (batch === null) ops.push({ filter: { _id: id }, update: { $inc: inc, $set: { workspaceId, day, rolledUpTo: last } }, upsert: true });
       else ops.push({ filter: batchFilter(id, batch), update: { $inc: inc, $set: { workspaceId, day, rolledUpTo: last, [BATCH_FIELD]: batch } }, upsert: true });
     }
-    for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await applyOnce(c.tokenWorkspaceDays, ops.slice(i, i + UPDATE_CHUNK));
+    for (let i = 0; i < ops.length; i += UPDATE_CHUNK) {
+      const chunk = ops.slice(i, i + UPDATE_CHUNK);
+      await (batch === null ? c.tokenWorkspaceDays.bulkUpdate(chunk) : applyOnce(c.tokenWorkspaceDays, chunk));
+    }
   }
 
   /**
