@@ -139,6 +139,14 @@ for (const target of storeTargets()) {
     return acked;
   };
 
+  /** Reports through `n` (see report), then lets the ledger settle and rolls it up there. */
+  const reportAndFold = async (n: Node, agents: number, from: number, seqFrom: number) => {
+    const acked = await report(n, agents, from, seqFrom);
+    await clock.advance(SETTLE + 1);
+    await n.tokens.rollup();
+    return acked;
+  };
+
   const merge = (...maps: Array<Map<string, { p: number; c: number }>>) => {
     const out = new Map<string, { p: number; c: number }>();
     for (const m of maps) for (const [did, t] of m) out.set(did, { p: (out.get(did)?.p ?? 0) + t.p, c: (out.get(did)?.c ?? 0) + t.c });
@@ -191,9 +199,7 @@ for (const target of storeTargets()) {
     await rolling;
     await A.tokens.rollup();
     await B.tokens.rollup();
-    const third = await report(B, 2, 8, 20);
-    await clock.advance(SETTLE + 1);
-    await B.tokens.rollup();
+    const third = await reportAndFold(B, 2, 8, 20);
     await assertTotals(merge(first, second, third));
   };
 
@@ -213,9 +219,7 @@ for (const target of storeTargets()) {
   s('a ledger document that lands below what was folded is counted once, after a change of holder too', async () => {
     const A = node('node-a');
     await A.tokens.start();
-    const first = await report(A, 3, 0, 1);
-    await clock.advance(SETTLE + 1);
-    await A.tokens.rollup();
+    const first = await reportAndFold(A, 3, 0, 1);
     const rolledUpTo = (await collections(store).tokenUsage.findById(GLOBAL_ID))?.rolledUpTo;
     assert.ok(rolledUpTo, 'folded');
     // A write whose id was given before the roll-up's, which the store applied only now.
@@ -237,17 +241,11 @@ for (const target of storeTargets()) {
   s("a journal lost with the lease's document: new batches are numbered above every one applied", async () => {
     const A = node('node-a');
     await A.tokens.start();
-    const first = await report(A, 3, 0, 1);
-    await clock.advance(SETTLE + 1);
-    await A.tokens.rollup();
-    const second = await report(A, 3, 0, 10);
-    await clock.advance(SETTLE + 1);
-    await A.tokens.rollup();
+    const first = await reportAndFold(A, 3, 0, 1);
+    const second = await reportAndFold(A, 3, 0, 10);
     // The lease's note is gone (its document removed and made again, say).
     await collections(store).clusterClaims.updateOne({ _id: 'lease:token-rollup' }, { $unset: { note: '' } });
-    const third = await report(A, 3, 0, 20);
-    await clock.advance(SETTLE + 1);
-    await A.tokens.rollup();
+    const third = await reportAndFold(A, 3, 0, 20);
     await assertTotals(merge(first, second, third));
   });
 
