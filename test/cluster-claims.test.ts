@@ -137,6 +137,28 @@ for (const target of storeTargets()) {
     for (const n of [a, b, c]) n.view.halt();
   });
 
+  s("a lease's note is written under the epoch held alone: a holder that lapsed without noticing cannot change it", async () => {
+    const aView = clock.view();
+    const make = (owner: string, view = clock.view()) => new NamedLease({ claims: collections(store).clusterClaims, name: 'token-rollup', owner, leaseMs: LEASE, marginMs: MARGIN, log: recordingLog(), clock: view });
+    const a = make('node-a/1', aView);
+    const b = make('node-b/1');
+    await a.start();
+    assert.equal(a.held(), { epoch: 1 });
+    assert.is(await a.readNote(), null);
+    assert.is(await a.writeNote(1, { last: 1 }), true);
+    // A is paused (its timers stop: no renewal); B takes over once the lease ran out, under a new epoch.
+    aView.halted = true;
+    assert.is(await b.tryAcquire(), false, 'not before it runs out');
+    await clock.advance(LEASE + 1);
+    assert.is(await b.tryAcquire(), true);
+    assert.equal(b.held(), { epoch: 2 });
+    assert.equal(await b.readNote(), { last: 1 }, 'the note outlives the change of holder');
+    assert.is(await a.writeNote(1, { last: 99 }), false, 'the old epoch writes nothing');
+    assert.is(await b.writeNote(2, { last: 2 }), true);
+    assert.equal(await a.readNote(), { last: 2 });
+    await b.stop();
+  });
+
   s('work items are claimed once each by competing nodes; completion and release need the live claim', async () => {
     const items = store.collection<Item>('outbox_items');
     const now = clock.now();

@@ -2,7 +2,8 @@
  * Actors owned by shards across three nodes on one store and a real nats-server: each actor lives
  * on the node that owns its shard, and commands made on any node reach it there (a run started,
  * read and cancelled through the others); GET /api/admin/actors on any node lists every node's
- * actors; a stale owner's snapshot write is refused and that node stops acting for the shard; a
+ * actors; a stale owner's snapshot write, and its repair of a run's record, are refused and that
+ * node stops acting for the shard; a
  * node that stops abruptly (no release, cut off its store, its bus and its agents' connections)
  * has its shards taken over within the lease, its running workflow run resumes on the new owner,
  * and its agents reconnect to the others through a load balancer.
@@ -126,6 +127,38 @@ test("a stale owner's snapshot write is refused, and that node stops acting for 
   assert.is((await holder.ctx.c.workflowRuns.findById(runId))!.status, 'running');
   // Refused in the store (the snapshot, or the run's record, whichever came first), not merely skipped.
   assert.ok(holder.logs.some((l) => /a snapshot write was refused|a workflow run's end was refused/.test(l)), 'a refusal is logged');
+});
+
+test("a stale owner's repair of a run's record is refused: the newer owner's record stands", async () => {
+  const [n1] = nodes as [ClusterNodeServer];
+  const placement = n1.ctx.cluster!.placement;
+  // A record of a run in a shard n1 owns that never got a snapshot (its start was lost): resuming
+  // the shard repairs it as failed.
+  let runId = '';
+  for (let i = 0; !placement.isLocal(runKey(runId)); i++) runId = `never-started-${i}`;
+  const shard = placement.shardOf(runKey(runId));
+  await n1.ctx.c.workflowRuns.insertOne({
+    _id: runId,
+    workflowId: 'wf-gone',
+    workspaceId: n1.ctx.defaultWorkspace._id,
+    status: 'running',
+    startedAt: new Date().toISOString(),
+    completedAt: null,
+    error: null,
+    startedBy: { type: 'person', userId: 'u', did: 'did:key:z' },
+  });
+  // Another owner took the shard over without n1 knowing (it paused, say) and claimed the record.
+  const counter = (await n1.ctx.c.clusterShards.findOneAndUpdate({ _id: EPOCH_COUNTER_ID }, { $inc: { next: 1 } })) as EpochCounterDoc;
+  const newer = { shard, epoch: counter.next };
+  assert.ok(newer.epoch > placement.fenceFor(runKey(runId))!.epoch);
+  await claimDocument(n1.ctx.c.workflowRuns, runId, newer);
+  // n1 resumes the shard (as after taking it) and repairs the record it thinks it owns.
+  await (n1.ctx.workflows as unknown as { resume(shard: number): Promise<void> }).resume(shard);
+  const record = (await n1.ctx.c.workflowRuns.findById(runId))!;
+  assert.equal([record.status, record.fence], ['running', newer], 'the stale repair did not land');
+  assert.ok(n1.logs.some((l) => l.includes("a repair of a workflow run's record was refused")), 'the refusal is logged');
+  await waitFor(() => !n1.ctx.cluster!.shards.isOwner(shard));
+  await n1.ctx.c.workflowRuns.deleteOne({ _id: runId });
 });
 
 test('a node stopped abruptly: its shards are taken within the lease, its running run resumes elsewhere, its agents reconnect to the others', async () => {

@@ -8,7 +8,9 @@
  * - NamedLease: one holder at a time for a named job (the token roll-up), renewed every third of
  *   the lease, taken over by compare-and-swap once it has run out; the holder counts itself holder
  *   only until its last renewal's send time + lease − margin. `epoch` rises at every change of
- *   holder (a fencing token for what the holder writes).
+ *   holder (a fencing token for what the holder writes). The lease's document also keeps a note
+ *   of the holder's work, written only under the epoch held, so a holder that lost the lease
+ *   without noticing can no longer change it (the token roll-up journals its batches there).
  * - WorkQueue: items of a collection (e.g. bridge deliveries) claimed one at a time by a
  *   conditional update with a deadline; completed or released by the claim's token, and claimable
  *   again once the deadline passes (a node died, or is too slow): at least once, so the work must
@@ -125,6 +127,21 @@ export class NamedLease {
   /** The epoch of the holding, while this node holds the lease (by its safety deadline); else null. */
   held(): { epoch: number } | null {
     return this.epoch !== undefined && this.clock.now() < this.validUntil ? { epoch: this.epoch } : null;
+  }
+
+  /** The note the holders keep in the lease's document (null when none was written). */
+  async readNote(): Promise<Record<string, unknown> | null> {
+    const doc = (await this.options.claims.findById(this.id)) as LeaseDoc | null;
+    return doc?.note ?? null;
+  }
+
+  /**
+   * Replaces the note, under `epoch` alone: false (and nothing written) once another holding has
+   * begun, even when this node has not noticed yet that its lease lapsed.
+   */
+  async writeNote(epoch: number, note: Record<string, unknown>): Promise<boolean> {
+    const r = await this.options.claims.updateOne({ _id: this.id, epoch }, { $set: { note } });
+    return r.matched === 1;
   }
 
   /** Tries now, then every third of the lease: renews while held, takes over once it ran out. */

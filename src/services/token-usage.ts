@@ -64,9 +64,14 @@
  *   it folds (a node's own marks may be behind another's);
  * - ledger ids are times of the cluster's clock (the store's, src/cluster/store-clock.ts), so they
  *   sort together whatever the nodes' own clocks say: the holder folds only documents older than
- *   CLUSTER_LEASE_MS (a write lands well within that), deletes
- *   exactly the documents it folded, and, when clean, counts in the global totals any document it
- *   finds even below the global `rolledUpTo` (one that landed late);
+ *   CLUSTER_LEASE_MS (a write lands well within that) and deletes exactly the documents it folded;
+ * - the roll-up is fenced by its lease's epoch, in batches (nextBatch, docs/cluster.md "The token
+ *   roll-up"): each batch's ledger ids are journalled in the lease's document under the epoch
+ *   before anything of it is written, each update applies only to a document that has not taken
+ *   the batch yet (`rollupBatch`), and a new holder finishes a pending batch first. So a holder
+ *   that pauses past its lease and resumes writes nothing twice, and a document that landed late,
+ *   below what was folded, is counted once (a batch names its documents: `rolledUpTo` is not
+ *   used to recover);
  * - a node completing a failed ledger write (which may have landed and been folded by the holder
  *   meanwhile) writes again only the entries whose seq the store does not hold yet, under new ids.
  */
@@ -77,7 +82,7 @@ import { readDigits, writeDigits } from '../domain/decimal.js';
 import { BILLION, ExactSum, billionsIn, exactCount, TokenCountView } from '../domain/token-count.js';
 import type { ServiceCore } from './core.js';
 import type { StoredTokenCounts, TokenLedgerDoc, TokenUsageDoc } from '../store/collections.js';
-import type { BulkUpdateOp } from '../store/types.js';
+import { BulkUpdateError, DuplicateKeyError, type BulkUpdateOp, type Collection, type Doc, type Filter } from '../store/types.js';
 import type { HeartbeatPeer, HeartbeatSink } from './ports.js';
 
 /** Exact counts: a number while it is a safe integer, a bigint above (written into JSON with all its digits). */
@@ -164,8 +169,23 @@ export interface RollupLease {
   start(): Promise<void>;
   stop(): Promise<void>;
   held(): { epoch: number } | null;
-  onAcquired(listener: (epoch: number) => void): () => void;
+  /** The roll-up's journal (a RollupJournal), kept in the lease's document. */
+  readNote(): Promise<Record<string, unknown> | null>;
+  /** Writes the journal under `epoch` alone: false once another holding has begun. */
+  writeNote(epoch: number, note: Record<string, unknown>): Promise<boolean>;
 }
+
+/**
+ * Cluster mode: the roll-up's journal. `last` is the number of the last batch begun; `pending`
+ * the ledger ids of that batch while it is not finished (null once its documents are deleted).
+ */
+interface RollupJournal {
+  last: number;
+  pending: string[] | null;
+}
+
+/** The field of a folded document (agent, global, workspace day) naming the last batch applied to it. */
+const BATCH_FIELD = 'rollupBatch';
 
 export interface TokenClusterOptions {
   lease: RollupLease;
@@ -294,11 +314,8 @@ export class TokenUsage implements HeartbeatSink {
    */
   async start(): Promise<void> {
     await this.loadStored();
-    if (this.cluster) {
-      // Whoever held the roll-up before may have stopped half-way: a new holder's first roll-up recovers.
-      this.cluster.lease.onAcquired(() => (this.clean = false));
-      await this.cluster.lease.start();
-    }
+    // (Whoever held the roll-up before may have stopped half-way: a new holder finishes its pending batch first.)
+    if (this.cluster) await this.cluster.lease.start();
     // An empty ledger leaves nothing half-folded to recover from; otherwise fold it carefully now.
     if (this.cluster) {
       if (this.cluster.lease.held()) await this.rollup();
@@ -608,15 +625,22 @@ export class TokenUsage implements HeartbeatSink {
     // Cluster mode: documents younger than the settle time may still be overtaken by older ones from other nodes.
     const filter = cluster ? { _id: { $lt: ledgerIdPrefix((cluster.idClock?.() ?? Date.now()) - cluster.settleMs, 0) } } : {};
     for (;;) {
-      if (cluster && !cluster.lease.held()) return;
-      let ledger = await c.tokenLedger.find(filter, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
-      // Only documents of settled writes: a failed write's documents are read back when it is
-      // completed, so they stay in the ledger until then (as does everything written after). A
-      // write sets unsettledFrom before it starts and clears it once stored, so whatever this read
-      // found of a write in flight, or failed, is at or above it now.
-      const cut = this.unsettledFrom;
-      if (cut !== null && ledger.length > 0 && ledger[ledger.length - 1]!._id >= cut) ledger = ledger.filter((doc) => doc._id < cut);
-      if (ledger.length === 0) break;
+      let batch: number | null = null;
+      let ledger: TokenLedgerDoc[];
+      if (cluster) {
+        const taken = await this.nextBatch(cluster, filter);
+        if (taken === 'lost') return;
+        if (taken === null) break;
+        ({ batch, ledger } = taken);
+        if (ledger.length === 0) {
+          // A pending batch whose documents are all deleted: it was finished, all but its journal.
+          if (!(await this.finishBatch(cluster, batch))) return;
+          continue;
+        }
+      } else {
+        ledger = await this.settledLedger(filter);
+        if (ledger.length === 0) break;
+      }
       const last = ledger[ledger.length - 1]!._id;
       const global = await c.tokenUsage.findById(GLOBAL_ID);
       const globalDone = global?.rolledUpTo ?? '';
@@ -629,7 +653,8 @@ export class TokenUsage implements HeartbeatSink {
       // generation and the held fleet's old generation does not fill with roll-up leftovers.
       // Background work: at most a third of a busy loop's time (see ROLLUP_PACED_ABOVE).
       const slice = new TimeSlice(ROLLUP_SLICE_MS, paced ? ROLLUP_REST_MS : 0);
-      const done = this.clean ? null : await this.agentProgress(ledger, slice);
+      // (In a cluster each document folded takes a batch once, whatever happened before: see nextBatch.)
+      const done = this.clean || batch !== null ? null : await this.agentProgress(ledger, slice);
       // (Loops that await go by index: iterating across an await allocates a result per step.)
       const sums = new Map<string, DaySums>();
       /** Cluster mode: the highest seq folded per agent (its `lastSeq` is raised to it). */
@@ -664,6 +689,7 @@ export class TokenUsage implements HeartbeatSink {
       const dids = days.length === 1 ? [...days[0]!.sum.index.keys()] : [...new Set(days.flatMap((d) => [...d.sum.index.keys()]))];
       let ops: BulkUpdateOp[] = [];
       const $set = { rolledUpTo: last, updatedAt: now }; // for agents with no seq stored (ledger entries of earlier versions)
+      const batchSet = { ...$set, [BATCH_FIELD]: batch }; // (cluster mode)
       for (let i = 0; i < dids.length; i++) {
         const did = dids[i]!;
         const inc: Record<string, number> = {};
@@ -678,7 +704,7 @@ export class TokenUsage implements HeartbeatSink {
         if (seqs) {
           // Cluster mode: another node may have stored later seqs than this node's mark knows.
           const seq = seqs.get(did);
-          ops.push({ filter: { _id: did }, update: { $inc: inc, $set, ...(seq !== undefined && seq >= 0 ? { $max: { lastSeq: seq } } : {}) }, upsert: true });
+          ops.push({ filter: batchFilter(did, batch!), update: { $inc: inc, $set: batchSet, ...(seq !== undefined && seq >= 0 ? { $max: { lastSeq: seq } } : {}) }, upsert: true });
         } else {
           const mark = this.marks.get(did);
           if (mark) {
@@ -688,20 +714,20 @@ export class TokenUsage implements HeartbeatSink {
           ops.push({ filter: { _id: did }, update: { $inc: inc, $set: mark ?? $set }, upsert: true });
         }
         if (ops.length >= UPDATE_CHUNK) {
-          await c.tokenUsage.bulkUpdate(ops);
+          await (batch === null ? c.tokenUsage.bulkUpdate(ops) : applyOnce(c.tokenUsage, ops));
           ops = [];
           await slice.yieldIfDue();
         }
       }
-      if (ops.length > 0) await c.tokenUsage.bulkUpdate(ops);
-      await this.foldWorkspaces(ledger, sums, done, last);
+      if (ops.length > 0) await (batch === null ? c.tokenUsage.bulkUpdate(ops) : applyOnce(c.tokenUsage, ops));
+      await this.foldWorkspaces(ledger, sums, done, last, batch);
 
       // The global buckets: each day of the documents not folded into them yet, its month, and allTime.
       const byDay = new Map<string, CountSums>();
       for (let i = 0; i < ledger.length; i++) {
         const doc = ledger[i]!;
-        // Folded before a failure (recovering); in a cluster, a clean roll-up counts a document that landed late too.
-        if (doc._id <= globalDone && !(cluster && this.clean)) continue;
+        // Folded before a failure (recovering); in a cluster the batch applies to the global document once, whole.
+        if (batch === null && doc._id <= globalDone) continue;
         let sums = byDay.get(doc.day);
         if (!sums) byDay.set(doc.day, (sums = countSums()));
         sums.prompt.add(doc.promptTokens);
@@ -722,19 +748,65 @@ export class TokenUsage implements HeartbeatSink {
         for (const [month, sums] of months) incGlobalBucket(gInc, `months.${month}`, sums, global?.months?.[month]);
         incGlobalBucket(gInc, 'allTime', allTime, global?.allTime);
       }
-      await c.tokenUsage.updateOne(
-        { _id: GLOBAL_ID },
-        { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } },
-        { upsert: true },
-      );
+      const globalUpdate = { ...(Object.keys(gInc).length > 0 ? { $inc: gInc } : {}), $set: { rolledUpTo: last, updatedAt: now } };
+      if (batch === null) await c.tokenUsage.updateOne({ _id: GLOBAL_ID }, globalUpdate, { upsert: true });
+      else await applyOnce(c.tokenUsage, [{ filter: batchFilter(GLOBAL_ID, batch), update: { ...globalUpdate, $set: { ...globalUpdate.$set, [BATCH_FIELD]: batch } }, upsert: true }]);
       // In a cluster, exactly what was folded: another node's document may have landed below `last` meanwhile.
       await (cluster ? c.tokenLedger.deleteMany({ _id: { $in: ledger.map((d) => d._id) } }) : c.tokenLedger.deleteMany({ _id: { $lte: last } }));
       if (seqs) for (const [did, seq] of seqs) this.noteStored(did, seq);
+      if (cluster && !(await this.finishBatch(cluster, batch!))) return;
       this.clean = true;
       this.stats.rollups++;
       if (ledger.length < ROLLUP_BATCH) break;
     }
     await this.pruneBuckets();
+  }
+
+  /**
+   * The ledger documents of settled writes. A failed write's documents are read back when it is
+   * completed, so they stay in the ledger until then (as does everything written after). A write
+   * sets unsettledFrom before it starts and clears it once stored, so whatever this read found of
+   * a write in flight, or failed, is at or above it now.
+   */
+  private async settledLedger(filter: Filter): Promise<TokenLedgerDoc[]> {
+    const ledger = await this.ctx.c.tokenLedger.find(filter, { sort: { _id: 1 }, limit: ROLLUP_BATCH });
+    const cut = this.unsettledFrom;
+    return cut !== null && ledger.length > 0 && ledger[ledger.length - 1]!._id >= cut ? ledger.filter((doc) => doc._id < cut) : ledger;
+  }
+
+  /**
+   * Cluster mode: the batch to fold next, fenced by the lease's epoch. A batch left pending (by
+   * this node or a holder before it, which may still be writing it after its lease lapsed) is
+   * finished first, from those of its documents still in the ledger; otherwise a new batch is
+   * recorded in the journal, a compare-and-swap on the epoch, before anything of it is written.
+   * Each update of a batch applies only to a document whose last batch is older and records this
+   * one, so a batch's increments land once in each document, whoever writes them first, and a
+   * holder's writes after another holder finished its batch change nothing. 'lost' when the lease
+   * is not (or no longer) held; null when there is nothing to fold.
+   */
+  private async nextBatch(cluster: TokenClusterOptions, filter: Filter): Promise<{ batch: number; ledger: TokenLedgerDoc[] } | 'lost' | null> {
+    const held = cluster.lease.held();
+    if (!held) return 'lost';
+    const journal = readJournal(await cluster.lease.readNote());
+    if (journal.pending) {
+      const ledger = await this.ctx.c.tokenLedger.find({ _id: { $in: journal.pending } }, { sort: { _id: 1 } });
+      return { batch: journal.last, ledger };
+    }
+    const ledger = await this.settledLedger(filter);
+    if (ledger.length === 0) return null;
+    // Every batch reaches the global document: its number is a floor should the journal be lost
+    // (the lease's document removed), so a new batch never reuses a number documents have taken.
+    const global = await this.ctx.c.tokenUsage.findById(GLOBAL_ID);
+    const batch = Math.max(journal.last, global?.rollupBatch ?? 0) + 1;
+    const pending = ledger.map((d) => d._id);
+    if (!(await cluster.lease.writeNote(held.epoch, { last: batch, pending } satisfies RollupJournal))) return 'lost';
+    return { batch, ledger };
+  }
+
+  /** Cluster mode: marks the batch finished in the journal; false when the lease was lost (the next holder finishes it). */
+  private async finishBatch(cluster: TokenClusterOptions, batch: number): Promise<boolean> {
+    const held = cluster.lease.held();
+    return held !== null && (await cluster.lease.writeNote(held.epoch, { last: batch, pending: null } satisfies RollupJournal));
   }
 
   /** Each agent's `rolledUpTo` (after a failure or a restart: which ledger documents it already has). */
@@ -756,7 +828,7 @@ export class TokenUsage implements HeartbeatSink {
    * document (the usual case, after a clean roll-up) takes the roll-up's per-agent sums; otherwise
    * (after an interruption) the entries are summed again, skipping documents already folded into it.
    */
-  private async foldWorkspaces(ledger: TokenLedgerDoc[], sums: Map<string, DaySums>, done: Map<string, string> | null, last: string): Promise<void> {
+  private async foldWorkspaces(ledger: TokenLedgerDoc[], sums: Map<string, DaySums>, done: Map<string, string> | null, last: string, batch: number | null): Promise<void> {
     const { c } = this.ctx;
     const days = [...new Set(ledger.map((doc) => doc.day))];
     const progress = new Map<string, string>();
@@ -771,7 +843,8 @@ export class TokenUsage implements HeartbeatSink {
       t.counts.completion.addStored(cc, cb);
     };
     let behind = false;
-    for (const to of progress.values()) if (to >= first) behind = true;
+    // (A cluster's batch applies to each workspace day once, whole: no document of it is in one already.)
+    if (batch === null) for (const to of progress.values()) if (to >= first) behind = true;
     if (done === null && !behind) {
       for (const [day, sum] of sums) {
         for (const [did, at] of sum.index) {
@@ -793,9 +866,13 @@ export class TokenUsage implements HeartbeatSink {
       const inc: Record<string, number> = {};
       addCount(inc, 'promptTokens', 'promptTokensBillions', counts.prompt.n, counts.prompt.billions);
       addCount(inc, 'completionTokens', 'completionTokensBillions', counts.completion.n, counts.completion.billions);
-      ops.push({ filter: { _id: id }, update: { $inc: inc, $set: { workspaceId, day, rolledUpTo: last } }, upsert: true });
+      if (batch === null) ops.push({ filter: { _id: id }, update: { $inc: inc, $set: { workspaceId, day, rolledUpTo: last } }, upsert: true });
+      else ops.push({ filter: batchFilter(id, batch), update: { $inc: inc, $set: { workspaceId, day, rolledUpTo: last, [BATCH_FIELD]: batch } }, upsert: true });
     }
-    for (let i = 0; i < ops.length; i += UPDATE_CHUNK) await c.tokenWorkspaceDays.bulkUpdate(ops.slice(i, i + UPDATE_CHUNK));
+    for (let i = 0; i < ops.length; i += UPDATE_CHUNK) {
+      const chunk = ops.slice(i, i + UPDATE_CHUNK);
+      await (batch === null ? c.tokenWorkspaceDays.bulkUpdate(chunk) : applyOnce(c.tokenWorkspaceDays, chunk));
+    }
   }
 
   /**
@@ -1103,4 +1180,26 @@ function incKeepingBelowBillion(inc: Record<string, number>, key: string, sum: E
   const billions = sum.billions + carry;
   if (n !== 0) inc[key] = n;
   if (billions !== 0) inc[`${key}Billions`] = billions;
+}
+
+/** The journal as stored (none yet: no batch begun). */
+function readJournal(note: Record<string, unknown> | null): RollupJournal {
+  const last = typeof note?.last === 'number' ? note.last : 0;
+  const pending = Array.isArray(note?.pending) ? note.pending.filter((id): id is string => typeof id === 'string') : null;
+  return { last, pending };
+}
+
+/** A folded document (`id`) that has not taken `batch` yet. */
+const batchFilter = (id: string, batch: number): Filter => ({ _id: id, $or: [{ [BATCH_FIELD]: { $exists: false } }, { [BATCH_FIELD]: { $lt: batch } }] });
+
+/**
+ * Applies a batch's upserts: an op whose document took the batch already matches nothing, tries
+ * to insert its `_id` again and fails alone with DuplicateKeyError, which means "done before".
+ */
+async function applyOnce(col: Collection<Doc>, ops: BulkUpdateOp[]): Promise<void> {
+  try {
+    await col.bulkUpdate(ops);
+  } catch (err) {
+    if (!(err instanceof BulkUpdateError) || err.failures.some((f) => !(f.error instanceof DuplicateKeyError))) throw err;
+  }
 }

@@ -393,15 +393,36 @@ export class WorkflowRuns {
       const inspected = await this.ctx.actors.inspect(WORKFLOW_RUN_KIND, doc._id);
       const run = inspected?.context as WorkflowRunContext | undefined;
       if (run && run.status !== 'running') {
-        await this.c.workflowRuns.updateOne({ _id: doc._id }, { $set: { status: run.status, completedAt: run.completedAt, error: run.error } });
+        if (!(await this.repairRecord(doc._id, { status: run.status, completedAt: run.completedAt, error: run.error }))) return;
         this.statusChanged({ runId: doc._id, workspaceId: doc.workspaceId, status: run.status, at: run.completedAt });
       } else if (!inspected) {
-        await this.c.workflowRuns.updateOne(
-          { _id: doc._id },
-          { $set: { status: 'failed', completedAt: at, error: 'the server stopped before the run started' } },
-        );
+        if (!(await this.repairRecord(doc._id, { status: 'failed', completedAt: at, error: 'the server stopped before the run started' }))) return;
         this.statusChanged({ runId: doc._id, workspaceId: doc.workspaceId, status: 'failed', at });
       }
+    }
+  }
+
+  /**
+   * Sets a run's record as its run ended. Cluster mode: under the shard's fence, so an owner that
+   * lost the shard without noticing cannot overwrite the record a newer owner claimed; false then
+   * (the shard is given up, and the newer owner repairs what is left).
+   */
+  private async repairRecord(runId: string, fields: Pick<WorkflowRunDoc, 'status' | 'completedAt' | 'error'>): Promise<boolean> {
+    const update = { $set: fields };
+    if (!this.ctx.placement.clustered) {
+      await this.c.workflowRuns.updateOne({ _id: runId }, update);
+      return true;
+    }
+    const fence = this.ctx.placement.fenceFor(this.keyOf(runId));
+    if (!fence) return false;
+    try {
+      await fencedUpdateOne(this.c.workflowRuns, runId, update, fence);
+      return true;
+    } catch (err) {
+      if (!(err instanceof StaleEpochError)) throw err;
+      this.log.warn({ runId, err: err.message }, "a repair of a workflow run's record was refused: another node owns the run now");
+      this.ctx.placement.stale(err.fence.shard);
+      return false;
     }
   }
 

@@ -62,6 +62,8 @@ export interface LeaseDoc {
   epoch: number;
   leaseUntil: string;
   acquiredAt: string | null;
+  /** What the holder keeps of its work between holdings (NamedLease.writeNote): written only under its epoch. */
+  note?: Record<string, unknown>;
 }
 
 export type ClusterClaimDoc = FiringClaimDoc | LeaseDoc;

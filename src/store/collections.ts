@@ -288,6 +288,8 @@ export interface TokenUsageDoc {
    * update); absent for the global document and for usage stored before seqs were.
    */
   lastSeq?: number;
+  /** Cluster mode: the last roll-up batch applied to this document (each applies once). */
+  rollupBatch?: number;
   updatedAt: string;
 }
 
@@ -327,6 +329,8 @@ export interface TokenWorkspaceDayDoc extends StoredTokenCounts {
   workspaceId: string;
   day: string;
   rolledUpTo: string;
+  /** Cluster mode: the last roll-up batch applied to this document (each applies once). */
+  rollupBatch?: number;
 }
 
 /** One batch of acknowledged heartbeat deltas, written in one store operation before the acks go out. */
