@@ -187,6 +187,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       marginMs: cc.leaseMarginMs,
       requestTimeoutMs: cc.requestTimeoutMs,
       busLossReleaseMs: cc.busLossReleaseMs,
+      changePollMs: cc.changePollMs,
       log,
       // Leases and claims are judged on the store's clock, whatever the nodes' own clocks say.
       storeTime: storeTimeOf(store),
@@ -419,6 +420,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   onClose(() => summary.stop());
   await roster.start();
   onClose(() => roster.stop());
+  // Every announcement's handler is in place, and the full reads at start are done: follow the change log.
+  cluster?.followChanges();
   await tokens.start();
   gateway.attach();
   onClose(() => gateway.flushLeaving()); // agents in their grace period are offline now

@@ -8,10 +8,15 @@
  * requests on each live node's `node.<id>` subject, sent in parallel. A node that does not answer
  * by the deadline (gone, slow, partitioned) is listed in `missing`: the caller says what that
  * means for its path (docs/cluster.md, "When NATS loses a message").
+ *
+ * An announcement is a broadcast that is also appended to the store's change log
+ * (src/cluster/change-log.ts): a node that missed it on the bus reads it there within a period,
+ * so the same handlers may hear it twice and must be idempotent.
  */
 import { BusError, type Bus, type BusLog, type BusStatus, type Unsubscribe } from './bus.js';
 import { BusRemoteError, call, serve } from './rpc.js';
 import type { Subjects } from './subjects.js';
+import type { ChangeLog } from './change-log.js';
 
 /** What a gather brings back: the answers that came in time, and the nodes that did not answer. */
 export interface Gathered<T> {
@@ -39,6 +44,8 @@ export class Peers {
   private readonly broadcastHandlers = new Map<string, Handler[]>();
   private readonly gatherHandlers = new Map<string, Handler>();
   private readonly resync: Array<() => unknown> = [];
+  private readonly lost: Array<() => unknown> = [];
+  private changes: ChangeLog | undefined;
   private readonly subs: Unsubscribe[] = [];
   private lastStatus: BusStatus;
   private stopStatus: (() => void) | undefined;
@@ -88,22 +95,45 @@ export class Peers {
     }
   }
 
+  /** The change log announcements are appended to, and whose entries reach the broadcast handlers. */
+  useChangeLog(changes: ChangeLog): void {
+    this.changes = changes;
+  }
+
+  /** Broadcasts `data` and appends it to the change log, which the other nodes read if the broadcast is lost. */
+  announce(topic: string, data: unknown): void {
+    this.broadcast(topic, data);
+    this.changes?.append(topic, data);
+  }
+
+  /** An entry of the change log written by another node: to the same handlers as a broadcast. */
+  async deliver(topic: string, data: unknown): Promise<void> {
+    for (const h of this.broadcastHandlers.get(topic) ?? []) {
+      try {
+        await h(data);
+      } catch (err) {
+        this.o.log.error({ err, topic }, 'a broadcast handler failed');
+      }
+    }
+  }
+
+  /** Runs `fn` when this node missed announcements for good (the change log has a hole): read everything again. */
+  onChangesLost(fn: () => unknown): void {
+    this.lost.push(fn);
+  }
+
+  changesLost(): void {
+    this.runEach(this.lost, 'reading everything again after announcements were lost failed');
+  }
+
   onBroadcast(topic: string, handler: (data: unknown) => unknown): void {
     let list = this.broadcastHandlers.get(topic);
     if (!list) {
       this.broadcastHandlers.set(topic, (list = []));
-      const handlers = list;
       this.subs.push(
         this.o.bus.subscribe(this.o.subjects.bcast(topic), async (msg) => {
           const { from, data } = (msg.data ?? {}) as { from?: string; data?: unknown };
-          if (from === this.o.nodeKey) return;
-          for (const h of handlers) {
-            try {
-              await h(data);
-            } catch (err) {
-              this.o.log.error({ err, topic }, 'a broadcast handler failed');
-            }
-          }
+          if (from !== this.o.nodeKey) await this.deliver(topic, data);
         }),
       );
     }
@@ -143,10 +173,16 @@ export class Peers {
   }
 
   private runResync(): void {
-    for (const fn of this.resync) {
+    // What was announced while the bus was down is in the change log: read it now rather than at the next period.
+    void this.changes?.poll();
+    this.runEach(this.resync, 'catching up after the bus was down failed');
+  }
+
+  private runEach(fns: ReadonlyArray<() => unknown>, failed: string): void {
+    for (const fn of fns) {
       Promise.resolve()
         .then(fn)
-        .catch((err: unknown) => this.o.log.error({ err }, 'catching up after the bus was down failed'));
+        .catch((err: unknown) => this.o.log.error({ err }, failed));
     }
   }
 }
@@ -157,7 +193,9 @@ export class NoPeers {
   broadcast(): boolean {
     return true;
   }
+  announce(): void {}
   onBroadcast(): void {}
+  onChangesLost(): void {}
   async gather<T>(): Promise<Gathered<T>> {
     return { answers: [], missing: [] };
   }

@@ -165,6 +165,14 @@ export interface PeerNodes {
   /** Sends `data` to every other node's `onBroadcast(topic)` handlers; false when the bus is down. */
   broadcast(topic: string, data: unknown): boolean;
   onBroadcast(topic: string, handler: (data: unknown) => unknown): void;
+  /**
+   * Broadcasts `data` and appends it to the store's change log, which every other node reads
+   * every period: it reaches their `onBroadcast(topic)` handlers even when the bus loses it
+   * (possibly twice: the handlers must be idempotent).
+   */
+  announce(topic: string, data: unknown): void;
+  /** Runs when this node missed announcements for good (a writer died mid-append, or the log was trimmed past it): read everything again. */
+  onChangesLost(fn: () => unknown): void;
   /** Asks every other live node at once; the answers that came by the deadline, and the nodes that gave none. */
   gather<T>(topic: string, data: unknown, deadlineMs?: number): Promise<{ answers: T[]; missing: string[] }>;
   onGather(topic: string, handler: (data: unknown) => unknown): void;
