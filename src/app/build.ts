@@ -259,6 +259,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         subjects: cluster.subjects,
         nodeKey: cluster.nodeKey,
         presence: c.agentPresence,
+        peers,
         liveKeys: () => cluster!.liveKeys(),
         log,
         decided: (did, decision) => handshake.decided(did, decision),
@@ -403,9 +404,9 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     node.onLiveChange((_live, left) => {
       link.nodesLeft(left, Date.now(), node.marginMs).catch((err: unknown) => log.warn({ err }, 'removing the agents of departed nodes failed'));
     });
-    // Messages sent while the bus was down are lost: re-read where agents are, and have browsers
-    // re-read what their feed shows.
-    peers.onResync(() => link.sync());
+    // Presence news sent while the bus was down is read from the change log; announcements missed
+    // for good mean reading where every agent is. Browsers re-read what their feed shows.
+    peers.onChangesLost(() => link.sync());
     peers.onResync(() => sockets.endKind('feed', 1012, 'the server reconnected to its cluster; reconnect'));
     await link.start();
     onClose(() => link.stop()); // after the sockets closed: their offline news goes out

@@ -135,7 +135,7 @@ export class ClusterNode {
         pollMs: o.changePollMs ?? 5000,
         // A writer has this long to land the entries it numbered; a node paused longer has lost its lease anyway.
         gapWaitMs: 2 * o.leaseMs,
-        deliver: (topic, data) => void peers.deliver(topic, data),
+        deliver: (topic, data) => void peers.deliverLogged(topic, data),
         onLost: () => peers.changesLost(),
         logger: o.log,
       });

@@ -13,6 +13,7 @@
  * (src/cluster/change-log.ts): a node that missed it on the bus reads it there within a period,
  * so the same handlers may hear it twice and must be idempotent.
  */
+import { randomUUID } from 'node:crypto';
 import { BusError, type Bus, type BusLog, type BusStatus, type Unsubscribe } from './bus.js';
 import { BusRemoteError, call, serve } from './rpc.js';
 import type { Subjects } from './subjects.js';
@@ -24,7 +25,17 @@ export interface Gathered<T> {
   missing: string[];
 }
 
-type Handler = (data: unknown) => unknown;
+/** How a broadcast handler heard the message: on the bus, or from the change log (the bus lost it). */
+export type Via = 'bus' | 'log';
+type Handler = (data: unknown, via: Via) => unknown;
+/** A broadcast on the bus; `id` marks an announcement, whose change-log entry the nodes that heard it skip. */
+interface Envelope {
+  from: string;
+  data: unknown;
+  id?: string;
+}
+/** Announcements heard on the bus are remembered this long to twice this long. */
+const HEARD_KEPT_MS = 60_000;
 
 export interface PeersOptions {
   bus: Bus;
@@ -42,10 +53,13 @@ export interface PeersOptions {
 export class Peers {
   readonly clustered = true;
   private readonly broadcastHandlers = new Map<string, Handler[]>();
-  private readonly gatherHandlers = new Map<string, Handler>();
+  private readonly gatherHandlers = new Map<string, (data: unknown) => unknown>();
   private readonly resync: Array<() => unknown> = [];
   private readonly lost: Array<() => unknown> = [];
   private changes: ChangeLog | undefined;
+  private heard = new Set<string>();
+  private heardBefore = new Set<string>();
+  private heardSince = Date.now();
   private readonly subs: Unsubscribe[] = [];
   private lastStatus: BusStatus;
   private stopStatus: (() => void) | undefined;
@@ -87,8 +101,12 @@ export class Peers {
    * (the bus is down): the other nodes then catch up at their resync or periodic refresh.
    */
   broadcast(topic: string, data: unknown): boolean {
+    return this.publish(topic, { from: this.o.nodeKey, data });
+  }
+
+  private publish(topic: string, envelope: Envelope): boolean {
     try {
-      return this.o.bus.publish(this.o.subjects.bcast(topic), { from: this.o.nodeKey, data });
+      return this.o.bus.publish(this.o.subjects.bcast(topic), envelope);
     } catch (err) {
       this.o.log.error({ err, topic }, 'a broadcast could not be sent');
       return false;
@@ -100,21 +118,42 @@ export class Peers {
     this.changes = changes;
   }
 
-  /** Broadcasts `data` and appends it to the change log, which the other nodes read if the broadcast is lost. */
+  /**
+   * Broadcasts `data` and appends it to the change log, which the other nodes read within a
+   * period: a node that heard the broadcast skips the entry, one that missed it hears it then.
+   */
   announce(topic: string, data: unknown): void {
-    this.broadcast(topic, data);
-    this.changes?.append(topic, data);
+    const id = randomUUID();
+    this.publish(topic, { from: this.o.nodeKey, data, id });
+    this.changes?.append(topic, { id, data });
   }
 
-  /** An entry of the change log written by another node: to the same handlers as a broadcast. */
-  async deliver(topic: string, data: unknown): Promise<void> {
+  /** An entry of the change log written by another node: to the broadcast handlers, unless its broadcast was heard. */
+  async deliverLogged(topic: string, entry: unknown): Promise<void> {
+    const { id, data } = (entry ?? {}) as { id?: string; data?: unknown };
+    if (id !== undefined && (this.heard.has(id) || this.heardBefore.has(id))) return;
+    await this.deliver(topic, data, 'log');
+  }
+
+  private async deliver(topic: string, data: unknown, via: Via): Promise<void> {
     for (const h of this.broadcastHandlers.get(topic) ?? []) {
       try {
-        await h(data);
+        await h(data, via);
       } catch (err) {
         this.o.log.error({ err, topic }, 'a broadcast handler failed');
       }
     }
+  }
+
+  /** Remembers an announcement heard on the bus, for HEARD_KEPT_MS to two periods of it (its log entry comes within one poll). */
+  private rememberHeard(id: string): void {
+    const now = Date.now();
+    if (now - this.heardSince >= HEARD_KEPT_MS) {
+      this.heardBefore = this.heard;
+      this.heard = new Set();
+      this.heardSince = now;
+    }
+    this.heard.add(id);
   }
 
   /** Runs `fn` when this node missed announcements for good (the change log has a hole): read everything again. */
@@ -126,14 +165,16 @@ export class Peers {
     this.runEach(this.lost, 'reading everything again after announcements were lost failed');
   }
 
-  onBroadcast(topic: string, handler: (data: unknown) => unknown): void {
+  onBroadcast(topic: string, handler: Handler): void {
     let list = this.broadcastHandlers.get(topic);
     if (!list) {
       this.broadcastHandlers.set(topic, (list = []));
       this.subs.push(
         this.o.bus.subscribe(this.o.subjects.bcast(topic), async (msg) => {
-          const { from, data } = (msg.data ?? {}) as { from?: string; data?: unknown };
-          if (from !== this.o.nodeKey) await this.deliver(topic, data);
+          const { from, data, id } = (msg.data ?? {}) as Partial<Envelope>;
+          if (from === this.o.nodeKey) return;
+          if (id !== undefined) this.rememberHeard(id);
+          await this.deliver(topic, data, 'bus');
         }),
       );
     }
