@@ -119,13 +119,16 @@ export class Peers {
   }
 
   /**
-   * Broadcasts `data` and appends it to the change log, which the other nodes read within a
-   * period: a node that heard the broadcast skips the entry, one that missed it hears it then.
+   * Broadcasts `data` and appends it to the change log (once `stored` settles, when given), which
+   * the other nodes read within a period: a node that heard the broadcast skips the entry, one
+   * that missed it hears it then.
    */
-  announce(topic: string, data: unknown): void {
+  announce(topic: string, data: unknown, stored?: Promise<unknown>): void {
     const id = randomUUID();
     this.publish(topic, { from: this.o.nodeKey, data, id });
-    this.changes?.append(topic, { id, data });
+    const append = () => this.changes?.append(topic, { id, data });
+    if (stored) stored.then(append, append);
+    else append();
   }
 
   /** An entry of the change log written by another node: to the broadcast handlers, unless its broadcast was heard. */

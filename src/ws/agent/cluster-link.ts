@@ -330,15 +330,14 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
     this.flushing = (async () => {
       const ups = [...up];
       const downs = [...down];
+      const stored = this.store(ups, downs);
+      // Broadcast now, in the change log once stored (a node that reads it there finds it in the
+      // store); in chunks (a storm of connects would not fit the bus's largest message at once).
+      for (let i = 0; i < Math.max(ups.length, downs.length); i += PRESENCE_CHUNK) {
+        this.d.peers.announce('presence', { node: this.d.nodeKey, up: ups.slice(i, i + PRESENCE_CHUNK), down: downs.slice(i, i + PRESENCE_CHUNK) } satisfies PresenceNews, stored);
+      }
       try {
-        for (let i = 0; i < ups.length; i += PRESENCE_CHUNK) {
-          await this.d.presence.bulkUpdate(
-            ups.slice(i, i + PRESENCE_CHUNK).map(([did, since]) => ({ filter: { _id: did }, update: { $set: { node: this.d.nodeKey, since } }, upsert: true })),
-          );
-        }
-        for (let i = 0; i < downs.length; i += PRESENCE_CHUNK) {
-          await this.d.presence.deleteMany({ _id: { $in: downs.slice(i, i + PRESENCE_CHUNK) }, node: this.d.nodeKey });
-        }
+        await stored;
       } catch (err) {
         this.d.log.warn({ err, up: up.size, down: down.size }, 'storing agent presence failed; will retry');
         // Newer news of the same agents wins over what is put back.
@@ -346,12 +345,19 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
         for (const did of down) if (!this.up.has(did) && !this.localSince.has(did)) this.down.add(did);
         if (!this.stopped) setTimeout(() => this.scheduleFlush(), 1000).unref();
       }
-      // Announced once stored, so a node that reads the news from the change log finds it in the store;
-      // in chunks (a storm of connects would not fit the bus's largest message at once).
-      for (let i = 0; i < Math.max(ups.length, downs.length); i += PRESENCE_CHUNK) {
-        this.d.peers.announce('presence', { node: this.d.nodeKey, up: ups.slice(i, i + PRESENCE_CHUNK), down: downs.slice(i, i + PRESENCE_CHUNK) } satisfies PresenceNews);
-      }
     })().finally(() => (this.flushing = null));
     return this.flushing;
+  }
+
+  /** Stores presence changes: this node's agents up (since when), and down. */
+  private async store(ups: Array<[string, number]>, downs: string[]): Promise<void> {
+    for (let i = 0; i < ups.length; i += PRESENCE_CHUNK) {
+      await this.d.presence.bulkUpdate(
+        ups.slice(i, i + PRESENCE_CHUNK).map(([did, since]) => ({ filter: { _id: did }, update: { $set: { node: this.d.nodeKey, since } }, upsert: true })),
+      );
+    }
+    for (let i = 0; i < downs.length; i += PRESENCE_CHUNK) {
+      await this.d.presence.deleteMany({ _id: { $in: downs.slice(i, i + PRESENCE_CHUNK) }, node: this.d.nodeKey });
+    }
   }
 }
