@@ -3,7 +3,8 @@
  * each node reads"): a change made through A whose broadcasts the bus drops still reaches B's
  * agents list, fleet summary and presence within a period; with the fleet in the store and
  * nothing changing, B reads no agent, also when it catches up after a bus outage; a writer that
- * died between numbering its entries and writing them makes B read everything again.
+ * died between numbering its entries and writing them makes B read everything again, and B's
+ * pages answer meanwhile.
  */
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -145,12 +146,34 @@ test('a writer that died between numbering its entries and writing them: B reads
   const hidden = { ...template, _id: 'did:key:zHidden', name: 'hidden' };
   await cl.store.collection<any>('agents').insertOne(hidden);
   assert.not.ok(await listed(B, hidden._id));
-  // A later entry behind the hole.
-  const agent = newAgent(A, { name: 'behind-the-hole', keys: keysHeldBy(A) });
-  agents.push(agent);
-  await approve(ownerOn(A), agent);
-  await waitFor(() => listed(B, hidden._id), 20_000, 100);
-  assert.ok(B.logs.some((l) => l.includes('the change log has a hole')));
+  // B's read of every row is held until released: its pages must not wait for it.
+  const rows = B.ctx.c.agents;
+  const find = rows.find;
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let held = 0;
+  rows.find = (async (...args: Parameters<typeof find>) => {
+    if (JSON.stringify(args[0]) === '{"status":"active"}') {
+      held++;
+      await released;
+    }
+    return find.apply(rows, args);
+  }) as typeof find;
+  let agent: StewardAgent;
+  try {
+    // A later entry behind the hole.
+    agent = newAgent(A, { name: 'behind-the-hole', keys: keysHeldBy(A) });
+    agents.push(agent);
+    await approve(ownerOn(A), agent);
+    await waitFor(() => held > 0, 20_000, 100);
+    assert.ok(B.logs.some((l) => l.includes('the change log has a hole')));
+    const page = await Promise.race([listed(B, hidden._id), new Promise<'waited'>((r) => setTimeout(() => r('waited'), 10_000))]);
+    assert.is(page, false, 'a page answered, without the hidden agent, while the full read was held');
+  } finally {
+    release();
+    rows.find = find;
+  }
+  await waitFor(() => listed(B, hidden._id), 10_000, 50);
   await waitFor(() => listed(B, agent.did), 10_000, 50);
 });
 
