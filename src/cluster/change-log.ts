@@ -86,11 +86,17 @@ export class ChangeLog {
   append(topic: string, data: unknown): void {
     if (this.stopped) return;
     this.pending.push({ topic, data });
-    this.writing ??= Promise.resolve()
-      .then(() => this.write())
-      .finally(() => {
-        this.writing = null;
-      });
+    this.kick();
+  }
+
+  /** Starts writing what is pending, unless a write runs or waits for its retry. */
+  private kick(): void {
+    if (this.writing || this.retryTimer || this.stopped) return;
+    this.writing = this.write().finally(() => {
+      this.writing = null;
+      // Appended after the write's last look at `pending`.
+      if (this.pending.length > 0) this.kick();
+    });
   }
 
   /** Reads the entries after this node's position (one at a time); now, e.g. when the bus is back. */
@@ -116,7 +122,7 @@ export class ChangeLog {
         const entries = batch.map((c, i): ChangeEntryDoc => ({ _id: `change:${first + i}`, seq: first + i, topic: c.topic, data: c.data, from: this.o.from, at }));
         await this.insert(entries);
       } catch (err) {
-        // Not numbered: tried again with what comes next. The broadcast went out meanwhile.
+        // Not numbered (or numbered without an answer: the readers wait that hole out, then read everything); tried again.
         this.o.logger.error({ err, changes: batch.length }, 'appending to the change log failed; will retry');
         this.pending = [...batch, ...this.pending];
         this.retryLater();
@@ -143,11 +149,7 @@ export class ChangeLog {
     if (this.retryTimer || this.stopped) return;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
-      if (this.pending.length > 0) {
-        const again = this.pending;
-        this.pending = [];
-        for (const c of again) this.append(c.topic, c.data);
-      }
+      this.kick();
     }, RETRY_MS);
     this.retryTimer.unref();
   }
