@@ -96,6 +96,29 @@ test('a change made through A while the bus drops its broadcasts reaches B withi
   }
 });
 
+test("the store refusing A's appends for a while (numbering failed, a write landed but reported failed): the change still reaches B, once", async () => {
+  const restore = dropBroadcasts(A, ['agent-roster', 'agent-roster.seen', 'fleet-summary', 'presence']);
+  A.faults.add({ collection: 'change_log', op: 'findOneAndUpdate', mode: 'fail', times: 2 });
+  A.faults.add({ collection: 'change_log', op: 'bulkUpdate', mode: 'land-then-fail', times: 1 });
+  try {
+    const before = await total(B);
+    const agent = newAgent(A, { name: 'appended-late', keys: keysHeldBy(A) });
+    agents.push(agent);
+    await approve(ownerOn(A), agent);
+    await waitFor(() => listed(B, agent.did), 15_000, 50);
+    await waitFor(async () => (await total(B)) === before + 1, 10_000, 50);
+    assert.ok(A.faults.injected.includes('change_log.findOneAndUpdate fail'));
+    assert.ok(A.faults.injected.includes('change_log.bulkUpdate land-then-fail'));
+    assert.ok(A.logs.some((l) => l.includes('appending to the change log failed')));
+    // Each numbered entry is stored once, numbers without a gap.
+    const seqs = (await cl.store.collection<any>('change_log').find({ seq: { $gt: 0 } }, { sort: { seq: 1 } })).map((e) => e.seq as number);
+    assert.equal(seqs, Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
+  } finally {
+    A.faults.clear();
+    restore();
+  }
+});
+
 test(`with ${FLEET} agents in the store and nothing changing, B reads the change log only, and no fleet-sized collection`, async () => {
   const template = (await cl.store.collection<any>('agents').findOne({ status: 'active' }))!;
   const fleet = Array.from({ length: FLEET }, (_, i) => ({ ...template, _id: `did:key:zQuiet${i}`, name: `quiet-${i}` }));
