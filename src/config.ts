@@ -167,6 +167,12 @@ export const VARIABLES = {
     description:
       'Cluster mode: a node stops acting as owner of its shards this long before their lease ends (leases are judged on the store\'s clock; the margin covers the error of reading it and the time a renewal takes). Below a third of CLUSTER_LEASE_MS.',
   },
+  CLUSTER_CHANGE_POLL_MS: {
+    schema: int(100, 600_000),
+    default: '5000',
+    description:
+      'Cluster mode: how often each node reads the change log, where every node appends what it changed for the others (an agent, a run...): a change whose broadcast NATS lost reaches every node within this long. One small store read per period, whatever the fleet size.',
+  },
   CLUSTER_BUS_LOSS_RELEASE_MS: {
     schema: int(1000, 600_000),
     default: '10000',
@@ -621,6 +627,7 @@ export interface ClusterConfig {
   leaseMarginMs: number;
   requestTimeoutMs: number;
   busLossReleaseMs: number;
+  changePollMs: number;
 }
 
 export class ConfigError extends Error {
@@ -685,6 +692,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           leaseMarginMs: p.CLUSTER_LEASE_MARGIN_MS,
           requestTimeoutMs: p.CLUSTER_REQUEST_TIMEOUT_MS,
           busLossReleaseMs: p.CLUSTER_BUS_LOSS_RELEASE_MS,
+          changePollMs: p.CLUSTER_CHANGE_POLL_MS,
         }
       : undefined,
     logLevel: p.LOG_LEVEL,

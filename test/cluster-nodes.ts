@@ -42,7 +42,7 @@ export interface TestCluster {
 
 export interface ClusterOptions {
   nodes?: number;
-  /** Cluster settings overriding the test defaults (16 shards, 3 s lease, 500 ms margin, standby after 3 s off the bus). */
+  /** Cluster settings overriding the test defaults (16 shards, 3 s lease, 500 ms margin, standby after 3 s off the bus, change log read every 500 ms). */
   cluster?: Partial<ClusterConfig>;
   /** Extra environment of every node. */
   env?: Record<string, string>;
@@ -84,6 +84,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
       leaseMarginMs: 500,
       requestTimeoutMs: 5000,
       busLossReleaseMs: 3000,
+      changePollMs: 500,
       ...opts.cluster,
       ...cluster,
     };

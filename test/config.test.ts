@@ -116,7 +116,7 @@ test('cluster mode: NATS_URL with MongoDB gives the cluster settings, with their
   assert.is(loadConfig({}).cluster, undefined, 'no NATS_URL: a single node');
   assert.is(loadConfig(CLUSTER_BASE).cluster, undefined);
   const c = loadConfig({ ...CLUSTER_BASE, NATS_URL: 'nats://n1:4222, nats://user:pw@n2:4222' }).cluster!;
-  assert.equal(c, { natsServers: ['nats://n1:4222', 'nats://user:pw@n2:4222'], nodeId: defaultNodeId(), name: 'main', shards: 1024, leaseMs: 15_000, leaseMarginMs: 3000, requestTimeoutMs: 5000, busLossReleaseMs: 10_000 });
+  assert.equal(c, { natsServers: ['nats://n1:4222', 'nats://user:pw@n2:4222'], nodeId: defaultNodeId(), name: 'main', shards: 1024, leaseMs: 15_000, leaseMarginMs: 3000, requestTimeoutMs: 5000, busLossReleaseMs: 10_000, changePollMs: 5000 });
   const d = loadConfig({
     ...CLUSTER_BASE,
     NATS_URL: 'tls://token@nats.internal:4443',
@@ -128,7 +128,7 @@ test('cluster mode: NATS_URL with MongoDB gives the cluster settings, with their
     CLUSTER_REQUEST_TIMEOUT_MS: '2500',
     CLUSTER_BUS_LOSS_RELEASE_MS: '20000',
   }).cluster!;
-  assert.equal(d, { natsServers: ['tls://token@nats.internal:4443'], nodeId: 'eu-1_a', name: 'prod', shards: 256, leaseMs: 30_000, leaseMarginMs: 5000, requestTimeoutMs: 2500, busLossReleaseMs: 20_000 });
+  assert.equal(d, { natsServers: ['tls://token@nats.internal:4443'], nodeId: 'eu-1_a', name: 'prod', shards: 256, leaseMs: 30_000, leaseMarginMs: 5000, requestTimeoutMs: 2500, busLossReleaseMs: 20_000, changePollMs: 5000 });
   assert.is(defaultNodeId('web-3.eu.example.com'), 'web-3-eu-example-com');
   assert.is(defaultNodeId(''), 'node');
   assert.is(defaultNodeId('x'.repeat(80)).length, 64);

@@ -26,6 +26,10 @@ export class FaultInjector {
   private rules: Array<FaultRule & { left: number }> = [];
   /** Every fault injected, in order: `collection.op mode`. */
   readonly injected: string[] = [];
+  /** While true, every call that runs is recorded in `calls`. */
+  metering = false;
+  /** The calls that ran while `metering` (what a node reads and writes): collection, operation, arguments and, for a read, the documents it returned. */
+  readonly calls: Array<{ collection: string; op: string; args: unknown[]; docs?: number }> = [];
 
   /** Adds a rule; returns a function that removes it. */
   add(rule: FaultRule): () => void {
@@ -76,6 +80,7 @@ export class FaultInjector {
           const error = () => rule?.error?.() ?? new StoreUnavailableError(`injected fault: ${target.name}.${String(prop)}`);
           if (rule?.mode === 'fail') throw error();
           const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          if (this.metering) this.calls.push({ collection: target.name, op: String(prop), args, ...(Array.isArray(result) ? { docs: result.length } : {}) });
           if (rule?.mode === 'land-then-fail') throw error();
           return result;
         };

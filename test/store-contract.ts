@@ -646,6 +646,18 @@ export function runStoreContract(name: string, open: () => Promise<ContractTarge
     assert.equal(seen, Array.from({ length: 50 }, (_, i) => i + 1), 'every caller saw a distinct value');
   });
 
+  s('atomicity: concurrent upserting findOneAndUpdate($inc by k) on a missing counter hands out disjoint ranges (the change log numbers its entries so)', async () => {
+    const c = fresh('ranges');
+    const sizes = Array.from({ length: 20 }, (_, i) => (i % 4) + 1);
+    const results = await Promise.all(sizes.map((k) => c.findOneAndUpdate({ _id: 'counter' }, { $inc: { next: k } }, { upsert: true })));
+    const taken = results.flatMap((d, i) => Array.from({ length: sizes[i]! }, (_, j) => d!.next - sizes[i]! + 1 + j)).sort((a, b) => a - b);
+    const total = sizes.reduce((a, b) => a + b, 0);
+    assert.equal(taken, Array.from({ length: total }, (_, i) => i + 1), 'every number handed out once, none skipped');
+    // The counter has no `seq`: a read of the numbered entries after a position never returns it.
+    await c.insertMany([3, 1, 2].map((seq) => ({ _id: `change:${seq}`, seq })));
+    assert.equal(ids(await c.find({ seq: { $gt: 1 } }, { sort: { seq: 1 }, limit: 5 })), ['change:2', 'change:3']);
+  });
+
   s('atomicity: concurrent upserts of one key create one document', async () => {
     const c = fresh('atomicupsert');
     await Promise.all(Array.from({ length: 20 }, () => c.updateOne({ _id: 'k' }, { $inc: { n: 1 } }, { upsert: true })));

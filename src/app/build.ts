@@ -187,6 +187,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
       marginMs: cc.leaseMarginMs,
       requestTimeoutMs: cc.requestTimeoutMs,
       busLossReleaseMs: cc.busLossReleaseMs,
+      changePollMs: cc.changePollMs,
       log,
       // Leases and claims are judged on the store's clock, whatever the nodes' own clocks say.
       storeTime: storeTimeOf(store),
@@ -258,6 +259,7 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
         subjects: cluster.subjects,
         nodeKey: cluster.nodeKey,
         presence: c.agentPresence,
+        peers,
         liveKeys: () => cluster!.liveKeys(),
         log,
         decided: (did, decision) => handshake.decided(did, decision),
@@ -402,9 +404,9 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
     node.onLiveChange((_live, left) => {
       link.nodesLeft(left, Date.now(), node.marginMs).catch((err: unknown) => log.warn({ err }, 'removing the agents of departed nodes failed'));
     });
-    // Messages sent while the bus was down are lost: re-read where agents are, and have browsers
-    // re-read what their feed shows.
-    peers.onResync(() => link.sync());
+    // Presence news sent while the bus was down is read from the change log; announcements missed
+    // for good mean reading where every agent is. Browsers re-read what their feed shows.
+    peers.onChangesLost(() => link.sync());
     peers.onResync(() => sockets.endKind('feed', 1012, 'the server reconnected to its cluster; reconnect'));
     await link.start();
     onClose(() => link.stop()); // after the sockets closed: their offline news goes out
@@ -419,6 +421,8 @@ export async function build(b: BuildInput): Promise<{ steward: Steward } | { por
   onClose(() => summary.stop());
   await roster.start();
   onClose(() => roster.stop());
+  // Every announcement's handler is in place, and the full reads at start are done: follow the change log.
+  cluster?.followChanges();
   await tokens.start();
   gateway.attach();
   onClose(() => gateway.flushLeaving()); // agents in their grace period are offline now

@@ -23,11 +23,12 @@ import { Peers } from './peers.js';
 import { ShardPlacement } from './placement.js';
 import { ShardManager } from './shards.js';
 import { StoreClock } from './store-clock.js';
+import { ChangeLog } from './change-log.js';
 import { clusterSubjects, type Subjects } from './subjects.js';
 
 export interface ClusterNodeOptions {
   bus: Bus;
-  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence' | 'tokenLedger'>;
+  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence' | 'tokenLedger'> & Partial<Pick<Collections, 'changeLog'>>;
   storeKind: Store['kind'];
   nodeId: string;
   clusterName: string;
@@ -38,6 +39,8 @@ export interface ClusterNodeOptions {
   requestTimeoutMs: number;
   /** Cut off from the bus this long, the node hands its shards over (CLUSTER_BUS_LOSS_RELEASE_MS). Default: the lease. */
   busLossReleaseMs?: number;
+  /** How often the change log is read (CLUSTER_CHANGE_POLL_MS); it is kept only when `c.changeLog` is given. */
+  changePollMs?: number;
   log: ClusterLog & BusLog;
   /**
    * The store's time: leases, claims and every cluster timestamp are judged on that one clock,
@@ -72,6 +75,8 @@ export class ClusterNode {
   readonly membership: Membership;
   readonly shards: ShardManager;
   readonly peers: Peers;
+  /** The change log announcements go through (absent where the node is built without one, as in some tests). */
+  private readonly changes: ChangeLog | undefined;
   readonly placement: ShardPlacement;
   readonly bus: Bus;
   readonly nodeId: string;
@@ -122,6 +127,25 @@ export class ClusterNode {
       log: o.log,
       gatherTimeoutMs: o.requestTimeoutMs,
     });
+    if (o.c.changeLog) {
+      const peers = this.peers;
+      this.changes = new ChangeLog({
+        log: o.c.changeLog,
+        from: this.nodeKey,
+        pollMs: o.changePollMs ?? 5000,
+        // A writer has this long to land the entries it numbered; a node paused longer has lost its lease anyway.
+        gapWaitMs: 2 * o.leaseMs,
+        deliver: (topic, data) => void peers.deliverLogged(topic, data),
+        onLost: () => peers.changesLost(),
+        logger: o.log,
+      });
+      peers.useChangeLog(this.changes);
+    }
+  }
+
+  /** Reads the change log every period from now on: call once every handler of an announcement is in place. */
+  followChanges(): void {
+    this.changes?.follow();
   }
 
   /** `<nodeId>/<incarnation>` of this process. */
@@ -141,6 +165,7 @@ export class ClusterNode {
   async start(): Promise<void> {
     await this.storeClock?.start();
     await ensureClusterIndexes(this.o.c, this.o.storeKind);
+    await this.changes?.start();
     await this.membership.start();
     this.running = true;
     await this.refreshLive();
@@ -167,6 +192,7 @@ export class ClusterNode {
     this.busLossTimer?.cancel();
     this.storeClock?.stop();
     this.peers.stop();
+    await this.changes?.stop();
     await this.membership.stop().catch((err: unknown) => this.o.log.warn({ err }, 'removing this node from the cluster failed; its lease will run out'));
     await this.bus.close();
   }

@@ -8,10 +8,16 @@
  * requests on each live node's `node.<id>` subject, sent in parallel. A node that does not answer
  * by the deadline (gone, slow, partitioned) is listed in `missing`: the caller says what that
  * means for its path (docs/cluster.md, "When NATS loses a message").
+ *
+ * An announcement is a broadcast that is also appended to the store's change log
+ * (src/cluster/change-log.ts): a node that missed it on the bus reads it there within a period,
+ * so the same handlers may hear it twice and must be idempotent.
  */
+import { randomUUID } from 'node:crypto';
 import { BusError, type Bus, type BusLog, type BusStatus, type Unsubscribe } from './bus.js';
 import { BusRemoteError, call, serve } from './rpc.js';
 import type { Subjects } from './subjects.js';
+import type { ChangeLog } from './change-log.js';
 
 /** What a gather brings back: the answers that came in time, and the nodes that did not answer. */
 export interface Gathered<T> {
@@ -19,7 +25,17 @@ export interface Gathered<T> {
   missing: string[];
 }
 
-type Handler = (data: unknown) => unknown;
+/** How a broadcast handler heard the message: on the bus, or from the change log (the bus lost it). */
+export type Via = 'bus' | 'log';
+type Handler = (data: unknown, via: Via) => unknown;
+/** A broadcast on the bus; `id` marks an announcement, whose change-log entry the nodes that heard it skip. */
+interface Envelope {
+  from: string;
+  data: unknown;
+  id?: string;
+}
+/** Announcements heard on the bus are remembered this long to twice this long. */
+const HEARD_KEPT_MS = 60_000;
 
 export interface PeersOptions {
   bus: Bus;
@@ -37,8 +53,13 @@ export interface PeersOptions {
 export class Peers {
   readonly clustered = true;
   private readonly broadcastHandlers = new Map<string, Handler[]>();
-  private readonly gatherHandlers = new Map<string, Handler>();
+  private readonly gatherHandlers = new Map<string, (data: unknown) => unknown>();
   private readonly resync: Array<() => unknown> = [];
+  private readonly lost: Array<() => unknown> = [];
+  private changes: ChangeLog | undefined;
+  private heard = new Set<string>();
+  private heardBefore = new Set<string>();
+  private heardSince = Date.now();
   private readonly subs: Unsubscribe[] = [];
   private lastStatus: BusStatus;
   private stopStatus: (() => void) | undefined;
@@ -80,30 +101,83 @@ export class Peers {
    * (the bus is down): the other nodes then catch up at their resync or periodic refresh.
    */
   broadcast(topic: string, data: unknown): boolean {
+    return this.publish(topic, { from: this.o.nodeKey, data });
+  }
+
+  private publish(topic: string, envelope: Envelope): boolean {
     try {
-      return this.o.bus.publish(this.o.subjects.bcast(topic), { from: this.o.nodeKey, data });
+      return this.o.bus.publish(this.o.subjects.bcast(topic), envelope);
     } catch (err) {
       this.o.log.error({ err, topic }, 'a broadcast could not be sent');
       return false;
     }
   }
 
-  onBroadcast(topic: string, handler: (data: unknown) => unknown): void {
+  /** The change log announcements are appended to, and whose entries reach the broadcast handlers. */
+  useChangeLog(changes: ChangeLog): void {
+    this.changes = changes;
+  }
+
+  /**
+   * Broadcasts `data` and appends it to the change log (once `stored` settles, when given), which
+   * the other nodes read within a period: a node that heard the broadcast skips the entry, one
+   * that missed it hears it then.
+   */
+  announce(topic: string, data: unknown, stored?: Promise<unknown>): void {
+    const id = randomUUID();
+    this.publish(topic, { from: this.o.nodeKey, data, id });
+    const append = () => this.changes?.append(topic, { id, data });
+    if (stored) stored.then(append, append);
+    else append();
+  }
+
+  /** An entry of the change log written by another node: to the broadcast handlers, unless its broadcast was heard. */
+  async deliverLogged(topic: string, entry: unknown): Promise<void> {
+    const { id, data } = (entry ?? {}) as { id?: string; data?: unknown };
+    if (id !== undefined && (this.heard.has(id) || this.heardBefore.has(id))) return;
+    await this.deliver(topic, data, 'log');
+  }
+
+  private async deliver(topic: string, data: unknown, via: Via): Promise<void> {
+    for (const h of this.broadcastHandlers.get(topic) ?? []) {
+      try {
+        await h(data, via);
+      } catch (err) {
+        this.o.log.error({ err, topic }, 'a broadcast handler failed');
+      }
+    }
+  }
+
+  /** Remembers an announcement heard on the bus, for HEARD_KEPT_MS to two periods of it (its log entry comes within one poll). */
+  private rememberHeard(id: string): void {
+    const now = Date.now();
+    if (now - this.heardSince >= HEARD_KEPT_MS) {
+      this.heardBefore = this.heard;
+      this.heard = new Set();
+      this.heardSince = now;
+    }
+    this.heard.add(id);
+  }
+
+  /** Runs `fn` when this node missed announcements for good (the change log has a hole): read everything again. */
+  onChangesLost(fn: () => unknown): void {
+    this.lost.push(fn);
+  }
+
+  changesLost(): void {
+    this.runEach(this.lost, 'reading everything again after announcements were lost failed');
+  }
+
+  onBroadcast(topic: string, handler: Handler): void {
     let list = this.broadcastHandlers.get(topic);
     if (!list) {
       this.broadcastHandlers.set(topic, (list = []));
-      const handlers = list;
       this.subs.push(
         this.o.bus.subscribe(this.o.subjects.bcast(topic), async (msg) => {
-          const { from, data } = (msg.data ?? {}) as { from?: string; data?: unknown };
+          const { from, data, id } = (msg.data ?? {}) as Partial<Envelope>;
           if (from === this.o.nodeKey) return;
-          for (const h of handlers) {
-            try {
-              await h(data);
-            } catch (err) {
-              this.o.log.error({ err, topic }, 'a broadcast handler failed');
-            }
-          }
+          if (id !== undefined) this.rememberHeard(id);
+          await this.deliver(topic, data, 'bus');
         }),
       );
     }
@@ -143,10 +217,16 @@ export class Peers {
   }
 
   private runResync(): void {
-    for (const fn of this.resync) {
+    // What was announced while the bus was down is in the change log: read it now rather than at the next period.
+    void this.changes?.poll();
+    this.runEach(this.resync, 'catching up after the bus was down failed');
+  }
+
+  private runEach(fns: ReadonlyArray<() => unknown>, failed: string): void {
+    for (const fn of fns) {
       Promise.resolve()
         .then(fn)
-        .catch((err: unknown) => this.o.log.error({ err }, 'catching up after the bus was down failed'));
+        .catch((err: unknown) => this.o.log.error({ err }, failed));
     }
   }
 }
@@ -157,7 +237,9 @@ export class NoPeers {
   broadcast(): boolean {
     return true;
   }
+  announce(): void {}
   onBroadcast(): void {}
+  onChangesLost(): void {}
   async gather<T>(): Promise<Gathered<T>> {
     return { answers: [], missing: [] };
   }

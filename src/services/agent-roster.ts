@@ -9,8 +9,9 @@
  * fleet's record of each disconnection at once (the store's copy is written in batches). A read
  * waits for changes already announced, so whoever changed an agent sees the change in the list.
  *
- * In a cluster, a node's changes are broadcast to the others, which read the rows again; a lost
- * broadcast is repaired by reading everything again every minute and when the bus is back.
+ * In a cluster, a node's changes are announced to the others (a broadcast, and the store's change
+ * log for one the bus lost), which read those rows again; every row is read again only when this
+ * node missed announcements for good (docs/cluster.md, "What each node reads").
  */
 import type { ServiceCore } from './core.js';
 import type { PeerNodes } from './ports.js';
@@ -20,8 +21,6 @@ import type { Capability } from '../domain/capabilities.js';
 const FIELDS = { status: 1, name: 1, capabilities: 1, llmProvider: 1, llmModel: 1, registeredAt: 1, lastSeen: 1 } as const;
 /** Reads of changed agents, and broadcasts of them, at most this many DIDs each (a bus message stays well under NATS's 1 MiB). */
 const READ_CHUNK = 1000;
-/** In a cluster: every row read again this often, for broadcasts that were lost. */
-const CLUSTER_RELOAD_MS = 60_000;
 /** A failed read is tried again after this long, doubling up to RETRY_MAX_MS while it keeps failing. */
 const RETRY_MS = 500;
 const RETRY_MAX_MS = 30_000;
@@ -59,7 +58,7 @@ export class AgentRoster {
   private dirty = new Set<string>();
   private reading: Promise<void> | null = null;
   /**
-   * In a cluster, the read of every row (a minute passed, or the bus is back), and while it runs
+   * In a cluster, the read of every row (announcements were missed for good), and while it runs
    * the agents read since it began: their rows are newer than what it brings, which it leaves be.
    * Pages never wait for it.
    */
@@ -69,7 +68,6 @@ export class AgentRoster {
   private readonly failed = new Set<string>();
   private retryTimer: NodeJS.Timeout | null = null;
   private retryMs = RETRY_MS;
-  private reloadTimer: NodeJS.Timeout | null = null;
   private stopped = false;
   private seenToTell: { dids: string[]; ms: number[] } | null = null;
 
@@ -83,23 +81,18 @@ export class AgentRoster {
         const { dids, ms } = data as { dids: string[]; ms: number[] };
         for (let i = 0; i < dids.length; i++) this.seenHere(dids[i]!, ms[i]!);
       });
-      peers.onResync(() => this.reloadAll());
+      peers.onChangesLost(() => this.reloadAll());
     }
   }
 
-  /** Reads every active agent, once at start (and, in a cluster, every minute). */
+  /** Reads every active agent, once at start. */
   async start(): Promise<void> {
     await this.loadAll();
-    if (this.peers?.clustered) {
-      this.reloadTimer = setInterval(() => this.reloadAll(), CLUSTER_RELOAD_MS);
-      this.reloadTimer.unref();
-    }
   }
 
   /** No more reads (the store is closing); waits for the one in progress. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.reloadTimer) clearInterval(this.reloadTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
     await Promise.all([this.reading, this.reloading]);
   }
@@ -113,7 +106,7 @@ export class AgentRoster {
   /** These agents' records changed in the store: read them again (and have the other nodes do so). */
   changed(dids: readonly string[]): Promise<void> {
     if (this.peers?.clustered) {
-      for (let i = 0; i < dids.length; i += READ_CHUNK) this.peers.broadcast('agent-roster', { dids: dids.slice(i, i + READ_CHUNK) });
+      for (let i = 0; i < dids.length; i += READ_CHUNK) this.peers.announce('agent-roster', { dids: dids.slice(i, i + READ_CHUNK) });
     }
     return this.read(dids);
   }
@@ -135,7 +128,7 @@ export class AgentRoster {
   private tellSeen(batch: { dids: string[]; ms: number[] }): void {
     if (this.seenToTell !== batch) return;
     this.seenToTell = null;
-    this.peers!.broadcast('agent-roster.seen', batch);
+    this.peers!.announce('agent-roster.seen', batch);
   }
 
   private seenHere(did: string, ms: number): void {
@@ -155,7 +148,10 @@ export class AgentRoster {
     this.reloading = this.ctx.c.agents
       .find({ status: 'active' }, { projection: FIELDS })
       .then((found) => this.replaceAll(found, readSince))
-      .catch((err: unknown) => this.ctx.log.error({ err }, 'agents list: reading the agents failed; will read them again in a minute'))
+      .catch((err: unknown) => {
+        this.ctx.log.error({ err, retryInMs: RETRY_MAX_MS }, 'agents list: reading the agents failed; will retry');
+        setTimeout(() => this.reloadAll(), RETRY_MAX_MS).unref();
+      })
       .finally(() => {
         this.readSinceReload = null;
         this.reloading = null;

@@ -18,9 +18,10 @@
  *
  * In a cluster (docs/fleet.md, "In a cluster") every node keeps the store facts (statuses,
  * memberships, runs, out-of-date certificates) of the whole fleet: a change made on a node is
- * broadcast, and the others read the record again (a policy change reaches every node's policy
- * service, which tells its summary); a lost broadcast is repaired by computing them from the store
- * again every minute and when the bus is back. The socket facts (online, offered a certificate)
+ * announced (a broadcast, and the store's change log for one the bus lost), and the others read
+ * the record again (a policy change reaches every node's policy service, which tells its
+ * summary); they are computed from the store again only when this node missed announcements for
+ * good (docs/cluster.md, "What each node reads"). The socket facts (online, offered a certificate)
  * are each node's own agents' (those whose socket it holds) and are summed across the nodes at
  * request time; an agent both offered and out of date counts once, as out of date, on every node.
  */
@@ -35,8 +36,6 @@ import { visibleWorkspaceIds } from './workspaces.js';
 import { AGENT_TERMS_FIELDS, MEMBERSHIP_FIELDS, byAgent, heldTerms, isStale, staleAmong, type MembershipRow } from './stale-certificates.js';
 
 const DAY_MS = 86_400_000;
-/** In a cluster: the store facts computed again this often, for broadcasts that were lost. */
-const CLUSTER_RECOMPUTE_MS = 60_000;
 /** In a cluster: how long a summary waits for the other nodes' socket counters. */
 const SOCKETS_GATHER_MS = 2000;
 /** A failed comparison of certificates after a policy change is tried again after this, doubling up to a minute. */
@@ -135,7 +134,6 @@ export class FleetSummary {
   /** In a cluster: agents whose certificate is no longer out of date, told the other nodes once per turn of the event loop. */
   private storedNews: string[] = [];
   private recomputation: Promise<void> | null = null;
-  private recomputeTimer: NodeJS.Timeout | null = null;
   private stopped = false;
 
   constructor(
@@ -146,34 +144,32 @@ export class FleetSummary {
     if (peers?.clustered) {
       peers.onBroadcast(NEWS_TOPIC, (data) => this.heard(data as StoreNews));
       peers.onGather(SOCKETS_TOPIC, () => this.socketCounts());
-      peers.onResync(() => this.recompute());
+      peers.onChangesLost(() => this.recompute());
     }
   }
 
-  /** Reads the counters from the store, once (and, in a cluster, the store facts again every minute). */
+  /** Reads the counters from the store, once. */
   async start(): Promise<void> {
     await this.readStore();
-    if (this.peers?.clustered) {
-      this.recomputeTimer = setInterval(() => void this.recompute(), CLUSTER_RECOMPUTE_MS);
-      this.recomputeTimer.unref();
-    }
   }
 
   /** No more reads (the store is closing); waits for a computation in progress. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.recomputeTimer) clearInterval(this.recomputeTimer);
     await this.recomputation;
   }
 
   /**
-   * In a cluster: computes the store facts again from the store (a broadcast may have been lost),
-   * keeping this node's socket facts. One at a time; failures are logged (the next one repairs).
+   * In a cluster: computes the store facts again from the store (announcements were missed),
+   * keeping this node's socket facts. One at a time; a failed one is tried again a minute later.
    */
   recompute(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.recomputation ??= this.readStore()
-      .catch((err: unknown) => this.ctx.log.error({ err }, 'fleet summary: reading the fleet failed'))
+      .catch((err: unknown) => {
+        this.ctx.log.error({ err, retryInMs: RETRY_MAX_MS }, 'fleet summary: reading the fleet failed; will retry');
+        setTimeout(() => void this.recompute(), RETRY_MAX_MS).unref();
+      })
       .finally(() => {
         this.recomputation = null;
       });
@@ -394,9 +390,9 @@ export class FleetSummary {
     );
   }
 
-  /** In a cluster: has the other nodes read what changed in the store. A lost message is repaired by their next computation. */
+  /** In a cluster: has the other nodes read what changed in the store (from the change log if the bus loses it). */
   private tell(news: StoreNews): void {
-    if (this.peers?.clustered) this.peers.broadcast(NEWS_TOPIC, news);
+    if (this.peers?.clustered) this.peers.announce(NEWS_TOPIC, news);
   }
 
   /** Another node changed these records. */

@@ -164,7 +164,17 @@ export interface PeerNodes {
   readonly clustered: boolean;
   /** Sends `data` to every other node's `onBroadcast(topic)` handlers; false when the bus is down. */
   broadcast(topic: string, data: unknown): boolean;
-  onBroadcast(topic: string, handler: (data: unknown) => unknown): void;
+  /** `via`: heard on the bus, or read from the change log (an announcement whose broadcast this node missed). */
+  onBroadcast(topic: string, handler: (data: unknown, via: 'bus' | 'log') => unknown): void;
+  /**
+   * Broadcasts `data` and appends it to the store's change log (once `stored`, the write of what
+   * it names, settles, when given), which every other node reads
+   * every period: it reaches their `onBroadcast(topic)` handlers once, from the log when the bus
+   * lost it (then possibly after later news: a handler of the log reads the store's current state).
+   */
+  announce(topic: string, data: unknown, stored?: Promise<unknown>): void;
+  /** Runs when this node missed announcements for good (a writer died mid-append, or the log was trimmed past it): read everything again. */
+  onChangesLost(fn: () => unknown): void;
   /** Asks every other live node at once; the answers that came by the deadline, and the nodes that gave none. */
   gather<T>(topic: string, data: unknown, deadlineMs?: number): Promise<{ answers: T[]; missing: string[] }>;
   onGather(topic: string, handler: (data: unknown) => unknown): void;

@@ -79,3 +79,27 @@ export interface AgentPresenceDoc {
   /** When the socket became ready (ms since the epoch, by the holding node's clock): the newer of two entries wins. */
   since: number;
 }
+
+/**
+ * One change announced to every node (`change_log`, src/cluster/change-log.ts): the topic and
+ * data of a broadcast, numbered by the cluster-wide counter, read by each node from where it
+ * left off. Kept an hour.
+ */
+export interface ChangeEntryDoc {
+  _id: string; // `change:<seq>`
+  seq: number;
+  topic: string;
+  data: unknown;
+  /** The writing node's `<id>/<incarnation>`: it skips its own. */
+  from: string;
+  at: string;
+}
+
+/** The change log's counter, `_id` CHANGE_COUNTER_ID, in `change_log`. */
+export interface ChangeCounterDoc {
+  _id: string;
+  /** The highest sequence number handed out. */
+  next: number;
+}
+
+export const CHANGE_COUNTER_ID = 'counter';

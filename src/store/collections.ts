@@ -7,7 +7,7 @@ import type { Collection, Store } from './types.js';
 import type { Capability } from '../domain/capabilities.js';
 import type { ChannelRole, GlobalRole, WorkspaceRole } from '../domain/roles.js';
 import type { Policy } from '../domain/policy.js';
-import type { AgentPresenceDoc, ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
+import type { AgentPresenceDoc, ChangeCounterDoc, ChangeEntryDoc, ClusterClaimDoc, ClusterNodeDoc, ClusterShardDoc, EpochCounterDoc } from './cluster-docs.js';
 
 // The vocabulary the documents use is the domain's; re-exported for readers of the documents.
 export type { Capability } from '../domain/capabilities.js';
@@ -656,6 +656,7 @@ export interface Collections {
   clusterShards: Collection<ClusterShardDoc | EpochCounterDoc>;
   clusterClaims: Collection<ClusterClaimDoc>;
   agentPresence: Collection<AgentPresenceDoc>;
+  changeLog: Collection<ChangeEntryDoc | ChangeCounterDoc>;
 }
 
 export function collections(store: Store): Collections {
@@ -700,6 +701,7 @@ export function collections(store: Store): Collections {
     clusterShards: store.collection('cluster_shards'),
     clusterClaims: store.collection('cluster_claims'),
     agentPresence: store.collection('agent_presence'),
+    changeLog: store.collection('change_log'),
   };
 }
 
@@ -767,7 +769,7 @@ export async function ensureIndexes(c: Collections, kind: Store['kind'] = 'embed
 
 /** The indexes of the cluster collections, made only in cluster mode (a single node never uses them). */
 export async function ensureClusterIndexes(
-  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'> & Partial<Pick<Collections, 'tokenLedger'>>,
+  c: Pick<Collections, 'clusterNodes' | 'clusterShards' | 'clusterClaims' | 'agentPresence'> & Partial<Pick<Collections, 'tokenLedger' | 'changeLog'>>,
   kind: Store['kind'] = 'embedded',
 ): Promise<void> {
   await Promise.all([
@@ -778,5 +780,7 @@ export async function ensureClusterIndexes(
     c.clusterShards.createIndex({ fields: { leaseUntil: 1 } }),
     c.clusterClaims.createIndex({ fields: { expiresAt: 1 } }),
     c.agentPresence.createIndex({ fields: { node: 1 } }),
+    c.changeLog?.createIndex({ fields: { seq: 1 } }),
+    c.changeLog?.createIndex({ fields: { at: 1 } }),
   ]);
 }

@@ -27,7 +27,7 @@ import { BusNoRespondersError, BusTimeoutError, BusUnavailableError, BusPayloadE
 import type { Subjects } from '../../cluster/subjects.js';
 import type { Collection } from '../../store/types.js';
 import type { AgentPresenceDoc } from '../../store/cluster-docs.js';
-import type { AgentLink, AgentPresence, IntentOutcome, IntentRequest, LiveSeen, PushFrame, ReadyListener } from '../../services/ports.js';
+import type { AgentLink, AgentPresence, PeerNodes, IntentOutcome, IntentRequest, LiveSeen, PushFrame, ReadyListener } from '../../services/ports.js';
 import type { Decision } from '../../services/fleet.js';
 import { CLOSE } from '../../domain/agent-protocol.js';
 import type { AgentConnections, ConnectionObserver } from './connections.js';
@@ -58,6 +58,8 @@ export interface ClusterLinkDeps {
   /** This process's `<nodeId>/<incarnation>`. */
   nodeKey: string;
   presence: Collection<AgentPresenceDoc>;
+  /** Presence news goes out as announcements (a broadcast, and the change log for a node that missed it). */
+  peers: Pick<PeerNodes, 'announce' | 'onBroadcast'>;
   /** Keys of the nodes whose leases run, as last read. */
   liveKeys(): ReadonlySet<string>;
   log: Logger;
@@ -82,7 +84,6 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | null = null;
   private stopped = false;
-  private presenceSub: Unsubscribe | undefined;
 
   constructor(private readonly d: ClusterLinkDeps) {
     d.local.observe(this);
@@ -90,7 +91,7 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
 
   /** Hears the other nodes' presence news, then reads where every agent is from the store. */
   async start(): Promise<void> {
-    this.presenceSub = this.d.bus.subscribe(this.d.subjects.bcast('presence'), (msg) => this.heard(msg.data as PresenceNews));
+    this.d.peers.onBroadcast('presence', (data, via) => (via === 'bus' ? this.heard(data as PresenceNews) : this.reread(data as PresenceNews)));
     await this.sync();
   }
 
@@ -99,7 +100,6 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
     await this.flush();
     this.stopped = true;
     if (this.flushTimer) clearTimeout(this.flushTimer);
-    this.presenceSub?.();
     for (const unsubscribe of this.subs.values()) unsubscribe();
     this.subs.clear();
   }
@@ -269,7 +269,26 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
     this.remote.set(did, { node, since });
   }
 
-  /** Reads where every agent is (at start, and after the bus was down: announcements may have been lost). */
+  /**
+   * News this node missed on the bus, read from the change log (later news of the same agents may
+   * have come since): where those agents are now is read from the store.
+   */
+  private async reread(news: PresenceNews | undefined): Promise<void> {
+    if (!news || news.node === this.d.nodeKey) return;
+    const dids = [...new Set([...(news.down ?? []), ...(news.up ?? []).map(([did]) => did)])];
+    const live = this.d.liveKeys();
+    for (let i = 0; i < dids.length; i += PRESENCE_CHUNK) {
+      const chunk = dids.slice(i, i + PRESENCE_CHUNK);
+      const docs = new Map((await this.d.presence.find({ _id: { $in: chunk } })).map((d) => [d._id, d]));
+      for (const did of chunk) {
+        const doc = docs.get(did);
+        if (doc && doc.node !== this.d.nodeKey && live.has(doc.node)) this.place(did, doc.node, doc.since);
+        else this.remote.delete(did);
+      }
+    }
+  }
+
+  /** Reads where every agent is (at start, and when this node missed announcements for good). */
   async sync(): Promise<void> {
     const live = this.d.liveKeys();
     const docs = await this.d.presence.find({});
@@ -311,24 +330,14 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
     this.flushing = (async () => {
       const ups = [...up];
       const downs = [...down];
-      // Announced in chunks (a storm of connects would not fit the bus's largest message at once).
+      const stored = this.store(ups, downs);
+      // Broadcast now, in the change log once stored (a node that reads it there finds it in the
+      // store); in chunks (a storm of connects would not fit the bus's largest message at once).
       for (let i = 0; i < Math.max(ups.length, downs.length); i += PRESENCE_CHUNK) {
-        const news: PresenceNews = { node: this.d.nodeKey, up: ups.slice(i, i + PRESENCE_CHUNK), down: downs.slice(i, i + PRESENCE_CHUNK) };
-        try {
-          this.d.bus.publish(this.d.subjects.bcast('presence'), news);
-        } catch (err) {
-          this.d.log.error({ err }, 'presence news could not be published');
-        }
+        this.d.peers.announce('presence', { node: this.d.nodeKey, up: ups.slice(i, i + PRESENCE_CHUNK), down: downs.slice(i, i + PRESENCE_CHUNK) } satisfies PresenceNews, stored);
       }
       try {
-        for (let i = 0; i < ups.length; i += PRESENCE_CHUNK) {
-          await this.d.presence.bulkUpdate(
-            ups.slice(i, i + PRESENCE_CHUNK).map(([did, since]) => ({ filter: { _id: did }, update: { $set: { node: this.d.nodeKey, since } }, upsert: true })),
-          );
-        }
-        for (let i = 0; i < downs.length; i += PRESENCE_CHUNK) {
-          await this.d.presence.deleteMany({ _id: { $in: downs.slice(i, i + PRESENCE_CHUNK) }, node: this.d.nodeKey });
-        }
+        await stored;
       } catch (err) {
         this.d.log.warn({ err, up: up.size, down: down.size }, 'storing agent presence failed; will retry');
         // Newer news of the same agents wins over what is put back.
@@ -338,5 +347,17 @@ export class ClusterAgentLink implements AgentLink, AgentPresence, ConnectionObs
       }
     })().finally(() => (this.flushing = null));
     return this.flushing;
+  }
+
+  /** Stores presence changes: this node's agents up (since when), and down. */
+  private async store(ups: Array<[string, number]>, downs: string[]): Promise<void> {
+    for (let i = 0; i < ups.length; i += PRESENCE_CHUNK) {
+      await this.d.presence.bulkUpdate(
+        ups.slice(i, i + PRESENCE_CHUNK).map(([did, since]) => ({ filter: { _id: did }, update: { $set: { node: this.d.nodeKey, since } }, upsert: true })),
+      );
+    }
+    for (let i = 0; i < downs.length; i += PRESENCE_CHUNK) {
+      await this.d.presence.deleteMany({ _id: { $in: downs.slice(i, i + PRESENCE_CHUNK) }, node: this.d.nodeKey });
+    }
   }
 }
