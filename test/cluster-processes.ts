@@ -31,6 +31,8 @@ export class ProcessCluster {
   readonly recorded = { promptTokens: 0, completionTokens: 0 };
   /** Posts the server acknowledged (201), by message id. */
   readonly acknowledged = new Set<string>();
+  /** The posting loops running (keepPosting), stopped by stop() whatever a step left. */
+  private readonly postings = new Set<{ stop(): Promise<{ sent: number; refused: number }> }>();
   /** Nodes out of the posting rotation (killed, paused, cut off). */
   readonly away = new Set<string>();
   /** When each node's processes were killed, in order (the test's clock is the stand-in's: both unfaked on this machine). */
@@ -73,6 +75,8 @@ export class ProcessCluster {
   }
 
   async stop(): Promise<void> {
+    // A step that failed left its posting loop running: it would keep the test process alive.
+    await Promise.all([...this.postings].map((p) => p.stop()));
     await stopAll(...this.agents);
     await this.lb?.close();
     await this.store?.close();
@@ -189,13 +193,17 @@ export class ProcessCluster {
         await new Promise((res) => setTimeout(res, 20));
       }
     })();
-    return {
+    const postings = this.postings;
+    const handle = {
       async stop() {
+        postings.delete(handle);
         running = false;
         await loop;
         return { sent, refused };
       },
     };
+    postings.add(handle);
+    return handle;
   }
 
   /** Until `more` posts past those acknowledged so far are acknowledged. */

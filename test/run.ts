@@ -9,6 +9,8 @@
  * made). Suites that take a store target run a second time on MongoStore through the MongoDB
  * stand-in (STEWARD_TEST_STORE=standin), unless MONGODB_URI is set. A file with the line
  * `// test-runner: alone` (a whole cluster of processes) runs first, with no other file beside it.
+ * Each file runs in a process group of its own, killed when the file ends, so nothing it started
+ * outlives it.
  * Every test process loads test/preload.ts: a promise rejection nothing handled fails its
  * file (counted as one failure each), even when its tests passed.
  *
@@ -65,6 +67,23 @@ interface Result {
   ms: number;
 }
 
+/** The process groups of the test files running now. */
+const running = new Set<number>();
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // the group is gone already
+  }
+}
+// Stopped (Ctrl-C, or a CI time limit), the runner takes every file's processes with it.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    for (const pid of running) killGroup(pid);
+    process.exit(130);
+  });
+}
+
 function runFile(entry: string): Promise<Result> {
   const started = Date.now();
   const onStandin = entry.endsWith(STANDIN_PASS);
@@ -79,16 +98,22 @@ function runFile(entry: string): Promise<Result> {
     const child = spawn(process.execPath, args, {
       env: { ...process.env, FORCE_COLOR: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', ...(onStandin ? { STEWARD_TEST_STORE: 'standin' } : {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group, so that what the file started (servers, nodes, agents) ends with it.
+      detached: true,
     });
+    running.add(child.pid!);
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
     const timer = setTimeout(() => {
       output += `\n[runner] ${relative(root, file)} exceeded ${perFileTimeoutMs} ms and was killed\n`;
-      child.kill('SIGKILL');
+      killGroup(child.pid!);
     }, perFileTimeoutMs);
     child.on('close', (code) => {
       clearTimeout(timer);
+      // Whatever the file left running (a process a failed test did not stop) goes too.
+      killGroup(child.pid!);
+      running.delete(child.pid!);
       if (file === TYPECHECK) {
         resolve({ file: entry, passed: code === 0 ? 1 : 0, failed: code === 0 ? 0 : 1, output, ms: Date.now() - started });
         return;

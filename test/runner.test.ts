@@ -65,4 +65,17 @@ test('a file marked "test-runner: alone" runs first, with no other file beside i
   assert.equal((await readFile(trace, 'utf8')).trim().split('\n'), ['alone start', 'alone end', 'beside start', 'beside end']);
 });
 
+test('a process a test file left running ends with the file', async () => {
+  const trace = join(await mkdtemp(join(tmpdir(), 'steward-runner-')), 'pid');
+  const { code, out } = await runRunner('leaves-a-process.fixture.ts', { RUNNER_TRACE: trace });
+  assert.is(lastLine(out), '1 passed, 0 failed', out);
+  assert.is(code, 0, out);
+  const pid = Number(await readFile(trace, 'utf8'));
+  assert.ok(pid > 0);
+  // Gone, or a zombie waiting for a reaper (state Z): either way it no longer runs.
+  const state = await readFile(`/proc/${pid}/stat`, 'utf8').then((t) => t.slice(t.lastIndexOf(')') + 2, t.lastIndexOf(')') + 3), () => 'gone');
+  const alive = state !== 'gone' && state !== 'Z';
+  assert.not.ok(alive, `process ${pid} still running`);
+});
+
 test.run();
