@@ -162,8 +162,6 @@ export class Feed {
   channelAccess: ChannelAccess;
   /** Sockets subscribed to each channel. */
   private readonly channelSubs = new Map<string, Set<FeedConn>>();
-  /** Sockets with a named-topic subscription (their rights are re-checked with the person's). */
-  private readonly topicConns = new Set<FeedConn>();
   /** Authenticated sockets per person (DID) and per session id. */
   private readonly byPerson = new Map<string, Set<FeedConn>>();
   private readonly bySession = new Map<string, Set<FeedConn>>();
@@ -381,7 +379,6 @@ export class Feed {
     const sub = new TopicSub(conn, name, filters, workspaces === 'all' ? 'all' : new Set(workspaces), user.isAdmin);
     (conn.topics ??= new Map()).set(name, sub);
     conn.batcher ??= this.batcherFor(conn);
-    this.topicConns.add(conn);
     this.deps.topics.add(name, sub);
     this.send(conn, { type: 'subscribed', topic: name });
   }
@@ -405,38 +402,32 @@ export class Feed {
     if (!sub) return;
     conn.topics!.delete(name);
     this.deps.topics.remove(name, sub);
-    if (conn.topics!.size === 0) this.topicConns.delete(conn);
   }
 
   /**
-   * Re-checks the named-topic subscriptions of a person (their role changed, they left a
-   * workspace, their account is gone): each is narrowed to what they may see now, or ends with
+   * Re-checks one socket's named-topic subscriptions as its person is now (`user`; null: the
+   * account is gone): each is narrowed to what they may see now, or ends with
    * `{type: "unsubscribed", topic, reason: "access_lost"}`.
    */
-  private async recheckTopics(did: string): Promise<void> {
+  private async recheckTopics(conn: FeedConn, user: UserPrincipal | null): Promise<void> {
     const { rights } = this.deps;
-    for (const conn of [...this.topicConns]) {
-      if (conn.closed || conn.user?.did !== did) continue;
-      const user = await rights.current(conn.user);
-      if (conn.closed) continue;
-      const workspaces = user ? await rights.workspacesOf(user) : [];
-      if (conn.closed) continue;
-      if (user) conn.user = user;
-      for (const sub of [...(conn.topics?.values() ?? [])]) {
-        let kept = user !== null && (user.isAdmin || !ADMIN_TOPICS.has(sub.topic));
-        if (kept && sub.filters.workspaceId !== undefined) kept = (await rights.workspace(user!, sub.filters.workspaceId)) !== null;
-        if (kept && sub.filters.workflowId !== undefined) kept = (await rights.workflowWorkspace(user!, sub.filters.workflowId)) !== null;
-        if (conn.closed) break;
-        if (kept) {
-          sub.isAdmin = user!.isAdmin;
-          sub.workspaces = workspaces === 'all' ? 'all' : new Set(workspaces);
-          continue;
-        }
-        this.forgetTopic(conn, sub.topic);
-        this.send(conn, { type: 'unsubscribed', topic: sub.topic, reason: 'access_lost' });
+    const workspaces = user ? await rights.workspacesOf(user) : [];
+    if (conn.closed) return;
+    for (const sub of [...(conn.topics?.values() ?? [])]) {
+      let kept = user !== null && (user.isAdmin || !ADMIN_TOPICS.has(sub.topic));
+      if (kept && sub.filters.workspaceId !== undefined) kept = (await rights.workspace(user!, sub.filters.workspaceId)) !== null;
+      if (kept && sub.filters.workflowId !== undefined) kept = (await rights.workflowWorkspace(user!, sub.filters.workflowId)) !== null;
+      if (conn.closed) break;
+      if (kept) {
+        sub.isAdmin = user!.isAdmin;
+        sub.workspaces = workspaces === 'all' ? 'all' : new Set(workspaces);
+        continue;
       }
+      this.forgetTopic(conn, sub.topic);
+      this.send(conn, { type: 'unsubscribed', topic: sub.topic, reason: 'access_lost' });
     }
   }
+
 
   /**
    * Re-checks the channel subscriptions of `did` (every subscriber when null) after someone may
@@ -461,13 +452,16 @@ export class Feed {
 
   /** Re-checks every subscription of one person (they left a workspace, lost a role, or are gone). */
   async recheckPerson(did: string): Promise<void> {
-    // Their sockets act as the person is now (a global admin flag taken away), channels included.
+    const channels = new Set<string>();
     for (const conn of [...(this.byPerson.get(did) ?? [])]) {
-      const user = conn.user && !conn.closed ? await this.deps.rights.current(conn.user) : null;
-      if (user && !conn.closed) conn.user = user;
+      if (conn.closed || !conn.user) continue;
+      // The socket acts as the person is now (a global admin flag taken away), channels included.
+      const user = await this.deps.rights.current(conn.user);
+      if (conn.closed) continue;
+      if (user) conn.user = user;
+      if (conn.topics?.size) await this.recheckTopics(conn, user);
+      for (const channelId of conn.channels?.keys() ?? []) channels.add(channelId);
     }
-    await this.recheckTopics(did);
-    const channels = [...this.channelSubs].filter(([, subs]) => [...subs].some((conn) => conn.user?.did === did)).map(([id]) => id);
     for (const channelId of channels) await this.recheckChannel(channelId, did);
   }
 
